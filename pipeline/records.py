@@ -1,0 +1,162 @@
+"""The records every stage hands to the next: Task, Candidate, EvalResult (and their parts).
+
+One definition each, JSON-serialisable through pydantic (`model_dump_json` / `model_validate`),
+versioned by `RECORD_VERSION`. Units are in the field names: `_ms` milliseconds, `_s` seconds,
+sizes in elements unless a name says `_bytes`.
+
+Task kinds and candidate formats (see README, "Candidate formats"):
+- `c2cuda`: translate a C function to CUDA. The task carries the C reference and its argument
+  list (`args`); a candidate is a `.cu` file defining the same function with C linkage, taking
+  device pointers, launching its own kernels (format `c2cuda`).
+- `torch2cuda`: replace a PyTorch `Model` (KernelBench layout: `Model`, `get_inputs`,
+  `get_init_inputs`). A candidate is either a `.cu` file in the light format (`light`, calling
+  convention in `pipeline/evaluation/light_abi.py`) or a Python `ModelNew` building its kernels
+  with `load_inline` (`kernelbench`).
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RECORD_VERSION = 1
+
+TaskKind = Literal["c2cuda", "torch2cuda"]
+CandidateFormat = Literal["c2cuda", "light", "kernelbench"]
+Verdict = Literal[
+    "format_error", "compile_error", "rejected", "runtime_error", "timeout",
+    "incorrect", "correct", "not_executed",
+]
+ArgRole = Literal["in", "out", "inout", "scalar"]
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class ArgSpec(Record):
+    """One parameter of a c2cuda task's function, in signature order."""
+    name: str
+    ctype: str = Field(description="C type as written in the signature, e.g. 'const float*', 'int'")
+    role: ArgRole = Field(description="in/out/inout for pointers; scalar for values")
+    size: str = Field(default="", description="pointer args: element count, an expression over the config's params")
+    init: str = Field(default="uniform(-1,1)", description="pointer args: how the harness fills inputs: "
+                      "uniform(lo,hi) | randint(lo,hi) (hi exclusive, expressions allowed) | "
+                      "scalars: an expression over the params giving the value")
+
+
+class InputConfig(Record):
+    """One input configuration: values of the size parameters, and what it is used for."""
+    name: str
+    params: dict[str, float | int] = Field(default_factory=dict,
+                                           description="c2cuda: size params; torch2cuda: module globals to override")
+    check: bool = Field(default=True, description="outputs are compared against the reference")
+    time: bool = Field(default=False, description="candidate and baseline are timed on it")
+
+
+class WorkModel(Record):
+    """Work of one call, as expressions over a config's params: FLOPs and minimum bytes moved."""
+    flops: str = "0"
+    bytes: str = "0"
+
+
+class Implementation(Record):
+    """A known CUDA implementation of a task (the naive one is the c2cuda GPU baseline)."""
+    name: str
+    strategy: str = Field(description="optimisation strategy label: naive, coalesced, tiled_shared, ...")
+    format: CandidateFormat
+    code: str
+    times_ms: dict[str, float] = Field(default_factory=dict, description="median time per config name, measured")
+    gpu: str = ""
+
+
+class Tolerance(Record):
+    """Pass when |out - ref| <= rtol*|ref| + atol*rms(ref) for every element (and no NaN/Inf)."""
+    rtol: float = 1e-4
+    atol: float = 1e-4
+
+
+class Task(Record):
+    version: int = RECORD_VERSION
+    id: str
+    kind: TaskKind
+    family: str
+    description: str = ""
+    reference: str = Field(description="c2cuda: C source of the function; torch2cuda: Python module source")
+    function: str = Field(default="", description="c2cuda: the function name the candidate must define")
+    args: list[ArgSpec] = Field(default_factory=list, description="c2cuda: parameters in signature order")
+    configs: list[InputConfig]
+    work: WorkModel = Field(default_factory=WorkModel)
+    tolerance: Tolerance = Field(default_factory=Tolerance)
+    implementations: list[Implementation] = Field(default_factory=list)
+    source_path: str = Field(default="", description="file the task was loaded from, for messages")
+
+    def baseline(self) -> Implementation | None:
+        """The task's naive implementation: the GPU baseline of c2cuda tasks."""
+        for impl in self.implementations:
+            if impl.strategy == "naive":
+                return impl
+        return None
+
+    def content_hash(self) -> str:
+        body = self.model_dump_json(exclude={"implementations", "source_path", "description"})
+        return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+class Candidate(Record):
+    task_id: str
+    code: str
+    format: CandidateFormat
+    turn: int = 0
+
+    def content_hash(self) -> str:
+        return hashlib.sha256(f"{self.format}\0{self.code}".encode()).hexdigest()[:16]
+
+
+class Timing(Record):
+    """Statistics of one timed callable: median and spread over trials, after warm-up."""
+    median_ms: float
+    iqr_ms: float
+    min_ms: float
+    trials: int
+
+
+class ConfigResult(Record):
+    """What happened on one input configuration."""
+    name: str
+    passed: bool | None = Field(default=None, description="None when not checked")
+    max_error: float | None = Field(default=None, description="max of |out-ref| / (rtol*|ref| + atol*rms(ref)); <= 1 passes")
+    error: str = ""
+    time: Timing | None = None
+    baseline_time: Timing | None = None
+    floor_ms: float | None = Field(default=None, description="roofline floor: fastest time the hardware allows")
+
+
+class Finding(Record):
+    """One structured observation for the feedback message and the reward."""
+    source: Literal["gate", "compile", "check", "timing", "structure", "sandbox"]
+    severity: Literal["error", "warning", "info"]
+    message: str
+    line: int | None = None
+    rule: str = ""
+
+
+class EvalResult(Record):
+    version: int = RECORD_VERSION
+    task_id: str
+    candidate_hash: str
+    format: CandidateFormat
+    turn: int = 0
+    verdict: Verdict
+    reason: str = ""
+    compile_log: str = ""
+    configs: list[ConfigResult] = Field(default_factory=list)
+    speedup: float | None = Field(default=None, description="baseline time / candidate time, geometric mean over timed configs")
+    features: dict[str, float | int | str | bool] = Field(default_factory=dict)
+    flags: list[str] = Field(default_factory=list, description="anti-hack rules raised")
+    findings: list[Finding] = Field(default_factory=list)
+    stage_s: dict[str, float] = Field(default_factory=dict, description="seconds per stage: gate, compile, load, check, timing")
+    gpu: str = ""
+    evaluator_version: str = ""
+    cached: bool = False
