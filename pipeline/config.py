@@ -110,6 +110,8 @@ def _expected(loc: tuple) -> str:
 
 def _parse_scalar(text: str) -> Any:
     """A command-line value: YAML scalars and lists (`3`, `0.5`, `true`, `[1,2]`, `name`)."""
+    if not text.strip():
+        return ""
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError:

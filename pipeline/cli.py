@@ -1,0 +1,139 @@
+"""The `cudaperf` command: one entry point, one subcommand per job.
+
+  cudaperf eval TASK CANDIDATE [--json] [--config FILE] [section.key=value ...]
+  cudaperf verify [--config FILE] [--out FILE] [section.key=value ...]
+  cudaperf analyze FILE.cu [--block N] [--arch sm_90]
+  cudaperf config [--config FILE] [section.key=value ...]
+
+User errors (bad config, missing file, no nvcc) end with one line naming the problem and the fix
+and exit status 2; a candidate's failure is a verdict, never an error of the command.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pipeline.config import ConfigError, describe_schema, load_config
+
+
+class UsageError(Exception):
+    """A mistake the user can fix; printed as one line."""
+
+
+def gpu_count() -> int:
+    """GPUs visible to this process through the CUDA driver (0 without a driver)."""
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    n = ctypes.c_int(0)
+    if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(n)) != 0:
+        return 0
+    return n.value
+
+
+def _config(args):
+    try:
+        return load_config(args.config, args.overrides)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+
+
+def cmd_eval(args) -> int:
+    from pipeline.evaluation.evaluator import Evaluator
+    from pipeline.evaluation.feedback import format_feedback
+    from pipeline.tasks import TaskError, load_candidate_file, load_task_arg
+    cfg = _config(args)
+    try:
+        task = load_task_arg(args.task)
+        cand = load_candidate_file(args.candidate, task)
+    except (TaskError, OSError) as e:
+        raise UsageError(str(e)) from None
+    use_gpu = cfg.eval.gpus != 0 and gpu_count() > 0
+    result = Evaluator(cfg.eval, cfg.compile, use_gpu=use_gpu).evaluate(task, [cand])[0]
+    if args.json:
+        print(result.model_dump_json(indent=2))
+        return 0
+    print(f"task      {task.id}  ({task.kind}, {cand.format} candidate)")
+    print(f"verdict   {result.verdict}" + (f": {result.reason}" if result.reason else ""))
+    for c in result.configs:
+        parts = [f"{c.name:<12}"]
+        if c.passed is not None:
+            parts.append("passed" if c.passed else "FAILED")
+        if c.max_error is not None:
+            parts.append(f"max error {c.max_error:.3g}")
+        if c.time:
+            parts.append(f"{c.time.median_ms:.4f} ms (iqr {c.time.iqr_ms:.4f}, {c.time.trials} trials)")
+        if c.baseline_time:
+            parts.append(f"baseline {c.baseline_time.median_ms:.4f} ms")
+        print("  " + "  ".join(parts))
+    if result.speedup is not None:
+        print(f"speedup   {result.speedup:.3f}x")
+    print("stages    " + ", ".join(f"{k} {v:.2f}s" for k, v in result.stage_s.items()))
+    print("\nfeedback message:\n" + format_feedback(result))
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from pipeline.verify import verify_tasks
+    cfg = _config(args)
+    report = verify_tasks(cfg, out_path=args.out)
+    print(json.dumps(report["summary"], indent=2))
+    return 0 if report["summary"]["failed"] == 0 else 1
+
+
+def cmd_analyze(argv: list[str]) -> int:
+    from pipeline.structure.analyze import main_analyze
+    return main_analyze(argv)
+
+
+def cmd_config(args) -> int:
+    cfg = _config(args)
+    if args.describe:
+        print("\n".join(describe_schema()))
+    else:
+        import yaml
+        print(yaml.safe_dump(cfg.model_dump(), sort_keys=False))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cudaperf", description="RL for fast, correct CUDA kernels")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def with_config(p):
+        p.add_argument("--config", default=None, help="YAML run configuration")
+        p.add_argument("overrides", nargs="*", help="section.key=value overrides")
+        return p
+    p = with_config(sub.add_parser("eval", help="evaluate one candidate against one task"))
+    p.add_argument("task", help="task YAML, KernelBench problem .py, or built-in id such as c2cuda/saxpy")
+    p.add_argument("candidate", help="candidate file: .cu (c2cuda or light format) or .py (KernelBench ModelNew)")
+    p.add_argument("--json", action="store_true", help="print the EvalResult as JSON")
+    p.set_defaults(fn=cmd_eval)
+    p = with_config(sub.add_parser("verify", help="evaluate every known implementation of the task set"))
+    p.add_argument("--out", default=None, help="write the JSON report here")
+    p.set_defaults(fn=cmd_verify)
+    sub.add_parser("analyze", help="structural analysis of a CUDA file (see cudaperf analyze -h)", add_help=False)
+    p = with_config(sub.add_parser("config", help="print the resolved configuration"))
+    p.add_argument("--describe", action="store_true", help="list every key with its default and meaning")
+    p.set_defaults(fn=cmd_config)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "analyze":
+            return cmd_analyze(argv[1:])
+        args = build_parser().parse_args(argv)
+        args.overrides = [o for o in getattr(args, "overrides", [])]
+        return args.fn(args)
+    except UsageError as e:
+        print(f"cudaperf: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

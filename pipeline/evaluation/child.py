@@ -1,0 +1,205 @@
+"""The candidate's child process: harness code that runs one candidate on buffers the evaluator owns.
+
+Started by `sandbox.ChildProcess` as `python -m pipeline.evaluation.child FD_IN FD_OUT`, one
+process per candidate (or per trusted baseline). It talks JSON lines over two private pipes
+(never stdout, which the candidate may write to). Messages from the evaluator:
+  hello {scratch, user, isolate_network, preload_torch} -> applies the sandbox, reports what held
+  load  {format, artifact, entry, source, extensions, buffers, calls, flush_bytes}
+  call  {config}                 -> runs the candidate once on that config's buffers, syncs
+  time  {config, warmup, trials, budget_s} -> per-trial times from the one timing function
+  exit
+What this protects against, and what not: the candidate cannot touch the evaluator's memory
+except the input and output buffers mapped here; its crash, illegal address or hang ends this
+process only (the evaluator kills it on a deadline). The verdict is decided by the evaluator
+from those buffers. Timings and runtime flags are measured by this harness code in the same
+process as the candidate: native code could in principle tamper with them, which is why the
+static gate forbids events, streams, threads, IPC and load-time code, and why the evaluator
+re-checks outputs after timing and rejects times below the roofline floor.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+import threading
+import time
+
+from pipeline.evaluation.cuda_driver import CudaError, Driver
+from pipeline.evaluation.timing import time_calls
+
+CLONE_NEWNET = 0x40000000
+CTYPES = {"int": ctypes.c_int, "unsigned int": ctypes.c_uint, "unsigned": ctypes.c_uint, "long": ctypes.c_long,
+          "int64_t": ctypes.c_int64, "long long": ctypes.c_longlong, "size_t": ctypes.c_size_t,
+          "float": ctypes.c_float, "double": ctypes.c_double, "int32_t": ctypes.c_int32,
+          "uint32_t": ctypes.c_uint32, "uint64_t": ctypes.c_uint64}
+TYPESTR = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "int32": "<i4", "int64": "<i8",
+           "uint8": "|u1", "int8": "|i1", "bool": "|b1", "int16": "<i2"}
+
+
+def apply_sandbox(hello: dict) -> dict:
+    """Limits, a private network namespace and an unprivileged user, as far as the host allows."""
+    import resource
+    applied: dict = {}
+    for lim, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, 256 << 20)):
+        try:
+            resource.setrlimit(lim, (value, value))
+        except (ValueError, OSError):
+            pass
+    os.chdir(hello["scratch"])
+    os.environ.update(HOME=hello["scratch"], TMPDIR=hello["scratch"])
+    if hello.get("isolate_network"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        applied["network_isolated"] = libc.unshare(CLONE_NEWNET) == 0
+    if hello.get("preload_torch"):  # imported before dropping privileges; CUDA starts later
+        import pipeline.evaluation.torch_guard  # noqa: F401
+    user = hello.get("user") or ""
+    applied["user"] = _drop_privileges(user) if user and os.geteuid() == 0 else str(os.geteuid())
+    return applied
+
+
+def _drop_privileges(user: str) -> str:
+    import pwd
+    try:
+        pw = pwd.getpwnam(user)
+    except KeyError:
+        return f"{os.geteuid()} (no user '{user}')"
+    os.setgroups([])
+    os.setgid(pw.pw_gid)
+    os.setuid(pw.pw_uid)
+    return user
+
+
+class NativeRunner:
+    """c2cuda and light candidates: a shared library called through ctypes."""
+
+    def __init__(self, msg: dict, ptrs: list[int]):
+        self.lib = ctypes.CDLL(msg["artifact"], mode=os.RTLD_LOCAL | os.RTLD_NOW)
+        self.fn = getattr(self.lib, msg["entry"])
+        self.light = msg["format"] == "light"
+        self.fn.restype = ctypes.c_int if self.light else None
+        self.flags: list[str] = []
+        self.calls = [self._prepare(spec, ptrs) for spec in msg["calls"]]
+
+    def _prepare(self, spec: dict, ptrs: list[int]):
+        if self.light:
+            ins = (ctypes.c_void_p * max(len(spec["inputs"]), 1))(*[ptrs[b] for b in spec["inputs"]])
+            outs = (ctypes.c_void_p * max(len(spec["outputs"]), 1))(*[ptrs[b] for b in spec["outputs"]])
+            sizes = (ctypes.c_int64 * max(len(spec["sizes"]), 1))(*spec["sizes"])
+            return (ins, outs, sizes, ctypes.c_void_p(0))
+        args = []
+        for kind, *rest in spec["args"]:
+            if kind == "ptr":
+                args.append(ctypes.c_void_p(ptrs[rest[0]]))
+            else:
+                ctype, value = rest
+                args.append(CTYPES[ctype](value))
+        return tuple(args)
+
+    def call(self, config: int) -> int:
+        ret = self.fn(*self.calls[config])
+        return int(ret) if self.light else 0
+
+
+class TorchRunner:
+    """KernelBench-format candidates: candidate Python with prebuilt extensions, runtime checks on."""
+
+    def __init__(self, msg: dict, ptrs: list[int]):
+        import torch
+        from pipeline.evaluation import torch_guard
+        self.torch, self.guard = torch, torch_guard
+        self.flags: list[str] = []
+        self.snapshot = torch_guard.snapshot()
+        self.threads_before = threading.active_count()
+        namespace = torch_guard.load_candidate(msg["source"], msg["extensions"])
+        self.model_cls = namespace["ModelNew"]
+        self.models: dict[str, object] = {}
+        self.calls = [self._prepare(spec, ptrs) for spec in msg["calls"]]
+
+    def _wrap(self, t: dict, ptrs: list[int]):
+        return self.guard.wrap_buffer(ptrs[t["buf"]], t["shape"], TYPESTR[t["dtype"]], t["dtype"])
+
+    def _prepare(self, spec: dict, ptrs: list[int]):
+        key = json.dumps(spec["init_inputs"])
+        if key not in self.models:
+            self.torch.manual_seed(spec["init_seed"])
+            model = self.model_cls(*spec["init_inputs"]).cuda().eval()
+            params = {p["name"]: self._wrap(p, ptrs) for p in spec["params"]}
+            self.guard.copy_matching_state(model, params)
+            self.models[key] = model
+        inputs = [self._wrap(t, ptrs) if "buf" in t else t["value"] for t in spec["inputs"]]
+        outputs = [self._wrap(t, ptrs) for t in spec["outputs"]]
+        return self.models[key], inputs, outputs
+
+    def forward(self, config: int):
+        model, inputs, _ = self.calls[config]
+        with self.torch.no_grad(), self.guard.NoTorchCompute(self.flags):
+            return model(*inputs)
+
+    def call(self, config: int) -> int:
+        _, _, outputs = self.calls[config]
+        self.guard.poison_allocator(sum(o.numel() * o.element_size() for o in outputs))
+        result = self.forward(config)
+        self.flags += self.guard.output_problems(result, outputs)
+        if not self.flags:
+            for out, res in zip(outputs, result if isinstance(result, (tuple, list)) else [result]):
+                out.copy_(res)
+        self.flags += self.guard.changes_since(self.snapshot)
+        if threading.active_count() > self.threads_before:
+            self.flags.append("threads: the candidate started threads")
+        self.flags = sorted(set(self.flags))
+        return 0
+
+
+def serve(rin, wout) -> None:
+    def send(obj: dict) -> None:
+        wout.write(json.dumps(obj) + "\n")
+        wout.flush()
+
+    hello = json.loads(rin.readline())
+    send({"ok": True, "sandbox": apply_sandbox(hello), "pid": os.getpid()})
+    driver = runner = None
+    flush_ptr = flush_bytes = 0
+    for line in rin:
+        msg = json.loads(line)
+        op = msg["op"]
+        if op == "exit":
+            break
+        t0 = time.perf_counter()
+        try:
+            if op == "probe":
+                send({"ok": True, "device": Driver(0).info().name})
+            elif op == "load":
+                driver = Driver(0)
+                ptrs = [driver.ipc_open(b["handle"]) for b in msg["buffers"]]
+                flush_bytes = msg.get("flush_bytes", 0)
+                flush_ptr = driver.alloc(flush_bytes) if flush_bytes else 0
+                runner = (TorchRunner if msg["format"] == "kernelbench" else NativeRunner)(msg, ptrs)
+                driver.synchronize()
+                send({"ok": True, "device": driver.info().name, "flags": runner.flags})
+            elif op == "call":
+                ret = runner.call(msg["config"])
+                driver.synchronize()
+                send({"ok": True, "ret": ret, "flags": runner.flags, "s": time.perf_counter() - t0})
+            elif op == "time":
+                cfg = msg["config"]
+                fn = (lambda: runner.forward(cfg)) if isinstance(runner, TorchRunner) else (lambda: runner.call(cfg))
+                times = time_calls(driver, fn, flush_ptr, flush_bytes, msg["warmup"], msg["trials"], msg["budget_s"])
+                send({"ok": True, "times_ms": times, "flags": runner.flags})
+            else:
+                send({"ok": False, "stage": op, "error": f"unknown op {op!r}"})
+        except CudaError as e:
+            send({"ok": False, "stage": op, "cuda": True, "error": str(e), "flags": getattr(runner, "flags", [])})
+        except Exception as e:  # candidate failures are data for the evaluator, not crashes of it
+            send({"ok": False, "stage": op, "error": f"{type(e).__name__}: {e}"[:2000],
+                  "flags": getattr(runner, "flags", [])})
+
+
+def main() -> None:
+    fd_in, fd_out = int(sys.argv[1]), int(sys.argv[2])
+    with os.fdopen(fd_in, "r") as rin, os.fdopen(fd_out, "w") as wout:
+        serve(rin, wout)
+
+
+if __name__ == "__main__":
+    main()

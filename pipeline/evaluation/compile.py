@@ -1,0 +1,237 @@
+"""Compile step: candidate or trusted source in, a cached artefact (shared library) out.
+
+Separate from execution and sandboxed: the compiler runs in a new session with a wall-clock
+limit, an address-space limit, a scratch directory of its own, a trimmed environment and, where
+the host allows it, a private network namespace. Artefacts are cached by a hash of the source,
+the flags, the architecture and the toolchain version, so identical candidates compile once.
+- c2cuda and light candidates: `nvcc -shared` (works on CPU-only machines).
+- C references (trusted): `gcc -shared`.
+- kernelbench candidates: the sources of their `load_inline` calls, extracted by the gate, are
+  built with torch's extension builder in a subprocess; this needs a CUDA build of torch (GPU
+  hosts); elsewhere the result says the build is unavailable here.
+Compiler output is trimmed to the errors a reader needs, with scratch paths replaced.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from pipeline.config import CompileSection
+from pipeline.records import Candidate, Task
+
+CLONE_NEWNET = 0x40000000
+
+
+class CompileResult(BaseModel):
+    """Outcome of one compilation; `artifact` is a path in the cache when ok."""
+    ok: bool
+    unavailable: bool = Field(False, description="this host cannot build this format (not a candidate error)")
+    artifact: str = ""
+    extensions: dict[str, str] = Field(default_factory=dict, description="kernelbench: extension name -> .so path")
+    log: str = Field("", description="trimmed compiler errors (empty when ok)")
+    ptxas_log: str = Field("", description="ptxas resource report (-Xptxas -v)")
+    key: str = ""
+    cached: bool = False
+    seconds: float = 0.0
+
+
+@lru_cache(maxsize=8)
+def toolchain_id(nvcc: str) -> str:
+    """Version text of nvcc (part of every cache key); 'missing' when nvcc is not installed."""
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "missing"
+    return out.strip().splitlines()[-1] if out.strip() else "unknown"
+
+
+def _sandbox_preexec(memory_limit_bytes: int):
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET)  # best effort: fails without privilege
+    return apply
+
+
+def trim_log(text: str, scratch: str, limit: int) -> str:
+    """Keep error lines (and the source/caret lines after them); name files by their base name."""
+    text = text.replace(scratch + "/", "").replace(scratch, ".")
+    lines = text.splitlines()
+    kept: list[str] = []
+    errors = 0
+    for i, line in enumerate(lines):
+        if re.search(r"\berror\b|fatal|undefined reference|Error", line):
+            errors += 1
+            kept.append(line)
+            kept += [ln for ln in lines[i + 1:i + 3] if ln.strip() and not re.search(r"\berror\b", ln)]
+    if not kept:
+        kept = [ln for ln in lines if ln.strip() and not ln.startswith("ptxas info")][-20:]
+    out = "\n".join(kept)
+    if len(out) > limit:
+        out = out[:limit] + f"\n... ({errors} errors in all; output trimmed)"
+    return out
+
+
+class Compiler:
+    """Compiles candidates and trusted sources into cached shared libraries."""
+
+    def __init__(self, cfg: CompileSection):
+        self.cfg = cfg
+        self.cache_dir = Path(os.path.expanduser(cfg.cache_dir))
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+
+    # --- public ---------------------------------------------------------------------------
+    def compile(self, candidate: Candidate, task: Task) -> CompileResult:
+        if candidate.format == "kernelbench":
+            return self.compile_kernelbench(candidate.code)
+        return self.compile_cuda(candidate.code)
+
+    def nvcc_flags(self) -> list[str]:
+        return [f"-arch={self.cfg.arch}", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-Xptxas", "-v",
+                *self.cfg.extra_flags]
+
+    def compile_cuda(self, source: str) -> CompileResult:
+        flags = self.nvcc_flags()
+        key = self._key("cuda", source, flags, toolchain_id(self.cfg.nvcc))
+        return self._cached(key, lambda scratch: self._run_compiler(
+            [self.cfg.nvcc, *flags, "-o", "artifact.so", "candidate.cu"], scratch, source, "candidate.cu"))
+
+    def compile_c_reference(self, source: str) -> CompileResult:
+        flags = ["-O2", "-shared", "-fPIC", "-std=c11"]
+        key = self._key("c", source, flags, "gcc")
+        return self._cached(key, lambda scratch: self._run_compiler(
+            ["gcc", *flags, "-o", "artifact.so", "reference.c", "-lm"], scratch, source, "reference.c"))
+
+    def compile_kernelbench(self, source: str) -> CompileResult:
+        from pipeline.evaluation.gate import extract_load_inline
+        try:
+            builds = extract_load_inline(source)
+        except (SyntaxError, ValueError) as e:
+            return CompileResult(ok=False, log=f"could not read the load_inline calls: {e}")
+        if not builds:
+            return CompileResult(ok=False, log="the candidate calls load_inline nowhere; build its kernels with "
+                                               "torch.utils.cpp_extension.load_inline")
+        if not _torch_can_build_cuda():
+            return CompileResult(ok=False, unavailable=True,
+                                 log="kernelbench-format candidates build only on a GPU host with a CUDA build of torch")
+        spec = json.dumps(builds, sort_keys=True)
+        key = self._key("kernelbench", spec, [self.cfg.arch], _torch_id())
+        return self._cached(key, lambda scratch: self._build_extensions(builds, scratch))
+
+    # --- internals --------------------------------------------------------------------------
+    def _key(self, kind: str, source: str, flags: list[str], toolchain: str) -> str:
+        body = "\0".join([kind, source, " ".join(flags), self.cfg.arch, toolchain])
+        return hashlib.sha256(body.encode()).hexdigest()[:24]
+
+    def _cached(self, key: str, build) -> CompileResult:
+        entry = self.cache_dir / key
+        meta = entry / "result.json"
+        if meta.is_file():
+            result = CompileResult.model_validate_json(meta.read_text())
+            if not result.ok or all(Path(p).exists() for p in [result.artifact, *result.extensions.values()] if p):
+                return result.model_copy(update={"cached": True, "seconds": 0.0})
+        t0 = time.perf_counter()
+        scratch = tempfile.mkdtemp(prefix="cudaperf-compile-")
+        try:
+            result = build(scratch)
+            staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=self.cache_dir))
+            if result.ok:
+                if result.artifact:
+                    result.artifact = str(entry / Path(result.artifact).name)
+                    shutil.copy2(os.path.join(scratch, Path(result.artifact).name), staging)
+                for name, path in list(result.extensions.items()):
+                    shutil.copy2(path, staging / Path(path).name)
+                    result.extensions[name] = str(entry / Path(path).name)
+            result.key, result.seconds = key, time.perf_counter() - t0
+            (staging / "result.json").write_text(result.model_dump_json())
+            shutil.rmtree(entry, ignore_errors=True)
+            os.replace(staging, entry)  # atomic publish: readers never see half an entry
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return result
+
+    def _run_compiler(self, argv: list[str], scratch: str, source: str, filename: str,
+                      timeout_s: float | None = None, product: str = "artifact.so") -> CompileResult:
+        Path(scratch, filename).write_text(source)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": scratch, "TMPDIR": scratch}
+        for key in ("CUDA_HOME", "LD_LIBRARY_PATH"):
+            if key in os.environ:
+                env[key] = os.environ[key]
+        timeout_s = timeout_s or self.cfg.timeout_s
+        try:
+            proc = subprocess.run(argv, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout_s,
+                                  preexec_fn=_sandbox_preexec(self.cfg.memory_limit_bytes), start_new_session=True)
+        except subprocess.TimeoutExpired:
+            return CompileResult(ok=False, log=f"compilation exceeded its {timeout_s:.0f} s limit")
+        except FileNotFoundError:
+            return CompileResult(ok=False, unavailable=True,
+                                 log=f"compiler '{argv[0]}' not found; install it or set compile.nvcc")
+        text = (proc.stdout or "") + (proc.stderr or "")
+        ptxas = "\n".join(ln for ln in text.splitlines() if ln.startswith("ptxas") or "bytes stack frame" in ln)
+        if proc.returncode != 0 or not Path(scratch, product).exists():
+            if proc.returncode < 0 or "Killed" in text or "out of memory" in text.lower():
+                return CompileResult(ok=False, log=f"the compiler was stopped ({proc.returncode}): it exceeded "
+                                                   f"its memory or time limit\n" + trim_log(text, scratch, self.cfg.log_chars))
+            return CompileResult(ok=False, log=trim_log(text, scratch, self.cfg.log_chars), ptxas_log=ptxas)
+        return CompileResult(ok=True, artifact=os.path.join(scratch, product) if product.endswith(".so") else "",
+                             ptxas_log=ptxas)
+
+    def _build_extensions(self, builds: list[dict], scratch: str) -> CompileResult:
+        """Build each load_inline call with torch's builder in a sandboxed subprocess."""
+        Path(scratch, "builds.json").write_text(json.dumps(builds))
+        arch = self.cfg.arch.replace("sm_", "")
+        argv = ["env", f"TORCH_CUDA_ARCH_LIST={arch[:-1]}.{arch[-1]}", f"TORCH_EXTENSIONS_DIR={scratch}/ext",
+                sys.executable, "build.py"]
+        result = self._run_compiler(argv, scratch, _BUILD_SCRIPT, "build.py", self.cfg.kernelbench_timeout_s,
+                                    product="built.json")
+        if not result.ok:
+            return result
+        extensions = json.loads(Path(scratch, "built.json").read_text())
+        return CompileResult(ok=True, extensions=extensions, ptxas_log=result.ptxas_log)
+
+
+_BUILD_SCRIPT = r'''
+import json, os, sys
+from torch.utils.cpp_extension import load_inline
+builds = json.load(open("builds.json"))
+out = {}
+for b in builds:
+    d = os.path.join(os.getcwd(), "ext", b["name"])
+    os.makedirs(d, exist_ok=True)
+    load_inline(name=b["name"], cpp_sources=b["cpp_sources"], cuda_sources=b["cuda_sources"],
+                functions=b.get("functions"), extra_cflags=b.get("extra_cflags") or None,
+                extra_cuda_cflags=(b.get("extra_cuda_cflags") or []) + ["-Xptxas", "-v", "-lineinfo"],
+                build_directory=d, verbose=True)
+    so = [f for f in os.listdir(d) if f.endswith(".so")]
+    out[b["name"]] = os.path.join(d, so[0])
+json.dump(out, open("built.json", "w"))
+'''
+
+
+@lru_cache(maxsize=1)
+def _torch_can_build_cuda() -> bool:
+    try:
+        import torch
+        from torch.utils.cpp_extension import CUDA_HOME
+    except ImportError:
+        return False
+    return torch.version.cuda is not None and CUDA_HOME is not None
+
+
+@lru_cache(maxsize=1)
+def _torch_id() -> str:
+    import torch
+    return f"torch {torch.__version__} cuda {torch.version.cuda}"

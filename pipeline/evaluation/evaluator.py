@@ -1,0 +1,301 @@
+"""The evaluator: a group of candidates for one task in, one EvalResult per candidate out.
+
+Order of work (the evaluation protocol of the design notes):
+ 1. static gate (gate.py) -> `rejected` naming rule and line;
+ 2. compile (compile.py, cached) -> `compile_error` with the trimmed log;
+ 3. without a GPU: `not_executed` (never counted as correct);
+ 4. on a GPU, once per group: fresh secret seeds, inputs and reference outputs (reference.py),
+    device buffers the trusted side owns; then each candidate in its own child process
+    (sandbox.py, child.py): correctness on every check configuration, twice with different
+    inputs in the same buffers, outputs NaN-poisoned before each call, inputs verified
+    unchanged; then timing on the timing configurations, alternating baseline and candidate
+    rounds under an exclusive GPU lock, outputs re-checked after timing, times below the
+    roofline floor rejected.
+Identical candidates are evaluated once (by content hash), and results are cached on disk by
+candidate, task, evaluator version and GPU.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import math
+import os
+import secrets
+import time
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.config import CompileSection, EvalSection
+from pipeline.evaluation import feedback
+from pipeline.evaluation.compile import CompileResult, Compiler
+from pipeline.evaluation.gate import check_candidate
+from pipeline.evaluation.reference import (GroupData, build_c2cuda, build_torch2cuda, compare, poison_byte,
+                                           run_c_reference)
+from pipeline.evaluation.result_cache import ResultCache
+from pipeline.evaluation.sandbox import ChildFailed, ChildProcess
+from pipeline.evaluation.timing import summarize, time_calls
+from pipeline.records import Candidate, ConfigResult, EvalResult, Finding, Task
+
+EVALUATOR_VERSION = "1"
+
+
+@dataclass
+class Prepared:
+    """A candidate that passed the gate and compiled (or cannot be built on this host)."""
+    comp: CompileResult
+    findings: list[Finding]
+    stage_s: dict[str, float]
+
+
+class TaskBroken(RuntimeError):
+    """The task's own reference or baseline is wrong: a bug in the data, not in a candidate."""
+
+
+class Evaluator:
+    """One per GPU (or one CPU-only). `evaluate(task, candidates)` is the whole interface."""
+
+    def __init__(self, eval_cfg: EvalSection, compile_cfg: CompileSection, use_gpu: bool):
+        self.cfg = eval_cfg
+        self.compiler = Compiler(compile_cfg)
+        self.use_gpu = use_gpu
+        self.gpu_name = "cpu"
+        self.cache = ResultCache(eval_cfg.result_cache_dir)
+        self.child_user = eval_cfg.unprivileged_user
+        self.sandbox_note = ""
+        self.visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if use_gpu:
+            from pipeline.evaluation.cuda_driver import Driver
+            self.driver = Driver(0)
+            self.gpu_name = self.driver.info().name
+            self.flush_ptr = self.driver.alloc(eval_cfg.l2_flush_bytes)
+            self._probe_child_user()
+
+    # --- public ---------------------------------------------------------------------------
+    def evaluate(self, task: Task, candidates: list[Candidate],
+                 compiled: list[CompileResult | None] | None = None) -> list[EvalResult]:
+        """Results in candidate order; duplicates and cached candidates are not re-run."""
+        compiled = compiled or [None] * len(candidates)
+        unique: dict[str, int] = {}
+        results: list[EvalResult | None] = [None] * len(candidates)
+        pending = []
+        for i, cand in enumerate(candidates):
+            key = self._cache_key(task, cand)
+            if key in unique:
+                continue
+            unique[key] = i
+            hit = self.cache.get(key)
+            if hit is not None:
+                results[i] = hit.model_copy(update={"cached": True, "turn": cand.turn})
+            else:
+                pending.append(i)
+        prepared = {i: self._gate_and_compile(task, candidates[i], compiled[i]) for i in pending}
+        runnable = [i for i in pending if isinstance(prepared[i], Prepared)]
+        for i in pending:
+            if not isinstance(prepared[i], Prepared):
+                results[i] = prepared[i]
+        if runnable and not self.use_gpu:
+            for i in runnable:
+                results[i] = self._not_executed(task, candidates[i], prepared[i])
+        elif any(prepared[i].comp.unavailable for i in runnable):
+            for i in [i for i in runnable if prepared[i].comp.unavailable]:
+                results[i] = self._not_executed(task, candidates[i], prepared[i])
+            runnable = [i for i in runnable if results[i] is None]
+        if runnable and self.use_gpu:
+            group = self._prepare_group(task)
+            try:
+                for i in runnable:
+                    results[i] = self._execute(group, candidates[i], prepared[i])
+            finally:
+                self._release_group(group)
+        for i in pending:
+            results[i].findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
+            self.cache.put(self._cache_key(task, candidates[i]), results[i])
+        for i, cand in enumerate(candidates):
+            if results[i] is None:
+                first = results[unique[self._cache_key(task, cand)]]
+                results[i] = first.model_copy(update={"cached": True, "turn": cand.turn})
+        return results
+
+    def message(self, result: EvalResult) -> str:
+        return feedback.format_feedback(result)
+
+    # --- stages ---------------------------------------------------------------------------
+    def _cache_key(self, task: Task, cand: Candidate) -> str:
+        return f"{cand.content_hash()}-{task.content_hash()}-{EVALUATOR_VERSION}-{self.gpu_name.replace(' ', '_')}"
+
+    def _base(self, task: Task, cand: Candidate, verdict: str, reason: str = "", **kw) -> EvalResult:
+        return EvalResult(task_id=task.id, candidate_hash=cand.content_hash(), format=cand.format, turn=cand.turn,
+                          verdict=verdict, reason=reason, gpu=self.gpu_name, evaluator_version=EVALUATOR_VERSION, **kw)
+
+    def _gate_and_compile(self, task: Task, cand: Candidate, comp: CompileResult | None):
+        """A Prepared candidate to run, or the final EvalResult of a candidate that stops here."""
+        t0 = time.perf_counter()
+        if (task.kind == "c2cuda") != (cand.format == "c2cuda"):
+            return self._base(task, cand, "format_error", f"a {task.kind} task does not take {cand.format} candidates")
+        findings = check_candidate(cand, task)
+        gate_s = time.perf_counter() - t0
+        errors = [f for f in findings if f.severity == "error"]
+        if errors:
+            return self._base(task, cand, "rejected", errors[0].message, findings=findings,
+                              flags=sorted({f.rule for f in errors}), stage_s={"gate": gate_s})
+        t1 = time.perf_counter()
+        comp = comp or self.compiler.compile(cand, task)
+        stage = {"gate": gate_s, "compile": time.perf_counter() - t1}
+        if not comp.ok and not comp.unavailable:
+            return self._base(task, cand, "compile_error", "the candidate does not compile", compile_log=comp.log,
+                              findings=findings + [Finding(source="compile", severity="error", message=comp.log)],
+                              stage_s=stage)
+        return Prepared(comp, findings, stage)
+
+    def _not_executed(self, task: Task, cand: Candidate, prep: Prepared) -> EvalResult:
+        why = prep.comp.log if prep.comp.unavailable else "no GPU is available to this evaluator"
+        return self._base(task, cand, "not_executed", f"compiled but not run: {why}", findings=prep.findings,
+                          stage_s=prep.stage_s, compile_log=prep.comp.ptxas_log)
+
+    # --- GPU group ----------------------------------------------------------------------------
+    def _probe_child_user(self) -> None:
+        """Children run unprivileged only if such a child can still reach the GPU here."""
+        if not self.child_user or os.geteuid() != 0:
+            return
+        try:
+            with self._child(False) as child:
+                child.request({"op": "probe"}, 60)["device"]
+        except (ChildFailed, KeyError, TypeError) as e:
+            self.sandbox_note = f"children run as uid {os.geteuid()}: user '{self.child_user}' cannot use the GPU ({e})"
+            self.child_user = ""
+
+    def _child(self, torch_format: bool) -> ChildProcess:
+        return ChildProcess(self.visible, self.child_user, self.cfg.child_memory_limit_bytes,
+                            preload_torch=torch_format)
+
+    def _prepare_group(self, task: Task) -> GroupData:
+        seed = secrets.randbits(31)
+        if task.kind == "c2cuda":
+            group = build_c2cuda(task, seed)
+        else:
+            group = build_torch2cuda(task, seed, init_seed=secrets.randbits(31))
+        for buf in group.buffers:
+            buf.ptr = self.driver.alloc(buf.nbytes)
+            buf.handle = self.driver.ipc_export(buf.ptr)
+        self.driver.make_current()
+        if task.kind == "c2cuda":
+            self._c2cuda_references(group)
+        else:
+            group.time_reference = lambda ci, trials: self.timer(trials)(group.reference_calls[ci])
+        return group
+
+    def _c2cuda_references(self, group: GroupData) -> None:
+        task = group.task
+        ref = self.compiler.compile_c_reference(task.reference)
+        if not ref.ok:
+            raise TaskBroken(f"task {task.id}: its C reference does not compile: {ref.log}")
+        run_c_reference(group, ref.artifact)
+        base_impl = task.baseline()
+        if base_impl is None:
+            raise TaskBroken(f"task {task.id} has no implementation with strategy 'naive' (its GPU baseline)")
+        base = self.compiler.compile_cuda(base_impl.code)
+        if not base.ok:
+            raise TaskBroken(f"task {task.id}: its naive CUDA baseline does not compile: {base.log}")
+        child = self._child(False)
+        group.baseline_child = child
+        self._load(child, group, "c2cuda", base, task.function)
+        for ci, cd in enumerate(group.configs):
+            got = []
+            for si in range(2):
+                self._stage_inputs(group, cd, si)
+                reply = child.request({"op": "call", "config": ci}, self.cfg.run_timeout_s)
+                if not reply["ok"]:
+                    raise TaskBroken(f"task {task.id}: the naive baseline failed on {cd.name}: {reply['error']}")
+                got.append({b: self._download(group, b) for b in cd.buffers
+                            if group.buffers[b].role in ("out", "inout")})
+            if cd.time:
+                cd.expected = got
+            else:
+                for si in range(2):
+                    for b, ref_out in cd.expected[si].items():
+                        ok, _, why = compare(got[si][b], ref_out, task.tolerance.rtol, task.tolerance.atol)
+                        if not ok:
+                            raise TaskBroken(f"task {task.id}: the naive baseline disagrees with the C reference "
+                                             f"on {cd.name}: {why}")
+
+        def time_baseline(ci: int, trials: int) -> list[float]:
+            reply = child.request({"op": "time", "config": ci, "warmup": self.cfg.warmup_trials, "trials": trials,
+                                   "budget_s": self.cfg.timing_budget_s}, self.cfg.run_timeout_s)
+            if not reply["ok"]:
+                raise TaskBroken(f"task {task.id}: timing the naive baseline failed: {reply['error']}")
+            return reply["times_ms"]
+        group.time_reference = time_baseline
+
+    def _release_group(self, group: GroupData) -> None:
+        if group.baseline_child is not None:
+            group.baseline_child.close()
+        for buf in group.buffers:
+            if buf.ptr:
+                self.driver.free(buf.ptr)
+                buf.ptr = 0
+
+    def _load(self, child: ChildProcess, group: GroupData, fmt: str, comp: CompileResult, entry: str,
+              source: str = "") -> dict:
+        msg = {"op": "load", "format": fmt, "entry": entry, "source": source,
+               "artifact": child.place(comp.artifact) if comp.artifact else "",
+               "extensions": {n: child.place(p) for n, p in comp.extensions.items()},
+               "buffers": [{"handle": b.handle, "nbytes": b.nbytes} for b in group.buffers],
+               "calls": [cd.calls[fmt] for cd in group.configs], "flush_bytes": self.cfg.l2_flush_bytes}
+        return child.request(msg, self.cfg.run_timeout_s + (60 if fmt == "kernelbench" else 0))
+
+    def _stage_inputs(self, group: GroupData, cd, set_index: int) -> None:
+        """Upload one input set and poison every output buffer of the configuration."""
+        for b in cd.buffers:
+            buf = group.buffers[b]
+            if b in cd.input_sets[set_index]:
+                host = np.ascontiguousarray(cd.input_sets[set_index][b])
+                self.driver.upload_from(buf.ptr, host.ctypes.data, buf.nbytes)
+            elif buf.role == "out":
+                self.driver.memset_async(buf.ptr, poison_byte(buf.dtype), buf.nbytes)
+        self.driver.synchronize()
+
+    def _download(self, group: GroupData, b: int) -> np.ndarray:
+        buf = group.buffers[b]
+        host = np.empty(buf.shape, dtype=buf.dtype)
+        self.driver.download_to(host.ctypes.data, buf.ptr, buf.nbytes)
+        return host
+
+    def _check_config(self, group: GroupData, cd, set_index: int) -> tuple[bool, float, str, bool]:
+        """(passed, max error, reason, inputs_modified) for the outputs now in the buffers."""
+        tol = group.task.tolerance
+        for b, before in cd.input_sets[set_index].items():
+            if group.buffers[b].role in ("in", "param"):
+                if not np.array_equal(self._download(group, b), before.reshape(group.buffers[b].shape), equal_nan=True):
+                    return False, math.inf, f"modified its input '{group.buffers[b].name}'", True
+        worst = 0.0
+        for b, ref_out in cd.expected[set_index].items():
+            ok, err, why = compare(self._download(group, b), ref_out.reshape(group.buffers[b].shape),
+                                   tol.rtol, tol.atol)
+            worst = max(worst, err)
+            if not ok:
+                return False, err, f"output '{group.buffers[b].name.split('.', 1)[1]}': {why}", False
+        return True, worst, "", False
+
+    def _execute(self, group: GroupData, cand: Candidate, prep: Prepared) -> EvalResult:
+        from pipeline.evaluation.runner import run_candidate
+        return run_candidate(self, group, cand, prep)
+
+    @contextlib.contextmanager
+    def exclusive_gpu(self):
+        """Timing is exclusive on a GPU, also across evaluator processes sharing it."""
+        path = f"/tmp/cudaperf-gpu-{(self.visible or '0').replace(',', '_')}.lock"
+        with open(path, "w") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def timer(self, trials: int):
+        """The trusted side's use of the one timing function (for the PyTorch reference)."""
+        return lambda call: time_calls(self.driver, call, self.flush_ptr, self.cfg.l2_flush_bytes,
+                                       self.cfg.warmup_trials, trials, self.cfg.timing_budget_s)
+
+    summarize = staticmethod(summarize)

@@ -1,0 +1,261 @@
+"""The trusted side of a group: inputs, reference outputs and device buffers, made once per task.
+
+In: a Task, a seed the candidates cannot know, the Driver of this GPU, the Compiler.
+Out: a `GroupData` with, for each input configuration, two fresh input sets (the candidate runs
+on both, in the same buffers), the reference outputs for each, the device buffers the child maps
+over IPC, the call layout per candidate format, and a `time_reference` callable for the baseline.
+- c2cuda: the C reference (gcc) gives outputs of the check configurations; the task's naive CUDA
+  implementation, run in a child like any candidate and first verified against the C reference,
+  gives outputs at timing sizes and the baseline times.
+- torch2cuda: the PyTorch reference runs here, in the trusted process, with TF32 off.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pipeline.evaluation import light_abi
+from pipeline.records import Task
+from pipeline.tasks import arg_dtype, config_params, eval_expr, is_pointer, parse_init
+
+FLOAT_KINDS = "f"
+
+
+def poison_byte(dtype: np.dtype) -> int:
+    """0xFF makes every float NaN; 0x7F makes ints a large improbable value."""
+    return 0xFF if np.dtype(dtype).kind in FLOAT_KINDS else 0x7F
+
+
+@dataclass
+class Buffer:
+    """A device allocation the trusted side owns and the child maps."""
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    role: str  # in | out | inout | param
+    ptr: int = 0
+    handle: str = ""
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+
+@dataclass
+class ConfigData:
+    name: str
+    check: bool
+    time: bool
+    params: dict
+    buffers: list[int]                       # indices into GroupData.buffers
+    input_sets: list[dict[int, np.ndarray]]  # per set: buffer index -> host values before the call
+    expected: list[dict[int, np.ndarray]] = field(default_factory=list)  # per set: buffer -> outputs
+    calls: dict[str, dict] = field(default_factory=dict)  # candidate format -> child call spec
+    flops: float = 0.0
+    min_bytes: float = 0.0
+
+
+@dataclass
+class GroupData:
+    task: Task
+    buffers: list[Buffer]
+    configs: list[ConfigData]
+    time_reference: object = None  # callable(config_index, trials) -> list[float] of trial ms
+    reference_label: str = ""
+    baseline_child: object = None  # c2cuda: the child running the naive baseline for this group
+    reference_calls: list = field(default_factory=list)  # torch2cuda: per config, runs the reference once
+
+
+def _fill(rng: np.random.Generator, dtype: str, n: int, init: tuple) -> np.ndarray:
+    kind, lo, hi = init
+    if kind == "randint":
+        return rng.integers(lo, hi, size=n).astype(dtype)
+    if kind == "uniform":
+        return rng.uniform(lo, hi, size=n).astype(dtype)
+    raise ValueError(f"pointer argument initialised with {kind!r}: use uniform(lo,hi) or randint(lo,hi)")
+
+
+def _work(task: Task, params: dict) -> tuple[float, float]:
+    return float(eval_expr(task.work.flops, params)), float(eval_expr(task.work.bytes, params))
+
+
+# --- c2cuda ------------------------------------------------------------------------------------
+def build_c2cuda(task: Task, seed: int) -> GroupData:
+    """Buffers and inputs for a c2cuda task; outputs of check configs from the C reference are
+    filled by `run_c_reference`, those of timing configs by the baseline (see evaluator)."""
+    rng = np.random.default_rng(seed)
+    buffers: list[Buffer] = []
+    configs: list[ConfigData] = []
+    for cfg in task.configs:
+        params = config_params(task, cfg)
+        idx, sets, call_args = [], [{}, {}], []
+        for arg in task.args:
+            if not is_pointer(arg):
+                _, value = parse_init(arg.init, params)
+                call_args.append(["scalar", _scalar_ctype(arg.ctype), value])
+                continue
+            n = int(eval_expr(arg.size, params))
+            buffers.append(Buffer(f"{cfg.name}.{arg.name}", arg_dtype(arg), (n,), arg.role))
+            b = len(buffers) - 1
+            idx.append(b)
+            call_args.append(["ptr", b])
+            if arg.role in ("in", "inout"):
+                init = parse_init(arg.init, params)
+                for s in sets:
+                    s[b] = _fill(rng, arg_dtype(arg), n, init)
+        flops, nbytes = _work(task, params)
+        configs.append(ConfigData(cfg.name, cfg.check, cfg.time, params, idx, sets,
+                                  calls={"c2cuda": {"args": call_args}}, flops=flops, min_bytes=nbytes))
+    return GroupData(task, buffers, configs, reference_label="naive CUDA baseline")
+
+
+def _scalar_ctype(ctype: str) -> str:
+    return " ".join(w for w in ctype.split() if w != "const")
+
+
+_NP_CTYPES = {"float32": ctypes.c_float, "float64": ctypes.c_double, "int32": ctypes.c_int32,
+              "uint32": ctypes.c_uint32, "int64": ctypes.c_int64, "uint64": ctypes.c_uint64}
+
+
+def run_c_reference(group: GroupData, library_path: str) -> None:
+    """Outputs of every check configuration that is not a timing one, from the C reference."""
+    task = group.task
+    fn = getattr(ctypes.CDLL(library_path), task.function)
+    fn.restype = None
+    for cd in group.configs:
+        if cd.time:
+            continue
+        cd.expected = []
+        for inputs in cd.input_sets:
+            host, args = {}, []
+            spec = cd.calls["c2cuda"]["args"]
+            for (kind, *rest), arg in zip(spec, task.args):
+                if kind == "scalar":
+                    ctype, value = rest
+                    args.append(_NP_CTYPES[arg_dtype(arg)](value))
+                    continue
+                b = rest[0]
+                buf = group.buffers[b]
+                host[b] = inputs[b].copy() if b in inputs else np.zeros(buf.shape, buf.dtype)
+                args.append(ctypes.c_void_p(host[b].ctypes.data))
+            fn(*args)
+            cd.expected.append({b: host[b] for b in cd.buffers if group.buffers[b].role in ("out", "inout")})
+
+
+# --- torch2cuda ----------------------------------------------------------------------------------
+TORCH_DTYPES = {"torch.float32": "float32", "torch.float64": "float64", "torch.float16": "float16",
+                "torch.int32": "int32", "torch.int64": "int64", "torch.uint8": "uint8", "torch.bool": "bool",
+                "torch.int8": "int8", "torch.int16": "int16", "torch.bfloat16": "bfloat16"}
+
+
+def load_reference_module(task: Task, params: dict) -> dict:
+    """Execute the (trusted) reference module with the config's globals set."""
+    namespace: dict = {"__name__": f"reference_{task.id.replace('/', '_')}"}
+    exec(compile(task.reference, task.source_path or "reference.py", "exec"), namespace)
+    namespace.update({k: v for k, v in params.items() if k in namespace})
+    return namespace
+
+
+def build_torch2cuda(task: Task, seed: int, init_seed: int) -> GroupData:
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    buffers: list[Buffer] = []
+    configs: list[ConfigData] = []
+    runners = []
+    for ci, cfg in enumerate(task.configs):
+        params = config_params(task, cfg)
+        ns = load_reference_module(task, params)
+        init_inputs = list(ns["get_init_inputs"]())
+        torch.manual_seed(init_seed)
+        model = ns["Model"](*init_inputs).cuda().eval()
+        state = list(model.state_dict().items())
+        sets, expected, gpu_inputs = [{}, {}], [{}, {}], []
+        in_specs, idx = [], []
+        for si in range(2):
+            torch.manual_seed(seed * 1000 + ci * 10 + si)
+            raw = list(ns["get_inputs"]())
+            cuda_in = [x.cuda() if isinstance(x, torch.Tensor) else x for x in raw]
+            with torch.no_grad():
+                out = model(*cuda_in)
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            torch.cuda.synchronize()
+            if si == 0:  # buffers follow the first set's layout; the second has the same shapes
+                for k, x in enumerate(raw):
+                    if isinstance(x, torch.Tensor):
+                        buffers.append(Buffer(f"{cfg.name}.input{k}", TORCH_DTYPES[str(x.dtype)], tuple(x.shape), "in"))
+                        idx.append(len(buffers) - 1)
+                        in_specs.append({"buf": len(buffers) - 1})
+                    else:
+                        in_specs.append({"value": x})
+                param_idx = []
+                for name, p in state:
+                    buffers.append(Buffer(f"{cfg.name}.{name}", TORCH_DTYPES[str(p.dtype)], tuple(p.shape), "param"))
+                    param_idx.append(len(buffers) - 1)
+                out_idx = []
+                for k, o in enumerate(outs):
+                    buffers.append(Buffer(f"{cfg.name}.output{k}", TORCH_DTYPES[str(o.dtype)], tuple(o.shape), "out"))
+                    out_idx.append(len(buffers) - 1)
+                idx += param_idx + out_idx
+                gpu_inputs = cuda_in
+            tensor_inputs = [x for x in raw if isinstance(x, torch.Tensor)]
+            in_bufs = [s["buf"] for s in in_specs if "buf" in s]
+            for b, x in zip(in_bufs, tensor_inputs):
+                sets[si][b] = x.contiguous().numpy()
+            for b, (_, p) in zip(param_idx, state):
+                sets[si][b] = p.detach().contiguous().cpu().numpy()
+            for b, o in zip(out_idx, outs):
+                expected[si][b] = o.detach().contiguous().cpu().numpy()
+        flops, nbytes = _work(task, params)
+        calls = {"kernelbench": {
+            "inputs": [dict(s, **_meta(buffers[s["buf"]])) if "buf" in s else s for s in in_specs],
+            "params": [dict(name=n, buf=b, **_meta(buffers[b])) for (n, _), b in zip(state, param_idx)],
+            "outputs": [dict(buf=b, **_meta(buffers[b])) for b in out_idx],
+            "init_inputs": init_inputs, "init_seed": init_seed}}
+        if all("buf" in s for s in in_specs):
+            tensors = [s["buf"] for s in in_specs] + param_idx
+            calls["light"] = {"inputs": tensors, "outputs": out_idx,
+                              "sizes": light_abi.pack_sizes([buffers[b].shape for b in tensors + out_idx])}
+        configs.append(ConfigData(cfg.name, cfg.check, cfg.time, params, idx, sets, expected, calls, flops, nbytes))
+        runners.append((model, gpu_inputs))
+
+    def call(model, inputs):
+        def run():
+            with torch.no_grad():
+                model(*inputs)
+        return run
+    return GroupData(task, buffers, configs, reference_label="PyTorch eager",
+                     reference_calls=[call(m, x) for m, x in runners])
+
+
+
+def _meta(buf: Buffer) -> dict:
+    return {"shape": list(buf.shape), "dtype": buf.dtype}
+
+
+# --- checking --------------------------------------------------------------------------------------
+def compare(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> tuple[bool, float, str]:
+    """(passed, max normalised error, reason). Error is |out-ref| / (rtol*|ref| + atol*rms(ref))."""
+    if out.shape != ref.shape:
+        return False, float("inf"), f"shape {out.shape} != expected {ref.shape}"
+    if ref.dtype.kind not in FLOAT_KINDS:
+        diff = int(np.count_nonzero(out != ref))
+        if rtol == 0 and atol == 0:
+            return diff == 0, float(diff > 0), f"{diff} of {ref.size} elements differ" if diff else ""
+    o64, r64 = out.astype(np.float64), ref.astype(np.float64)
+    bad = ~np.isfinite(o64) & np.isfinite(r64)
+    if bad.any():
+        nan = int(np.count_nonzero(np.isnan(o64) & np.isfinite(r64)))
+        return False, float("inf"), (f"{nan} of {ref.size} output elements are NaN (never written or invalid)"
+                                     if nan else f"{int(bad.sum())} output elements are infinite")
+    rms = float(np.sqrt(np.mean(r64 * r64))) if r64.size else 0.0
+    denom = rtol * np.abs(r64) + atol * rms + 1e-300
+    err = np.abs(o64 - r64) / denom
+    worst = float(err.max()) if err.size else 0.0
+    if worst <= 1.0:
+        return True, worst, ""
+    i = int(err.argmax())
+    return False, worst, (f"{int((err > 1).sum())} of {ref.size} elements outside tolerance; worst at flat index "
+                          f"{i}: got {o64.flat[i]:.6g}, expected {r64.flat[i]:.6g}")

@@ -1,0 +1,31 @@
+"""Shared fixtures. GPU tests carry the `gpu` marker: `pytest -m gpu` on a GPU host, and the
+README's CPU test command deselects them."""
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "data"))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU (run with -m gpu on the GPU test machine)")
+    config.addinivalue_line("markers", "slow: takes more than a few seconds")
+
+
+@pytest.fixture(scope="session")
+def compile_cfg(tmp_path_factory):
+    from pipeline.config import CompileSection
+    return CompileSection(cache_dir=str(tmp_path_factory.mktemp("compile-cache")))
+
+
+@pytest.fixture(scope="session")
+def eval_cfg():
+    from pipeline.config import EvalSection
+    return EvalSection(result_cache_dir="", run_timeout_s=20.0)
+
+
+@pytest.fixture(scope="session")
+def builtin_tasks():
+    from pipeline.tasks import load_tasks
+    return {t.id: t for t in load_tasks("builtin")}
