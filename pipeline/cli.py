@@ -77,7 +77,7 @@ def cmd_eval(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from pipeline.verify import verify_tasks
+    from actors.verify import verify_tasks
     cfg = _config(args)
     report = verify_tasks(cfg, out_path=args.out)
     print(json.dumps(report["summary"], indent=2))

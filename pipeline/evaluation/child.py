@@ -33,8 +33,6 @@ CTYPES = {"int": ctypes.c_int, "unsigned int": ctypes.c_uint, "unsigned": ctypes
           "int64_t": ctypes.c_int64, "long long": ctypes.c_longlong, "size_t": ctypes.c_size_t,
           "float": ctypes.c_float, "double": ctypes.c_double, "int32_t": ctypes.c_int32,
           "uint32_t": ctypes.c_uint32, "uint64_t": ctypes.c_uint64}
-TYPESTR = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "int32": "<i4", "int64": "<i8",
-           "uint8": "|u1", "int8": "|i1", "bool": "|b1", "int16": "<i2"}
 
 
 def apply_sandbox(hello: dict) -> dict:
@@ -117,7 +115,8 @@ class TorchRunner:
         self.calls = [self._prepare(spec, ptrs) for spec in msg["calls"]]
 
     def _wrap(self, t: dict, ptrs: list[int]):
-        return self.guard.wrap_buffer(ptrs[t["buf"]], t["shape"], TYPESTR[t["dtype"]], t["dtype"])
+        from pipeline.evaluation.device_views import view
+        return view(ptrs[t["buf"]], t["shape"], t["dtype"])
 
     def _prepare(self, spec: dict, ptrs: list[int]):
         key = json.dumps(spec["init_inputs"])

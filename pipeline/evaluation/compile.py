@@ -46,6 +46,12 @@ class CompileResult(BaseModel):
     key: str = ""
     cached: bool = False
     seconds: float = 0.0
+    payload: dict[str, bytes] = Field(default_factory=dict, description="artefact files by name, for another host")
+
+    def packed(self) -> "CompileResult":
+        """A copy carrying its artefact files, so an evaluator on another node can use it."""
+        files = [self.artifact, *self.extensions.values()] if self.ok else []
+        return self.model_copy(update={"payload": {Path(p).name: Path(p).read_bytes() for p in files if p}})
 
 
 @lru_cache(maxsize=8)
@@ -130,6 +136,21 @@ class Compiler:
         spec = json.dumps(builds, sort_keys=True)
         key = self._key("kernelbench", spec, [self.cfg.arch], _torch_id())
         return self._cached(key, lambda scratch: self._build_extensions(builds, scratch))
+
+    def unpack(self, result: CompileResult) -> CompileResult:
+        """A result from a compile worker, with its artefacts at paths that exist on this host."""
+        paths = [result.artifact, *result.extensions.values()] if result.ok else []
+        if all(Path(p).exists() for p in paths if p) or not result.payload:
+            return result.model_copy(update={"payload": {}})
+        entry = self.cache_dir / result.key
+        entry.mkdir(parents=True, exist_ok=True)
+        for name, data in result.payload.items():
+            tmp = entry / f".{name}.{os.getpid()}"
+            tmp.write_bytes(data)
+            os.replace(tmp, entry / name)
+        local = {"artifact": str(entry / Path(result.artifact).name) if result.artifact else "",
+                 "extensions": {n: str(entry / Path(p).name) for n, p in result.extensions.items()}, "payload": {}}
+        return result.model_copy(update=local)
 
     # --- internals --------------------------------------------------------------------------
     def _key(self, kind: str, source: str, flags: list[str], toolchain: str) -> str:

@@ -21,22 +21,22 @@ import fcntl
 import math
 import os
 import secrets
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from pipeline.config import CompileSection, EvalSection
-from pipeline.evaluation import feedback
+from pipeline.evaluation import device_views, feedback
 from pipeline.evaluation.compile import CompileResult, Compiler
 from pipeline.evaluation.gate import check_candidate
 from pipeline.evaluation.reference import (GroupData, build_c2cuda, build_torch2cuda, compare, poison_byte,
-                                           run_c_reference)
+                                           run_c_reference, to_device)
 from pipeline.evaluation.result_cache import ResultCache
 from pipeline.evaluation.sandbox import ChildFailed, ChildProcess
 from pipeline.evaluation.timing import summarize, time_calls
-from pipeline.records import Candidate, ConfigResult, EvalResult, Finding, Task
+from pipeline.records import Candidate, EvalResult, Finding, Task
 
 EVALUATOR_VERSION = "1"
 
@@ -65,6 +65,7 @@ class Evaluator:
         self.child_user = eval_cfg.unprivileged_user
         self.sandbox_note = ""
         self.visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        self._gpu_lock = threading.Lock()
         if use_gpu:
             from pipeline.evaluation.cuda_driver import Driver
             self.driver = Driver(0)
@@ -76,7 +77,7 @@ class Evaluator:
     def evaluate(self, task: Task, candidates: list[Candidate],
                  compiled: list[CompileResult | None] | None = None) -> list[EvalResult]:
         """Results in candidate order; duplicates and cached candidates are not re-run."""
-        compiled = compiled or [None] * len(candidates)
+        compiled = list(compiled) if compiled else [None] * len(candidates)
         unique: dict[str, int] = {}
         results: list[EvalResult | None] = [None] * len(candidates)
         pending = []
@@ -105,8 +106,8 @@ class Evaluator:
         if runnable and self.use_gpu:
             group = self._prepare_group(task)
             try:
-                for i in runnable:
-                    results[i] = self._execute(group, candidates[i], prepared[i])
+                self._run_all(group, [candidates[i] for i in runnable], [prepared[i] for i in runnable],
+                              runnable, results)
             finally:
                 self._release_group(group)
         for i in pending:
@@ -141,7 +142,7 @@ class Evaluator:
             return self._base(task, cand, "rejected", errors[0].message, findings=findings,
                               flags=sorted({f.rule for f in errors}), stage_s={"gate": gate_s})
         t1 = time.perf_counter()
-        comp = comp or self.compiler.compile(cand, task)
+        comp = self.compiler.unpack(comp) if comp is not None else self.compiler.compile(cand, task)
         stage = {"gate": gate_s, "compile": time.perf_counter() - t1}
         if not comp.ok and not comp.unavailable:
             return self._base(task, cand, "compile_error", "the candidate does not compile", compile_log=comp.log,
@@ -174,11 +175,14 @@ class Evaluator:
         seed = secrets.randbits(31)
         if task.kind == "c2cuda":
             group = build_c2cuda(task, seed)
+            self._run_c_reference(group)
         else:
             group = build_torch2cuda(task, seed, init_seed=secrets.randbits(31))
+        to_device(group)
         for buf in group.buffers:
             buf.ptr = self.driver.alloc(buf.nbytes)
             buf.handle = self.driver.ipc_export(buf.ptr)
+            buf.view = device_views.view(buf.ptr, buf.shape, buf.dtype)
         self.driver.make_current()
         if task.kind == "c2cuda":
             self._c2cuda_references(group)
@@ -186,12 +190,15 @@ class Evaluator:
             group.time_reference = lambda ci, trials: self.timer(trials)(group.reference_calls[ci])
         return group
 
-    def _c2cuda_references(self, group: GroupData) -> None:
+    def _run_c_reference(self, group: GroupData) -> None:
         task = group.task
         ref = self.compiler.compile_c_reference(task.reference)
         if not ref.ok:
             raise TaskBroken(f"task {task.id}: its C reference does not compile: {ref.log}")
         run_c_reference(group, ref.artifact)
+
+    def _c2cuda_references(self, group: GroupData) -> None:
+        task = group.task
         base_impl = task.baseline()
         if base_impl is None:
             raise TaskBroken(f"task {task.id} has no implementation with strategy 'naive' (its GPU baseline)")
@@ -208,7 +215,7 @@ class Evaluator:
                 reply = child.request({"op": "call", "config": ci}, self.cfg.run_timeout_s)
                 if not reply["ok"]:
                     raise TaskBroken(f"task {task.id}: the naive baseline failed on {cd.name}: {reply['error']}")
-                got.append({b: self._download(group, b) for b in cd.buffers
+                got.append({b: group.buffers[b].view.clone() for b in cd.buffers
                             if group.buffers[b].role in ("out", "inout")})
             if cd.time:
                 cd.expected = got
@@ -246,47 +253,58 @@ class Evaluator:
         return child.request(msg, self.cfg.run_timeout_s + (60 if fmt == "kernelbench" else 0))
 
     def _stage_inputs(self, group: GroupData, cd, set_index: int) -> None:
-        """Upload one input set and poison every output buffer of the configuration."""
+        """Write one input set into the shared buffers and poison every output buffer."""
         for b in cd.buffers:
             buf = group.buffers[b]
             if b in cd.input_sets[set_index]:
-                host = np.ascontiguousarray(cd.input_sets[set_index][b])
-                self.driver.upload_from(buf.ptr, host.ctypes.data, buf.nbytes)
+                buf.view.copy_(cd.input_sets[set_index][b])
             elif buf.role == "out":
                 self.driver.memset_async(buf.ptr, poison_byte(buf.dtype), buf.nbytes)
         self.driver.synchronize()
 
-    def _download(self, group: GroupData, b: int) -> np.ndarray:
-        buf = group.buffers[b]
-        host = np.empty(buf.shape, dtype=buf.dtype)
-        self.driver.download_to(host.ctypes.data, buf.ptr, buf.nbytes)
-        return host
-
     def _check_config(self, group: GroupData, cd, set_index: int) -> tuple[bool, float, str, bool]:
         """(passed, max error, reason, inputs_modified) for the outputs now in the buffers."""
+        import torch
         tol = group.task.tolerance
         for b, before in cd.input_sets[set_index].items():
             if group.buffers[b].role in ("in", "param"):
-                if not np.array_equal(self._download(group, b), before.reshape(group.buffers[b].shape), equal_nan=True):
+                if not torch.equal(group.buffers[b].view, before):
                     return False, math.inf, f"modified its input '{group.buffers[b].name}'", True
         worst = 0.0
         for b, ref_out in cd.expected[set_index].items():
-            ok, err, why = compare(self._download(group, b), ref_out.reshape(group.buffers[b].shape),
-                                   tol.rtol, tol.atol)
+            ok, err, why = compare(group.buffers[b].view, ref_out, tol.rtol, tol.atol)
             worst = max(worst, err)
             if not ok:
                 return False, err, f"output '{group.buffers[b].name.split('.', 1)[1]}': {why}", False
         return True, worst, "", False
 
-    def _execute(self, group: GroupData, cand: Candidate, prep: Prepared) -> EvalResult:
-        from pipeline.evaluation.runner import run_candidate
-        return run_candidate(self, group, cand, prep)
+    def _run_all(self, group: GroupData, cands: list[Candidate], preps: list[Prepared], slots: list[int],
+                 results: list) -> None:
+        """Run candidates one after another, starting each one's child while the previous runs."""
+        from pipeline.evaluation.runner import run_candidate, start_candidate
+
+        def start(k: int):
+            with self._gpu_lock:  # never overlaps a timing phase
+                return start_candidate(self, group, cands[k], preps[k])
+        with ThreadPoolExecutor(max_workers=1) as ahead:
+            upcoming = ahead.submit(start, 0)
+            try:
+                for k in range(len(cands)):
+                    started, upcoming = upcoming.result(), None
+                    if k + 1 < len(cands):
+                        upcoming = ahead.submit(start, k + 1)
+                    self.driver.make_current()
+                    results[slots[k]] = run_candidate(self, group, cands[k], preps[k], started)
+            finally:
+                if upcoming is not None and upcoming.result().child is not None:
+                    upcoming.result().child.close()
 
     @contextlib.contextmanager
     def exclusive_gpu(self):
-        """Timing is exclusive on a GPU, also across evaluator processes sharing it."""
+        """Timing is exclusive on a GPU: no child starts meanwhile, and other evaluator processes
+        sharing the GPU wait (file lock)."""
         path = f"/tmp/cudaperf-gpu-{(self.visible or '0').replace(',', '_')}.lock"
-        with open(path, "w") as f:
+        with self._gpu_lock, open(path, "w") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
                 yield

@@ -37,6 +37,7 @@ class Buffer:
     role: str  # in | out | inout | param
     ptr: int = 0
     handle: str = ""
+    view: object = None  # torch tensor over ptr (trusted side)
 
     @property
     def nbytes(self) -> int:
@@ -50,8 +51,8 @@ class ConfigData:
     time: bool
     params: dict
     buffers: list[int]                       # indices into GroupData.buffers
-    input_sets: list[dict[int, np.ndarray]]  # per set: buffer index -> host values before the call
-    expected: list[dict[int, np.ndarray]] = field(default_factory=list)  # per set: buffer -> outputs
+    input_sets: list[dict]  # per set: buffer index -> values before the call (numpy, then torch on the GPU)
+    expected: list[dict] = field(default_factory=list)  # per set: buffer index -> reference outputs, likewise
     calls: dict[str, dict] = field(default_factory=dict)  # candidate format -> child call spec
     flops: float = 0.0
     min_bytes: float = 0.0
@@ -203,11 +204,11 @@ def build_torch2cuda(task: Task, seed: int, init_seed: int) -> GroupData:
             tensor_inputs = [x for x in raw if isinstance(x, torch.Tensor)]
             in_bufs = [s["buf"] for s in in_specs if "buf" in s]
             for b, x in zip(in_bufs, tensor_inputs):
-                sets[si][b] = x.contiguous().numpy()
+                sets[si][b] = x.contiguous().cuda()
             for b, (_, p) in zip(param_idx, state):
-                sets[si][b] = p.detach().contiguous().cpu().numpy()
+                sets[si][b] = p.detach().contiguous().clone()
             for b, o in zip(out_idx, outs):
-                expected[si][b] = o.detach().contiguous().cpu().numpy()
+                expected[si][b] = o.detach().contiguous().clone()
         flops, nbytes = _work(task, params)
         calls = {"kernelbench": {
             "inputs": [dict(s, **_meta(buffers[s["buf"]])) if "buf" in s else s for s in in_specs],
@@ -236,26 +237,38 @@ def _meta(buf: Buffer) -> dict:
 
 
 # --- checking --------------------------------------------------------------------------------------
-def compare(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> tuple[bool, float, str]:
-    """(passed, max normalised error, reason). Error is |out-ref| / (rtol*|ref| + atol*rms(ref))."""
-    if out.shape != ref.shape:
-        return False, float("inf"), f"shape {out.shape} != expected {ref.shape}"
-    if ref.dtype.kind not in FLOAT_KINDS:
-        diff = int(np.count_nonzero(out != ref))
-        if rtol == 0 and atol == 0:
-            return diff == 0, float(diff > 0), f"{diff} of {ref.size} elements differ" if diff else ""
-    o64, r64 = out.astype(np.float64), ref.astype(np.float64)
-    bad = ~np.isfinite(o64) & np.isfinite(r64)
-    if bad.any():
-        nan = int(np.count_nonzero(np.isnan(o64) & np.isfinite(r64)))
-        return False, float("inf"), (f"{nan} of {ref.size} output elements are NaN (never written or invalid)"
+def to_device(group: GroupData) -> None:
+    """Move every input set and reference output to the GPU as torch tensors (done once per group)."""
+    import torch
+    for cd in group.configs:
+        for table in cd.input_sets + cd.expected:
+            for b, v in table.items():
+                if isinstance(v, np.ndarray):
+                    table[b] = torch.from_numpy(np.ascontiguousarray(v)).reshape(group.buffers[b].shape).cuda()
+
+
+def compare(out, ref, rtol: float, atol: float) -> tuple[bool, float, str]:
+    """(passed, max normalised error, reason) for torch tensors on one device.
+    Error per element is |out-ref| / (rtol*|ref| + atol*rms(ref)); NaN or Inf never pass."""
+    import torch
+    if tuple(out.shape) != tuple(ref.shape):
+        return False, float("inf"), f"shape {tuple(out.shape)} != expected {tuple(ref.shape)}"
+    if not ref.is_floating_point() and rtol == 0 and atol == 0:
+        diff = int((out != ref).sum())
+        return diff == 0, float(diff > 0), f"{diff} of {ref.numel()} elements differ" if diff else ""
+    o64, r64 = out.double(), ref.double()
+    bad = ~torch.isfinite(o64) & torch.isfinite(r64)
+    if bool(bad.any()):
+        nan = int((torch.isnan(o64) & torch.isfinite(r64)).sum())
+        return False, float("inf"), (f"{nan} of {ref.numel()} output elements are NaN (never written or invalid)"
                                      if nan else f"{int(bad.sum())} output elements are infinite")
-    rms = float(np.sqrt(np.mean(r64 * r64))) if r64.size else 0.0
-    denom = rtol * np.abs(r64) + atol * rms + 1e-300
-    err = np.abs(o64 - r64) / denom
-    worst = float(err.max()) if err.size else 0.0
+    if ref.numel() == 0:
+        return True, 0.0, ""
+    rms = float(torch.sqrt(torch.mean(r64 * r64)))
+    err = (o64 - r64).abs() / (rtol * r64.abs() + atol * rms + 1e-300)
+    worst = float(err.max())
     if worst <= 1.0:
         return True, worst, ""
     i = int(err.argmax())
-    return False, worst, (f"{int((err > 1).sum())} of {ref.size} elements outside tolerance; worst at flat index "
-                          f"{i}: got {o64.flat[i]:.6g}, expected {r64.flat[i]:.6g}")
+    return False, worst, (f"{int((err > 1).sum())} of {ref.numel()} elements outside tolerance; worst at flat index "
+                          f"{i}: got {float(o64.flatten()[i]):.6g}, expected {float(r64.flatten()[i]):.6g}")

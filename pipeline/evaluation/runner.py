@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 from pipeline.evaluation.reference import GroupData
 from pipeline.evaluation.sandbox import ChildFailed, ChildProcess
@@ -43,24 +44,38 @@ def _child_failure(e: ChildFailed, stage: str) -> Stop:
     return Stop("runtime_error", f"{stage}: {e}")
 
 
-def run_candidate(ev, group: GroupData, cand: Candidate, prep) -> EvalResult:
+@dataclass
+class Started:
+    """A candidate's child, started and loaded (possibly ahead of time, while another one runs)."""
+    child: ChildProcess | None
+    reply: dict
+    failure: Stop | None
+    load_s: float
+
+
+def start_candidate(ev, group: GroupData, cand: Candidate, prep) -> Started:
+    entry = group.task.function if cand.format == "c2cuda" else "launch"
+    t0 = time.perf_counter()
+    child = None
+    try:
+        child = ev._child(cand.format == "kernelbench")
+        reply = ev._load(child, group, cand.format, prep.comp, entry, cand.code)
+        return Started(child, reply, None, time.perf_counter() - t0)
+    except ChildFailed as e:
+        return Started(child, {}, _child_failure(e, "load"), time.perf_counter() - t0)
+
+
+def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started) -> EvalResult:
     task, cfg = group.task, ev.cfg
-    stage = dict(prep.stage_s)
+    stage = dict(prep.stage_s, load=started.load_s)
     findings = list(prep.findings)
     configs = [ConfigResult(name=cd.name) for cd in group.configs]
     verdict, reason, flags, speedup = "correct", "", [], None
-    entry = task.function if cand.format == "c2cuda" else "launch"
-    child = None
+    child = started.child
     try:
-        t0 = time.perf_counter()
-        try:
-            child = ev._child(cand.format == "kernelbench")
-            reply = ev._load(child, group, cand.format, prep.comp, entry, cand.code)
-        except ChildFailed as e:
-            raise _child_failure(e, "load") from None
-        finally:
-            stage["load"] = time.perf_counter() - t0
-        _judge_reply(reply, "loading the candidate")
+        if started.failure is not None:
+            raise started.failure
+        _judge_reply(started.reply, "loading the candidate")
         t0 = time.perf_counter()
         for ci, cd in enumerate(group.configs):
             if not cd.check:

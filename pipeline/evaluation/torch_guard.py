@@ -46,11 +46,13 @@ class NoTorchCompute(TorchDispatchMode):
 
 
 def _watched() -> dict[str, object]:
+    # Class attributes are read from the class __dict__: a classmethod read through the class is
+    # a new bound object on every access, the raw entry is stable.
     watched = {"time.perf_counter": time.perf_counter, "time.time": time.time, "time.monotonic": time.monotonic,
                "torch.cuda.synchronize": torch.cuda.synchronize, "torch.cuda.Event": torch.cuda.Event,
-               "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
-               "torch.Tensor.__torch_function__": torch.Tensor.__torch_function__,
-               "torch.nn.Module.__call__": torch.nn.Module.__call__}
+               "torch.cuda.Event.elapsed_time": torch.cuda.Event.__dict__.get("elapsed_time"),
+               "torch.Tensor.__torch_function__": torch.Tensor.__dict__.get("__torch_function__"),
+               "torch.nn.Module.__call__": torch.nn.Module.__dict__.get("__call__")}
     for name in ("matmul", "mm", "bmm", "add", "mul", "relu", "softmax", "sum", "mean", "conv2d", "allclose",
                  "equal", "randn", "rand", "manual_seed", "empty", "empty_like", "zeros"):
         watched[f"torch.{name}"] = getattr(torch, name)
@@ -92,19 +94,6 @@ def load_candidate(source: str, extensions: dict[str, str]) -> dict:
     if "ModelNew" not in module.__dict__:
         raise RuntimeError("the candidate defines no ModelNew")
     return module.__dict__
-
-
-class _CudaBuffer:
-    def __init__(self, ptr: int, shape, typestr: str):
-        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (ptr, False),
-                                         "version": 3, "strides": None}
-
-
-def wrap_buffer(ptr: int, shape, typestr: str, dtype: str) -> torch.Tensor:
-    """A torch tensor viewing a device buffer the evaluator owns (no copy)."""
-    if dtype == "bfloat16":
-        return torch.as_tensor(_CudaBuffer(ptr, shape, "<i2"), device="cuda").view(torch.bfloat16)
-    return torch.as_tensor(_CudaBuffer(ptr, shape, typestr), device="cuda")
 
 
 def copy_matching_state(model: torch.nn.Module, params: dict[str, torch.Tensor]) -> None:

@@ -75,7 +75,7 @@ BAD = [
     ("out_of_bounds_write", "c2cuda/saxpy", "c2cuda", saxpy("    if (i < n) y[i + 64 * n + (1 << 28)] = a * x[i] + y[i];\n"),
      {"runtime_error", "incorrect"}, RUN),
     ("illegal_address", "c2cuda/saxpy", "c2cuda", saxpy("    if (i < n) ((float*)0x10)[i] = a * x[i];\n"), {"runtime_error"}, RUN),
-    ("infinite_loop", "c2cuda/saxpy", "c2cuda", saxpy("    volatile int spin = 1;\n    while (spin) { }\n"), {"timeout"}, RUN),
+    ("infinite_loop", "c2cuda/saxpy", "c2cuda", saxpy("    volatile const float* vx = x;\n    while (vx[0] == vx[0]) { }\n"), {"timeout"}, RUN),
     ("unwritten_output_light", "torch2cuda/relu", "light", relu_light(body="(void)x; (void)y; (void)i;"), {"incorrect"}, RUN),
     ("empty_output_kernelbench", "torch2cuda/relu", "kernelbench",
      kb(body="return torch::empty_like(x);", name="relu_ext_empty"), {"incorrect"}, RUN),

@@ -1,0 +1,158 @@
+"""Ray actor shells for evaluation (EvaluatorActor, CompilerActor) and the pools that supervise them.
+
+Each shell builds one core object from `pipeline/evaluation` and forwards calls to it; the domain
+logic (gate, compile, sandboxed run, check, timing, features) lives there and runs without Ray.
+Resources are set here from what the driver passes, never inside the actors:
+- evaluators: one actor per GPU (`num_gpus=1`, so Ray sets CUDA_VISIBLE_DEVICES, and the
+  evaluator's candidate child processes inherit it); with no GPU, one CPU evaluator whose
+  results say `not_executed`.
+- compilers: `compile_cfg.workers` CPU actors, one CPU each (nvcc runs in their child processes).
+
+Usage (driver):
+    pool = make_evaluator_pool(cfg.eval, cfg.compile, num_gpus_available=n)
+    results = pool.map("evaluate", [(task, group) for task, group in work])
+"""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import ray
+from ray.actor import ActorHandle
+
+from actors.pool import SupervisedPool
+
+if TYPE_CHECKING:  # the core modules are imported lazily in the actors (see their constructors)
+    from pipeline.config import CompileSection, EvalSection
+    from pipeline.records import Candidate, EvalResult, Task
+    from pipeline.evaluation.compile import CompileResult
+
+
+class EvaluatorActor:
+    """Owns one `Evaluator`, pinned to the GPU Ray gave this actor (or to none, CPU-only)."""
+
+    def __init__(self, eval_cfg: EvalSection, compile_cfg: CompileSection, use_gpu: bool):
+        # Imported here so that this module (and the driver) import without the core module
+        # and its heavy dependencies; only the actor's process needs them.
+        from pipeline.evaluation.evaluator import Evaluator
+
+        self._evaluator = Evaluator(eval_cfg, compile_cfg, use_gpu=use_gpu)
+
+    def evaluate(self, task: Task, candidates: list[Candidate],
+                 compiled: list[CompileResult] | None = None) -> list[EvalResult]:
+        """Evaluate a group of candidates for one task; one EvalResult per candidate, in order.
+        `compiled` (optional) holds the compile pool's results for the same candidates."""
+        return self._evaluator.evaluate(task, candidates, compiled)
+
+    def ping(self) -> str:
+        """Liveness check: answers once the constructor has finished."""
+        return "ok"
+
+    def pid(self) -> int:
+        """The actor's process id (tests and logs use it to tell a replacement from the original)."""
+        return os.getpid()
+
+
+class CompilerActor:
+    """Owns one `Compiler`; its content-addressed cache is shared through `compile_cfg.cache_dir`."""
+
+    def __init__(self, compile_cfg: CompileSection):
+        from pipeline.evaluation.compile import Compiler  # lazily, as in EvaluatorActor
+
+        self._compiler = Compiler(compile_cfg)
+
+    def compile(self, candidate: Candidate, task: Task) -> CompileResult:
+        """Compile one candidate for its task; failures are a verdict in the result, not an exception.
+        The result carries its artefact files, so an evaluator on another node can use it."""
+        return self._compiler.compile(candidate, task).packed()
+
+    def ping(self) -> str:
+        """Liveness check: answers once the constructor has finished."""
+        return "ok"
+
+    def pid(self) -> int:
+        """The actor's process id."""
+        return os.getpid()
+
+
+# Ray's own restarts stay off (max_restarts=0, max_task_retries=0): SupervisedPool replaces a dead
+# actor and resubmits its work itself. With Ray restarting as well, the restarted actor would sit
+# under the same handle that the pool then kills and replaces, and Ray's task retries would run
+# an item again behind the pool's per-item retry budget.
+_NO_RAY_RESTARTS = {"max_restarts": 0, "max_task_retries": 0}
+
+
+def make_evaluator_pool(eval_cfg: EvalSection, compile_cfg: CompileSection,
+                        num_gpus_available: int) -> SupervisedPool:
+    """Build the evaluator pool: one GPU actor per GPU, or one CPU actor when there is none.
+
+    `num_gpus_available` is the number of GPUs the driver gives to evaluation (it resolves
+    `eval_cfg.gpus` against what Ray sees). Dead actors are replaced and their groups retried up
+    to `eval_cfg.max_retries` times.
+    """
+    if num_gpus_available < 0:
+        raise ValueError(f"make_evaluator_pool: num_gpus_available = {num_gpus_available}; pass 0 for a "
+                         "CPU-only evaluator or the number of GPUs given to evaluation")
+    use_gpu = num_gpus_available > 0
+    size = num_gpus_available if use_gpu else 1
+    options = {"num_cpus": 1, "num_gpus": 1 if use_gpu else 0, **_NO_RAY_RESTARTS}
+    remote_cls = ray.remote(EvaluatorActor)
+
+    def make_actor(slot: int) -> ActorHandle:
+        return remote_cls.options(**options).remote(eval_cfg, compile_cfg, use_gpu)
+
+    return SupervisedPool(make_actor, size=size, max_retries=eval_cfg.max_retries)
+
+
+def make_compiler_pool(compile_cfg: CompileSection, max_retries: int) -> SupervisedPool:
+    """Build the compile pool: `compile_cfg.workers` CPU actors, one CPU each.
+
+    `max_retries` bounds resubmissions of one candidate after its compiler actor died (the driver
+    passes `cfg.eval.max_retries`).
+    """
+    if compile_cfg.workers < 1:
+        raise ValueError(f"compile.workers = {compile_cfg.workers}: the compile pool needs at least one "
+                         "worker; set compile.workers=1 or more")
+    remote_cls = ray.remote(CompilerActor)
+
+    def make_actor(slot: int) -> ActorHandle:
+        return remote_cls.options(num_cpus=1, **_NO_RAY_RESTARTS).remote(compile_cfg)
+
+    return SupervisedPool(make_actor, size=compile_cfg.workers, max_retries=max_retries)
+
+
+def evaluate_groups(compilers: SupervisedPool, evaluators: SupervisedPool,
+                    groups: list[tuple[Task, list[Candidate]]]) -> list[list]:
+    """Compile every candidate in the CPU pool and evaluate each group as soon as its last
+    candidate compiled, so GPUs start while other groups still compile. Results per group, in
+    order (an `ItemFailed` record stands for work lost on every retry)."""
+    compile_of: dict[int, tuple[int, int]] = {}
+    compiled: list[list] = [[None] * len(cands) for _, cands in groups]
+    missing = [len(cands) for _, cands in groups]
+    for g, (task, cands) in enumerate(groups):
+        for k, cand in enumerate(cands):
+            compile_of[compilers.submit("compile", cand, task)] = (g, k)
+    eval_of: dict[int, int] = {}
+    results: list[list | None] = [None] * len(groups)
+    for g, (task, cands) in enumerate(groups):
+        if not cands:
+            results[g] = []
+    while compile_of or eval_of:
+        # Wait on both pools: a short bounded wait on each in turn (ray.wait underneath).
+        for pool, table in ((compilers, compile_of), (evaluators, eval_of)):
+            if not table:
+                continue
+            try:
+                ticket, value = pool.next_completed(timeout_s=0.05 if (compile_of and eval_of) else None)
+            except TimeoutError:
+                continue
+            if pool is compilers:
+                g, k = compile_of.pop(ticket)
+                compiled[g][k] = value if hasattr(value, "ok") else None  # lost: the evaluator compiles it
+                missing[g] -= 1
+                if missing[g] == 0:
+                    task, cands = groups[g]
+                    eval_of[evaluators.submit("evaluate", task, cands, compiled[g])] = g
+            else:
+                results[eval_of.pop(ticket)] = value
+    return results

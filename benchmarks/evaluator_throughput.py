@@ -1,0 +1,205 @@
+"""Evaluator benchmark on one GPU: throughput against the conventional path, and timing stability.
+
+    python benchmarks/evaluator_throughput.py --out benchmarks/results/evaluator_h200.json
+
+1. Conventional (KernelBench's way): 8 honest KernelBench-format candidates (the light
+   implementations of 8 parameter-free built-in torch2cuda tasks, wrapped in load_inline), each
+   in a fresh process that builds, checks and times it beside the reference
+   (benchmarks/conventional_eval.py), as many at once as the host's cores allow.
+2. This evaluator: every c2cuda and light implementation of the built-in tasks (the same 8 light
+   ones included) through the Ray compile pool and one GPU evaluator, caches empty.
+3. Verdict agreement on the 8 shared candidates.
+4. Timing stability: one kernel timed in 10 separate evaluations; spread of the medians.
+Figures go to JSON with the machine, versions and date.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipeline.config import load_config  # noqa: E402
+from pipeline.records import Candidate  # noqa: E402
+from pipeline.tasks import load_tasks  # noqa: E402
+
+SHARED = ["torch2cuda/relu", "torch2cuda/gelu", "torch2cuda/softmax", "torch2cuda/matmul", "torch2cuda/maxpool2d",
+          "torch2cuda/mse_loss", "torch2cuda/permute", "torch2cuda/sum_dim"]
+
+WRAPPER = r'''
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <vector>
+static void push_shape(std::vector<int64_t>& sizes, at::IntArrayRef shape) {
+    sizes.push_back((int64_t)shape.size());
+    for (auto d : shape) sizes.push_back(d);
+    for (size_t k = shape.size() + 1; k < 8; ++k) sizes.push_back(0);
+}
+std::vector<torch::Tensor> run_light(std::vector<torch::Tensor> tensors) {
+    std::vector<void*> ins; std::vector<int64_t> sizes;
+    for (auto& t : tensors) { ins.push_back(t.data_ptr()); push_shape(sizes, t.sizes()); }
+    std::vector<torch::Tensor> outs;
+OUT_ALLOCS
+    std::vector<void*> outp;
+    for (auto& o : outs) { outp.push_back(o.data_ptr()); push_shape(sizes, o.sizes()); }
+    launch(ins.data(), outp.data(), sizes.data(), at::cuda::getCurrentCUDAStream());
+    return outs;
+}
+'''
+
+
+def kernelbench_wrapper(task, light_code: str, name: str) -> str:
+    """A KernelBench ModelNew that runs a light candidate through load_inline (output shapes fixed
+    to the reference's own default sizes, found by running it on the meta device)."""
+    import torch
+    ns: dict = {}
+    exec(task.reference, ns)
+    model = ns["Model"](*ns["get_init_inputs"]()).to("meta")
+    outs = model(*[x.to("meta") if isinstance(x, torch.Tensor) else x for x in ns["get_inputs"]()])
+    outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+    allocs = "\n".join(f"    outs.push_back(torch::empty(std::vector<int64_t>{{{', '.join(str(d) for d in o.shape)}}}, tensors[0].options()));"
+                       for o in outs)
+    cuda = light_code + WRAPPER.replace("OUT_ALLOCS", allocs)
+    return (f"import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n"
+            f"cuda_source = {cuda!r}\ncpp_source = 'std::vector<torch::Tensor> run_light(std::vector<torch::Tensor> tensors);'\n"
+            f"ext = load_inline(name={name!r}, cpp_sources=cpp_source, cuda_sources=cuda_source, functions=['run_light'])\n\n\n"
+            "class ModelNew(nn.Module):\n    def __init__(self, *args):\n        super().__init__()\n\n"
+            "    def forward(self, *xs):\n        outs = ext.run_light([x.contiguous() for x in xs])\n"
+            "        return outs[0] if len(outs) == 1 else tuple(outs)\n")
+
+
+def conventional(tasks: dict, workdir: Path) -> dict:
+    jobs = []
+    for k, tid in enumerate(SHARED):
+        task = tasks[tid]
+        light = next(i for i in task.implementations if i.format == "light")
+        d = workdir / f"conv{k}"
+        d.mkdir(parents=True)
+        (d / "reference.py").write_text(task.reference)
+        (d / "candidate.py").write_text(kernelbench_wrapper(task, light.code, f"bench_ext_{k}"))
+        jobs.append(d)
+    at_once = min(len(jobs), max(1, (os.cpu_count() or 2) // 2))
+    env = dict(os.environ, MAX_JOBS=str(max(1, (os.cpu_count() or 2) // at_once)))
+
+    def run(d: Path) -> dict:
+        env_d = dict(env, TORCH_EXTENSIONS_DIR=str(d / "ext"))
+        subprocess.run([sys.executable, str(ROOT / "benchmarks/conventional_eval.py"), str(d / "reference.py"),
+                        str(d / "candidate.py"), str(d / "out.json")], env=env_d, cwd=d, timeout=900,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return json.loads((d / "out.json").read_text()) if (d / "out.json").exists() else {"correct": False}
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(at_once) as pool:
+        results = list(pool.map(run, jobs))
+    wall = time.perf_counter() - t0
+    return {"candidates": len(jobs), "at_once": at_once, "wall_s": wall, "seconds_per_candidate": wall / len(jobs),
+            "candidates_per_minute_per_gpu": 60 * len(jobs) / wall,
+            "per_candidate": {tid: r for tid, r in zip(SHARED, results)}}
+
+
+def ours(tasks: dict, cfg) -> dict:
+    import ray
+    from actors.evaluation import evaluate_groups, make_compiler_pool, make_evaluator_pool
+    groups = []
+    for task in tasks.values():
+        cands = [Candidate(task_id=task.id, code=i.code, format=i.format)
+                 for i in task.implementations if i.format in ("c2cuda", "light")]
+        if cands:
+            groups.append((task, cands))
+    n = sum(len(c) for _, c in groups)
+    ray.init(num_cpus=os.cpu_count(), num_gpus=1, include_dashboard=False, log_to_driver=False)
+    with make_compiler_pool(cfg.compile, 1) as compilers, make_evaluator_pool(cfg.eval, cfg.compile, 1) as evaluators:
+        evaluators.map("ping", [()])  # the evaluator's own start-up is not counted
+        compilers.map("ping", [()] * compilers.size)
+        t0 = time.perf_counter()
+        results = evaluate_groups(compilers, evaluators, groups)
+        wall = time.perf_counter() - t0
+    ray.shutdown()
+    per = {}
+    for (task, cands), rs in zip(groups, results):
+        for impl_code, r in zip(cands, rs):
+            name = next(i.name for i in task.implementations if i.code == impl_code.code)
+            per[f"{task.id}/{name}"] = {"verdict": r.verdict, "reason": r.reason[:200], "speedup": r.speedup,
+                                        "stage_s": r.stage_s}
+    verdicts: dict[str, int] = {}
+    for v in per.values():
+        verdicts[v["verdict"]] = verdicts.get(v["verdict"], 0) + 1
+    return {"candidates": n, "wall_s": wall, "seconds_per_candidate": wall / n,
+            "candidates_per_minute_per_gpu": 60 * n / wall, "verdicts": verdicts, "per_candidate": per}
+
+
+def stability(tasks: dict, cfg, task_id: str, runs: int = 10) -> dict:
+    from pipeline.evaluation.evaluator import Evaluator
+    ev = Evaluator(cfg.eval, cfg.compile, use_gpu=True)
+    task = tasks[task_id]
+    impl = task.baseline()
+    marker = "#" if impl.format == "kernelbench" else "//"
+    medians: dict[str, list[float]] = {}
+    for k in range(runs):
+        r = ev.evaluate(task, [Candidate(task_id=task.id, code=impl.code + f"\n{marker} run {k}\n", format=impl.format)])[0]
+        for c in r.configs:
+            if c.time:
+                medians.setdefault(c.name, []).append(c.time.median_ms)
+    out = {}
+    for name, ms in medians.items():
+        mid = statistics.median(ms)
+        out[name] = {"medians_ms": ms, "median_ms": mid, "spread_pct": 100 * (max(ms) - min(ms)) / mid,
+                     "stdev_pct": 100 * statistics.pstdev(ms) / statistics.mean(ms)}
+    return {"task": task_id, "implementation": impl.name, "configs": out}
+
+
+def machine() -> dict:
+    import torch
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem",
+                          "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    return {"host": platform.node(), "python": platform.python_version(), "torch": torch.__version__,
+            "cuda": torch.version.cuda, "nvidia_smi": smi, "cpus": os.cpu_count(),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--skip-conventional", action="store_true")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="cudaperf-bench-"))
+    cfg = load_config(None, ["eval.result_cache_dir=", f"compile.cache_dir={work}/cache",
+                             f"compile.workers={max(2, (os.cpu_count() or 4) - 4)}"])
+    tasks = {t.id: t for t in load_tasks("builtin")}
+    report = {"machine": machine()}
+    report["ours"] = ours(tasks, cfg)
+    print("ours:", {k: v for k, v in report["ours"].items() if k != "per_candidate"}, flush=True)
+    report["stability"] = [stability(tasks, cfg, "c2cuda/saxpy"), stability(tasks, cfg, "c2cuda/sgemm")]
+    print("stability:", json.dumps(report["stability"])[:1500], flush=True)
+    if not args.skip_conventional:
+        report["conventional"] = conventional(tasks, work / "conventional")
+        conv = report["conventional"]
+        print("conventional:", {k: v for k, v in conv.items() if k != "per_candidate"}, flush=True)
+        agree = {}
+        for tid in SHARED:
+            light = next(i.name for i in tasks[tid].implementations if i.format == "light")
+            a = conv["per_candidate"][tid].get("correct", False)
+            b = report["ours"]["per_candidate"].get(f"{tid}/{light}", {}).get("verdict") == "correct"
+            agree[tid] = {"conventional_correct": a, "ours_correct": b, "agree": a == b,
+                          "conventional_speedup": conv["per_candidate"][tid].get("speedup"),
+                          "ours_speedup": report["ours"]["per_candidate"].get(f"{tid}/{light}", {}).get("speedup")}
+        report["agreement"] = agree
+        report["rate_ratio"] = (report["ours"]["candidates_per_minute_per_gpu"] /
+                                conv["candidates_per_minute_per_gpu"])
+        print("rate ratio:", report["rate_ratio"], "agreement:", sum(v["agree"] for v in agree.values()), "/", len(agree))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

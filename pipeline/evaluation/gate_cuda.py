@@ -1,0 +1,386 @@
+"""Static gate, CUDA/C++ half: the rules on one source text, read off a tree-sitter-cuda parse.
+
+`scan_cuda(text, line_offset, fmt, float32)` walks the syntax tree (names of calls, types,
+qualified identifiers, includes, macro bodies, attributes, inline asm) so that comments and
+string contents never trigger a rule. A supplementary pass runs regular expressions over the
+text with comments and strings blanked and line continuations spliced, to catch what a
+misparse (digraphs, ERROR nodes, `cudaStream\\<newline>Create`) could hide from the tree.
+gate.py combines the scans of a candidate's sources and adds the whole-candidate rules
+(device code present, entry point) and the Python rules of the kernelbench format.
+"""
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import tree_sitter_cuda
+from tree_sitter import Language, Node, Parser
+
+from pipeline.records import Finding
+
+ADVICE = {
+    "side-stream": "launch every kernel on the stream the harness passes in (the current stream)",
+    "threads": "do all the work from the calling thread, on the GPU",
+    "process-or-file-or-network": "a kernel needs no files, processes, environment or network: remove it",
+    "timing-tamper": "leave timing, device selection and graphs to the harness",
+    "ipc": "share no GPU memory with other processes",
+    "driver-api": "use the CUDA runtime API only",
+    "precision-downgrade": "compute in float32, the task's precision",
+    "inline-asm-host": "keep inline assembly inside __device__ or __global__ functions",
+    "load-time-code": "do no work when the library loads; do it inside the entry point",
+    "forbidden-include": "include only the CUDA runtime and standard headers of the allow-list",
+    "token-paste": "write identifiers out in full instead of pasting tokens together",
+    "torch-compute-in-forward": "compute with your own kernels and use torch only to allocate outputs (torch::empty)",
+    "introspection": "do not reach into Python from the extension",
+    "digraph": "write preprocessor directives with #",
+    "symbol-alias": "call functions by their own names",
+}
+
+
+def finding(rule: str, line: int, what: str, advice: str | None = None) -> Finding:
+    """An error finding of the gate: 'line N: what; advice [rule]'."""
+    return Finding(source="gate", severity="error", line=line, rule=rule,
+                   message=f"line {line}: {what}; {advice or ADVICE[rule]} [{rule}]")
+
+
+# --- includes -----------------------------------------------------------------------------------
+_INCLUDES = {"cuda_runtime.h", "cuda_runtime_api.h", "device_launch_parameters.h", "cuda_fp16.h",
+             "cuda_bf16.h", "cuda_fp8.h", "mma.h", "cooperative_groups.h", "cuda/pipeline", "cuda/barrier",
+             "stdint.h", "cstdint", "cstddef", "stddef.h", "math.h", "cmath", "cfloat", "float.h", "climits",
+             "limits.h", "algorithm", "type_traits", "utility", "cstdio", "stdio.h", "assert.h", "cassert",
+             "vector_types.h"}
+_INCLUDE_PREFIXES = ("cooperative_groups/", "cub/", "cuda/std/")
+_TORCH_INCLUDES = {"torch/extension.h", "ATen/cuda/CUDAContext.h", "c10/cuda/CUDAStream.h"}
+
+
+def include_allowed(path: str, fmt: str) -> bool:
+    if ".." in path or path.startswith("/") or "\\" in path:
+        return False
+    return (path in _INCLUDES or path.startswith(_INCLUDE_PREFIXES)
+            or (fmt == "kernelbench" and path in _TORCH_INCLUDES))
+
+
+# --- names -> rules -------------------------------------------------------------------------------
+# Kinds of name occurrence: call (called), ref (used as a value), type, decl (the name being
+# declared), field (member access), method (member called), attr (inside an attribute), macro
+# (a token of a #define body), text (a token of the supplementary regex pass).
+ANY = frozenset({"call", "ref", "type", "decl", "field", "method", "attr", "macro", "text"})
+USE = frozenset({"call", "ref", "macro"})      # generic words (open, kill, ...): only when used
+TYPE = frozenset({"type", "macro"})
+_PREC = "computes in lower precision than the task's float32"
+# (rule, kinds, pattern matched in full against the name, or the qualified name if it has ::, what)
+_NAME_RULES = [
+    ("side-stream", ANY, r"cudaStreamCreate\w*|cuStreamCreate\w*", "creates a CUDA stream"),
+    ("side-stream", ANY, r"cudaStreamPerThread|CUDA_API_PER_THREAD_DEFAULT_STREAM", "uses the per-thread default stream"),
+    ("side-stream", ANY, r"getStreamFromPool|setCurrentCUDAStream|\w*CUDAStreamGuard", "switches to another stream"),
+    ("threads", ANY, r"(::)?std::(thread|jthread|async)\b.*", "starts a host thread"),
+    ("threads", TYPE, r"thread|jthread", "starts a host thread"),
+    ("threads", USE, r"async|fork|vfork", "starts a host thread or process"),
+    ("threads", ANY, r"pthread_\w+|thrd_create|omp_\w+|__kmpc_\w+|cudaLaunchHostFunc|cudaStreamAddCallback",
+     "runs host threads or callbacks"),
+    ("process-or-file-or-network", USE,
+     r"system|popen|exec(l|lp|le|v|vp|vpe|ve)|fexecve|posix_spawnp?|fopen(64)?|freopen|fdopen|open(64|at)?|creat"
+     r"|tmpfile|unlink|dlopen|dlmopen|dlsym|dlvsym|mmap(64)?|mprotect|shm_open|socket|connect|bind|listen|accept"
+     r"|getenv|secure_getenv|setenv|putenv|unsetenv|syscall|ptrace|kill|prctl|ioctl|chdir",
+     "accesses processes, files, the environment or the network"),
+    ("process-or-file-or-network", ANY, r"__libc_\w+|__sys_\w+", "accesses processes, files, the environment or the network"),
+    ("process-or-file-or-network", ANY, r"(::)?std::(system|getenv|fopen|freopen|tmpfile|[io]?fstream|filesystem)\b.*",
+     "accesses processes, files, the environment or the network"),
+    ("timing-tamper", ANY,
+     r"cudaEvent\w*|cudaGraph\w*|cudaStream(Begin|End)Capture\w*|cudaStreamIsCapturing|cudaThreadExchangeStreamCaptureMode"
+     r"|cudaDeviceReset|cudaThreadExit|cudaSetDevice(Flags)?|cudaSetValidDevices|cudaInitDevice|cudaProfilerSt(art|op)"
+     r"|cudaDeviceSetLimit|cudaCtxResetPersistingL2Cache|cudaStreamSetAttribute",
+     "interferes with timing or device state"),
+    ("timing-tamper", USE, r"clock_gettime|clock_settime|gettimeofday|settimeofday", "reads or sets the host clock"),
+    ("timing-tamper", ANY, r"(::)?std::chrono\b.*", "reads the host clock"),
+    ("ipc", ANY, r"cudaIpc\w*|cuIpc\w*", "shares GPU memory between processes"),
+    ("driver-api", ANY, r"cu(Init|Ctx|Device|Mem|Module|Launch|Stream|Event|Func|Graph|Link|Get|Driver|Pointer|Tex|Surf"
+     r"|Array|Occupancy|Library|Kernel|Tensor|Profiler|GreenCtx|Multicast|Signal|Wait|Import|External|Thread|Flush)\w*"
+     r"|cudaGetDriverEntryPoint\w*", "calls the CUDA driver API"),
+    ("introspection", ANY, r"Py[A-Z][A-Za-z]*_\w+|(::)?(py|pybind11)::(module_?::import|eval|exec|eval_file|globals)\b.*",
+     "calls into the Python interpreter"),
+    ("load-time-code", ANY, r"(__)?(constructor|destructor)(__)?", "runs code when the library loads"),
+    ("load-time-code", frozenset({"attr"}), r"(__)?(init_priority|section)(__)?", "runs code when the library loads"),
+    ("symbol-alias", frozenset({"attr"}), r"(__)?(alias|weakref|ifunc|symver)(__)?", "renames a symbol with an attribute"),
+    ("precision-downgrade", ANY,
+     r"__\w*(half|bfloat|bf16|fp8|fp6|fp4|tf32|e4m3|e5m2)\w*|nv_bfloat162?|half2|tf32|k(Half|BFloat16|Float16|Float8\w*)"
+     r"|BFloat16|Float8_\w+|__h(add|sub|mul|div|fma|max|min|neg|abs|eq|ne|lt|le|gt|ge|equ|neu|ltu|leu|gtu|geu|isnan|isinf)\w*",
+     _PREC),
+    ("precision-downgrade", TYPE, r"half|Half", _PREC),
+    ("precision-downgrade", USE, r"h2?(exp|exp2|exp10|log|log2|log10|sqrt|rsqrt|rcp|sin|cos|floor|ceil|trunc|rint)", _PREC),
+]
+_COMPILED = [(rule, kinds, re.compile(pat), "::" in pat, what) for rule, kinds, pat, what in _NAME_RULES]
+# torch/ATen calls a kernelbench extension may make: allocation, streams, options; everything else computes.
+_TORCH_CPP_OK = {"empty", "empty_like", "zeros", "zeros_like", "empty_strided", "getCurrentCUDAStream",
+                 "getDefaultCUDAStream", "current_device", "device", "dtype", "TensorOptions", "Scalar", "IntArrayRef",
+                 "ArrayRef", "CUDAGuard", "OptionalCUDAGuard", "DeviceGuard", "device_of", "Device", "check"}
+# tensor methods that compute (shared with the Python rules in gate.py)
+COMPUTE_METHODS = frozenset("""matmul mm bmm addmm baddbmm addmv einsum dot mv outer sum mean softmax log_softmax relu relu_
+exp exp_ log log_ log1p expm1 add add_ mul mul_ sub sub_ div div_ pow pow_ sqrt rsqrt tanh tanh_ sigmoid sigmoid_ gelu silu
+max min amax amin argmax argmin clamp clamp_ clip clip_ abs abs_ neg norm var std cumsum cumprod prod sort topk conv1d
+conv2d conv3d conv_transpose2d layer_norm batch_norm group_norm linear where masked_fill masked_fill_ index_select gather
+scatter scatter_ scatter_add scatter_add_ copy_ clone fill_ maximum minimum logsumexp lerp addcmul addcdiv tril triu flip
+roll repeat repeat_interleave erf erf_ sin cos reciprocal square t_ cpu numpy tolist item double half bfloat16 type
+any all count_nonzero nonzero unique sign floor ceil round trunc frac fmod remainder max_pool2d avg_pool2d dropout
+hardtanh leaky_relu elu selu softplus mish logsigmoid cross_entropy mse_loss nll_loss""".split())
+_DECL_PARENTS = {"function_declarator", "init_declarator", "pointer_declarator", "reference_declarator",
+                 "array_declarator", "parameter_declaration", "optional_parameter_declaration", "declaration",
+                 "field_declaration", "preproc_def", "preproc_function_def", "preproc_params"}
+_ATTR_NODES = {"attribute_specifier", "attribute_declaration", "attribute", "ms_declspec_modifier"}
+
+
+@lru_cache(maxsize=65536)
+def _classify(name: str, qual: str, kind: str, fmt: str, float32: bool) -> tuple[str, str] | None:
+    """(rule, what) for a name occurrence that breaks a rule, else None."""
+    for rule, kinds, pat, on_qual, what in _COMPILED:
+        if kind in kinds and (rule != "precision-downgrade" or float32) and pat.fullmatch(qual if on_qual else name):
+            return rule, f"{what} ({qual if '::' in qual else name})"
+    if fmt == "kernelbench":
+        root = qual.lstrip(":").split("::")[0]
+        if kind == "call" and "::" in qual and root in ("torch", "at", "c10") and name not in _TORCH_CPP_OK:
+            return "torch-compute-in-forward", f"calls the torch operation {qual} in the extension"
+        if kind == "method" and name in COMPUTE_METHODS and name != "type":  # x.type() only reads in C++
+            return "torch-compute-in-forward", f"calls the tensor method .{name}() in the extension"
+        if kind == "method" and name == "attr":
+            return "introspection", "reaches Python attributes from C++ (.attr)"
+    return None
+
+
+# --- the scan -------------------------------------------------------------------------------------
+@dataclass
+class FunctionInfo:
+    name: str
+    line: int
+    c_linkage: bool
+    nparams: int | None           # None: variadic or unreadable
+    kernel: bool                  # __global__ (or __device__ only): not callable from the host
+
+
+@dataclass
+class CudaScan:
+    findings: list[Finding] = field(default_factory=list)
+    kernels: list[str] = field(default_factory=list)             # __global__ functions defined
+    functions: list[FunctionInfo] = field(default_factory=list)  # function definitions
+    c_declared: set[str] = field(default_factory=set)            # names declared with C linkage
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Parser:
+    return Parser(Language(tree_sitter_cuda.language()))
+
+
+def _walk(node: Node):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+def _text(node: Node) -> str:
+    return node.text.decode("utf-8", "replace")
+
+
+def _qualified(node: Node) -> tuple[str, Node]:
+    """Qualified name of a leaf (`at::cuda::getStreamFromPool`) and the outermost node naming it."""
+    top, scopes = node, []
+    if top.parent is not None and top.parent.type in ("template_type", "template_function", "template_method"):
+        top = top.parent
+    while top.parent is not None and top.parent.type == "qualified_identifier":
+        top = top.parent
+        scope = top.child_by_field_name("scope")
+        scopes.append(_text(scope).split("<")[0] if scope is not None else "")
+    return "::".join([*reversed(scopes), _text(node)]), top
+
+
+def _kind(node: Node, top: Node) -> str:
+    if any(a.type in _ATTR_NODES for a in _ancestors(node, 4)):
+        return "attr"
+    if node.type == "type_identifier":
+        return "type"
+    parent = top.parent
+    if node.type == "field_identifier":
+        fe = next((a for a in _ancestors(node, 3) if a.type == "field_expression"), None)
+        call = fe.parent if fe is not None else None
+        return "method" if call is not None and call.type == "call_expression" else "field"
+    if parent is None:
+        return "ref"
+    if parent.type == "template_function" and parent.parent is not None:
+        top, parent = parent, parent.parent
+    if parent.type == "call_expression" and parent.child_by_field_name("function") == top:
+        return "call"
+    if parent.type in _DECL_PARENTS and (parent.child_by_field_name("declarator") == top
+                                         or parent.child_by_field_name("name") == top
+                                         or parent.type == "preproc_params"):
+        return "decl"
+    return "ref"
+
+
+def _ancestors(node: Node, depth: int):
+    n = node.parent
+    while n is not None and depth > 0:
+        yield n
+        n, depth = n.parent, depth - 1
+
+
+_TOKEN = re.compile(r"(?:[A-Za-z_]\w*\s*::\s*)*[A-Za-z_]\w*")
+
+
+def _tokens(text: str):
+    """(name, qualified name, offset) of each identifier token of a piece of C++ text."""
+    for m in _TOKEN.finditer(text):
+        qual = re.sub(r"\s+", "", m.group())
+        yield qual.split("::")[-1], qual, m.start()
+
+
+def _function_name(fn: Node) -> str | None:
+    d = fn.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    if d is None:
+        return None
+    name = d.child_by_field_name("declarator")
+    return _text(name) if name is not None else None
+
+
+def _nparams(fn: Node) -> int | None:
+    d = fn
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    params = d.child_by_field_name("parameters") if d is not None else None
+    if params is None or any(c.type in ("...", "variadic_parameter_declaration") for c in params.children):
+        return None
+    decls = [c for c in params.children if c.type.endswith("parameter_declaration")]
+    return 0 if len(decls) == 1 and _text(decls[0]).strip() == "void" else len(decls)
+
+
+def _c_linkage(node: Node) -> bool:
+    return any(a.type == "linkage_specification" and _text(a.child_by_field_name("value") or a) == '"C"'
+               for a in _ancestors(node, 4))
+
+
+def _device_context(node: Node) -> bool:
+    for a in _ancestors(node, 10_000):
+        if a.type == "function_definition" and any(c.type in ("__device__", "__global__") for c in a.children):
+            return True
+        if a.type == "lambda_expression" and "__device__" in _text(a).split("{")[0]:
+            return True
+    return False
+
+
+def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool) -> CudaScan:
+    """Apply the per-source CUDA/C++ rules to `text`, whose line 1 is line `line_offset + 1` of the file."""
+    scan = CudaScan()
+    seen: set[tuple[str, int]] = set()
+
+    def add(rule: str, text_line: int, what: str) -> None:
+        line = line_offset + text_line
+        if (rule, line) not in seen:
+            seen.add((rule, line))
+            scan.findings.append(finding(rule, line, what))
+
+    def name_rule(name: str, qual: str, kind: str, text_line: int) -> None:
+        hit = _classify(name, qual, kind, fmt, float32)
+        if hit:
+            add(hit[0], text_line, hit[1])
+
+    tree = _parser().parse(text.encode("utf-8", "replace"))
+    for node in _walk(tree.root_node):
+        t, line = node.type, node.start_point.row + 1
+        if t in ("identifier", "type_identifier", "field_identifier"):
+            qual, top = _qualified(node)
+            name_rule(_text(node), qual.lstrip(":"), _kind(node, top), line)
+        elif t == "preproc_include":
+            path = node.child_by_field_name("path")
+            raw = _text(path) if path is not None else ""
+            if path is None or path.type not in ("system_lib_string", "string_literal"):
+                add("forbidden-include", line, f"includes a header named by a macro ({raw})")
+            elif not include_allowed(raw[1:-1], fmt):
+                add("forbidden-include", line, f"includes {raw}, which is not on the allow-list")
+        elif t in ("preproc_def", "preproc_function_def"):
+            body = node.child_by_field_name("value")
+            if body is not None:
+                body_text = _strip(_text(body))
+                if "##" in body_text:
+                    add("token-paste", line, "pastes tokens together with ## in a macro")
+                for name, qual, _ in _tokens(body_text):
+                    name_rule(name, qual, "macro", line)
+        elif t == "preproc_call" and re.fullmatch(r"#\s*pragma", _text(node.child_by_field_name("directive") or node)):
+            if re.match(r"\s*omp\b", _text(node.child_by_field_name("argument") or node)):
+                add("threads", line, "uses an OpenMP pragma")
+        elif t == "gnu_asm_expression":
+            if not _device_context(node):
+                add("inline-asm-host", line, "has an asm statement outside device code")
+            asm = node.child_by_field_name("assembly_code")
+            m = re.search(r"\.(f16|bf16|e4m3|e5m2|e2m1|e3m2|e2m3|tf32)(x2)?\b", _text(asm) if asm else "")
+            if float32 and m:
+                add("precision-downgrade", line, f"{_PREC} (PTX .{m.group(1)})")
+        elif t == "function_definition":
+            name = _function_name(node)
+            specs = {c.type for c in node.children}
+            if "__global__" in specs and name:
+                scan.kernels.append(name)
+            if name:
+                scan.functions.append(FunctionInfo(name, line_offset + line, _c_linkage(node), _nparams(node),
+                                                   kernel=bool(specs & {"__global__", "__device__"}) and "__host__" not in specs))
+        elif t == "declaration" and _c_linkage(node):
+            decl = node.child_by_field_name("declarator")
+            if decl is not None and decl.type == "function_declarator" and decl.child_by_field_name("declarator"):
+                scan.c_declared.add(_text(decl.child_by_field_name("declarator")))
+    _supplement(text, add, fmt, float32)
+    return scan
+
+
+# --- supplementary regex pass over comment- and string-free text ----------------------------------
+_LEXEME = re.compile(r"""//[^\n]*|/\*.*?\*/|\b[0-9][\w'.]*|R"([^(\s"\\]{0,16})\(.*?\)\1"|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'""",
+                     re.S)
+_DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(include_next|include|import|embed)\b[ \t]*(.*)$", re.M)
+_STREAM_CAST = re.compile(r"(\(\s*cudaStream_t\s*\)|_cast\s*<\s*cudaStream_t\s*>)\s*\(?\s*(0[xX])?0*[1-9a-fA-F]")
+
+
+def _blank(m: re.Match, keep_strings: bool) -> str:
+    s = m.group()
+    if s.startswith(("//", "/*")) or (not keep_strings and s[0] in "\"'R" and not s[0].isdigit()):
+        return re.sub(r"[^\n]", " ", s)
+    return s
+
+
+def _strip(text: str, keep_strings: bool = False) -> str:
+    """`text` with comments (and, unless keep_strings, string and char literals) blanked; newlines kept."""
+    return _LEXEME.sub(lambda m: _blank(m, keep_strings), text)
+
+
+def _supplement(text: str, add, fmt: str, float32: bool) -> None:
+    # splice backslash-newlines as the preprocessor does, remembering the original line of each position
+    splices: list[int] = []
+    parts, pos = [], 0
+    for m in re.finditer(r"\\[ \t]*\r?\n", text):
+        parts.append(text[pos:m.start()])
+        pos = m.end()
+        splices.append(sum(map(len, parts)))
+    spliced = "".join(parts) + text[pos:]
+
+    def line_of(offset: int) -> int:
+        return spliced.count("\n", 0, offset) + bisect.bisect_right(splices, offset) + 1
+
+    code = _strip(spliced)
+    for name, qual, off in _tokens(code):
+        hit = _classify(name, qual, "text", fmt, float32)
+        if hit:
+            add(hit[0], line_of(off), hit[1])
+    kept = _strip(spliced, keep_strings=True)
+    for m in re.finditer(r'^[ \t]*(?:#|%:)[ \t]*pragma[ \t]+omp\b|_Pragma\s*\(\s*"\s*omp\b', kept, re.M):
+        add("threads", line_of(m.start()), "uses an OpenMP pragma")
+    for m in re.finditer(r"^[ \t]*%:", kept, re.M):
+        add("digraph", line_of(m.start()), "writes a preprocessor directive with the %: digraph")
+    for m in _DIRECTIVE.finditer(kept):
+        target = re.match(r"""\s*(<([^>]*)>|"([^"]*)")""", m.group(2))
+        path = target and (target.group(2) or target.group(3))
+        if m.group(1) != "include" or not path or not include_allowed(path, fmt):
+            add("forbidden-include", line_of(m.start()), f"has the directive #{m.group(1)} {m.group(2).strip()}")
+    if "##" in code:
+        add("token-paste", line_of(code.index("##")), "pastes tokens together with ##")
+    for m in _STREAM_CAST.finditer(code):
+        add("side-stream", line_of(m.start()), "casts a constant to a stream handle (a per-thread or other stream)")
