@@ -15,8 +15,12 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def compile_cfg(tmp_path_factory):
+    """A fresh compile cache per session, or a shared one named by CUDAPERF_TEST_COMPILE_CACHE
+    (the GPU script shares it with the verify run, so load_inline builds happen once)."""
+    import os
     from pipeline.config import CompileSection
-    return CompileSection(cache_dir=str(tmp_path_factory.mktemp("compile-cache")))
+    shared = os.environ.get("CUDAPERF_TEST_COMPILE_CACHE")
+    return CompileSection(cache_dir=shared or str(tmp_path_factory.mktemp("compile-cache")))
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@
     and `cudaFuncGetAttributes`; we compare with `occupancy.occupancy()` fed by our own parse of
     the ptxas report of the same build (registers are compared too). The C++ runtime API is
     called directly rather than through cupy, so the numbers are the runtime's own.
-(b) Coalescing: 24 small kernels with one signature, each built into its own executable
+(b) Coalescing: 25 small kernels with one signature, each built into its own executable
     (`nvcc -lineinfo`), each run once under `ncu --clock-control none --metrics ...`; the static
     analysis predicts global load sectors per request from each load's class and stride
     (coalesced 4-byte loads: 4, float4: 16, broadcast: 1, strided or gathered: up to 32) and
@@ -170,6 +170,8 @@ KERNELS = [
      ["coalesced"], 4, 2),
     ("row_ptr_like", "{ int i = blockIdx.x * blockDim.x + threadIdx.x; int row = i / 32, lane = i % 32;"
      " out[i] = a[idx[row] % 1024 * 32 + lane]; }", (256, 1), (N // 256, 1), ["broadcast", "coalesced"], 2.5, None),
+    ("half_warp_rows", "{ int i = blockIdx.x * blockDim.x + threadIdx.x; int r = i / 16, c = i % 16;"
+     " out[i] = a[r * (n / 1024) + c]; }", (256, 1), (N // 256, 1), ["coalesced"], 4, None),
     ("tx_squared", "{ int t = threadIdx.x; out[blockIdx.x * blockDim.x + t] = a[t * t]; }", (256, 1), (N // 256, 1),
      ["unknown"], None, None),
 ]
@@ -212,7 +214,7 @@ def build_ncu_executables(workdir: str, arch: str = "sm_90", nvcc: str = "nvcc",
     os.makedirs(workdir, exist_ok=True)
 
     def one(spec):
-        name, body, (bx, by), (gx, gy), _, _ = spec
+        name, body, (bx, by), (gx, gy), *_ = spec
         src, exe = os.path.join(workdir, f"k_{name}.cu"), os.path.join(workdir, f"k_{name}")
         with open(src, "w") as fh:
             fh.write(NCU_MAIN % {"kernel": kernel_source(body), "n": N, "bx": bx, "by": by, "gx": gx, "gy": gy})
@@ -339,12 +341,12 @@ def _print_tables(occ_rows: list[dict], coal_rows: list[dict]) -> None:
         n = [r for r in coal_rows if r["agree"] is not None]
         print(f"\n(b) coalescing: {sum(r['agree'] for r in n)}/{len(n)} kernels within 2x of the predicted sectors "
               "per request")
-        print(f"{'kernel':18} {'static classes':28} {'pred':>6} {'ncu':>7} agree  bank(pred/ncu)")
+        print(f"{'kernel':18} {'static classes':28} {'pred':>6} {'hand':>6} {'ncu':>7} agree  bank(pred/ncu)")
         for r in coal_rows:
-            ps = "-" if r["predicted_sectors"] is None else f"{r['predicted_sectors']:.1f}"
-            ms = "-" if r["measured_sectors"] is None else f"{r['measured_sectors']:.2f}"
+            ps, hs, ms = ("-" if x is None else f"{x:.1f}" for x in (r["predicted_sectors"], r["hand_sectors"],
+                                                                    r["measured_sectors"]))
             bank = "" if r["bank_ways"] is None else f"{r['bank_ways']}-way/{r['bank_conflicts']}"
-            print(f"{r['kernel']:18} {','.join(r['classes'] or []):28} {ps:>6} {ms:>7} {str(r['agree']):5}  {bank}"
+            print(f"{r['kernel']:18} {','.join(r['classes'] or []):28} {ps:>6} {hs:>6} {ms:>7} {str(r['agree']):5}  {bank}"
                   + (f"  ERROR {r['error'][:80]}" if r["error"] else ""))
 
 

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Every GPU check of the project in one script, for the H200 test machine:
+#   bash benchmarks/gpu_checks.sh [verify] [tests] [bench] [structure]
+# Logs and JSON go to $OUT (or ./gpu-out). Prints a summary table at the end.
+set -uo pipefail
+OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
+export CUDAPERF_TEST_COMPILE_CACHE=/tmp/cudaperf-cache PYTHONUNBUFFERED=1
+steps=${*:-verify tests bench structure}
+declare -A status
+for step in $steps; do
+  t0=$(date +%s)
+  case $step in
+    verify) python3 -m pipeline.cli verify --config configs/h200.yaml --out "$OUT/verify_h200.json" \
+              compile.cache_dir=$CUDAPERF_TEST_COMPILE_CACHE eval.result_cache_dir= > "$OUT/verify.log" 2>&1 ;;
+    tests) python3 -m pytest -m gpu -q -p no:cacheprovider tests > "$OUT/tests.log" 2>&1 ;;
+    bench) python3 benchmarks/evaluator_throughput.py --out "$OUT/evaluator_h200.json" > "$OUT/bench.log" 2>&1 ;;
+    structure) python3 -m pipeline.structure.validate_gpu --out "$OUT/structure_h200.json" > "$OUT/structure.log" 2>&1 ;;
+  esac
+  status[$step]="rc=$? $(( $(date +%s) - t0 ))s"
+done
+echo "==== summary ===="
+for step in $steps; do printf '%-10s %s\n' "$step" "${status[$step]}"; done
+[ -f "$OUT/verify.log" ] && tail -25 "$OUT/verify.log"
+[ -f "$OUT/tests.log" ] && grep -E "passed|failed|FAILED|Error" "$OUT/tests.log" | tail -40
+[ -f "$OUT/bench.log" ] && tail -8 "$OUT/bench.log"
+[ -f "$OUT/structure.log" ] && tail -30 "$OUT/structure.log"
+exit 0
