@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def with_config(p):
         p.add_argument("--config", default=None, help="YAML run configuration")
-        p.add_argument("overrides", nargs="*", help="section.key=value overrides")
+        p.epilog = "Any number of section.key=value overrides may follow."
         return p
     p = with_config(sub.add_parser("eval", help="evaluate one candidate against one task"))
     p.add_argument("task", help="task YAML, KernelBench problem .py, or built-in id such as c2cuda/saxpy")
@@ -127,8 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] == "analyze":
             return cmd_analyze(argv[1:])
-        args = build_parser().parse_args(argv)
-        args.overrides = [o for o in getattr(args, "overrides", [])]
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)  # overrides may follow flags such as --json
+        unknown = [e for e in extra if e.startswith("-") or "=" not in e]
+        if unknown:
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        args.overrides = [e for e in extra if e not in unknown]
         return args.fn(args)
     except UsageError as e:
         print(f"cudaperf: {e}", file=sys.stderr)

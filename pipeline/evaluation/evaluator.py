@@ -32,7 +32,7 @@ from pipeline.evaluation import device_views, feedback
 from pipeline.evaluation.compile import CompileResult, Compiler
 from pipeline.evaluation.gate import check_candidate
 from pipeline.evaluation.reference import (GroupData, build_c2cuda, build_torch2cuda, compare, poison_byte,
-                                           run_c_reference, to_device)
+                                           TaskBroken, run_c_reference, to_device)
 from pipeline.evaluation.result_cache import ResultCache
 from pipeline.evaluation.sandbox import ChildFailed, ChildProcess
 from pipeline.evaluation.timing import summarize, time_calls
@@ -47,10 +47,6 @@ class Prepared:
     comp: CompileResult
     findings: list[Finding]
     stage_s: dict[str, float]
-
-
-class TaskBroken(RuntimeError):
-    """The task's own reference or baseline is wrong: a bug in the data, not in a candidate."""
 
 
 class Evaluator:
@@ -104,12 +100,18 @@ class Evaluator:
                 results[i] = self._not_executed(task, candidates[i], prepared[i])
             runnable = [i for i in runnable if results[i] is None]
         if runnable and self.use_gpu:
-            group = self._prepare_group(task)
             try:
-                self._run_all(group, [candidates[i] for i in runnable], [prepared[i] for i in runnable],
-                              runnable, results)
-            finally:
-                self._release_group(group)
+                group = self._prepare_group(task)
+            except TaskBroken as e:  # our data is wrong: no candidate is blamed, the run goes on
+                for i in runnable:
+                    results[i] = self._not_executed(task, candidates[i], prepared[i], why=str(e))
+                runnable = []
+            if runnable:
+                try:
+                    self._run_all(group, [candidates[i] for i in runnable], [prepared[i] for i in runnable],
+                                  runnable, results)
+                finally:
+                    self._release_group(group)
         for i in pending:
             results[i].findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
             self.cache.put(self._cache_key(task, candidates[i]), results[i])
@@ -150,8 +152,8 @@ class Evaluator:
                               stage_s=stage)
         return Prepared(comp, findings, stage)
 
-    def _not_executed(self, task: Task, cand: Candidate, prep: Prepared) -> EvalResult:
-        why = prep.comp.log if prep.comp.unavailable else "no GPU is available to this evaluator"
+    def _not_executed(self, task: Task, cand: Candidate, prep: Prepared, why: str = "") -> EvalResult:
+        why = why or (prep.comp.log if prep.comp.unavailable else "no GPU is available to this evaluator")
         return self._base(task, cand, "not_executed", f"compiled but not run: {why}", findings=prep.findings,
                           stage_s=prep.stage_s, compile_log=prep.comp.ptxas_log)
 
@@ -173,21 +175,33 @@ class Evaluator:
 
     def _prepare_group(self, task: Task) -> GroupData:
         seed = secrets.randbits(31)
-        if task.kind == "c2cuda":
-            group = build_c2cuda(task, seed)
-            self._run_c_reference(group)
-        else:
-            group = build_torch2cuda(task, seed, init_seed=secrets.randbits(31))
-        to_device(group)
-        for buf in group.buffers:
-            buf.ptr = self.driver.alloc(buf.nbytes)
-            buf.handle = self.driver.ipc_export(buf.ptr)
-            buf.view = device_views.view(buf.ptr, buf.shape, buf.dtype)
-        self.driver.make_current()
-        if task.kind == "c2cuda":
-            self._c2cuda_references(group)
-        else:
-            group.time_reference = lambda ci, trials: self.timer(trials)(group.reference_calls[ci])
+        try:
+            if task.kind == "c2cuda":
+                group = build_c2cuda(task, seed)
+                self._run_c_reference(group)
+            else:
+                group = build_torch2cuda(task, seed, init_seed=secrets.randbits(31))
+            to_device(group)
+        except TaskBroken:
+            raise
+        except Exception as e:  # the task's reference itself failed: report it, never blame a candidate
+            raise TaskBroken(f"task {task.id}: building inputs or running the reference failed: "
+                             f"{type(e).__name__}: {e}") from e
+        try:
+            for buf in group.buffers:
+                buf.ptr = self.driver.alloc(buf.nbytes)
+                buf.handle = self.driver.ipc_export(buf.ptr)
+                buf.view = device_views.view(buf.ptr, buf.shape, buf.dtype)
+            self.driver.make_current()
+            if task.kind == "c2cuda":
+                self._c2cuda_references(group)
+            else:
+                group.time_reference = lambda ci, trials: self.timer(trials)(group.reference_calls[ci])
+        except BaseException as e:
+            self._release_group(group)
+            if isinstance(e, ChildFailed):
+                raise TaskBroken(f"task {task.id}: the naive baseline's process failed: {e}") from e
+            raise
         return group
 
     def _run_c_reference(self, group: GroupData) -> None:

@@ -23,6 +23,10 @@ from pipeline.tasks import arg_dtype, config_params, eval_expr, is_pointer, pars
 FLOAT_KINDS = "f"
 
 
+class TaskBroken(RuntimeError):
+    """The task's own reference or baseline is wrong: a bug in the data, not in a candidate."""
+
+
 def poison_byte(dtype: np.dtype) -> int:
     """0xFF makes every float NaN; 0x7F makes ints a large improbable value."""
     return 0xFF if np.dtype(dtype).kind in FLOAT_KINDS else 0x7F

@@ -10,7 +10,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from pipeline.evaluation.reference import GroupData
+from pipeline.evaluation.reference import GroupData, TaskBroken
 from pipeline.evaluation.sandbox import ChildFailed, ChildProcess
 from pipeline.records import Candidate, ConfigResult, EvalResult, Finding
 
@@ -101,6 +101,8 @@ def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started)
         stage["timing"] = time.perf_counter() - t0
     except Stop as stop:
         verdict, reason, flags = stop.verdict, stop.reason, stop.flags
+    except TaskBroken as e:  # the baseline failed while timing: nothing is known about the candidate's speed
+        verdict, reason = "not_executed", f"checked, but not timed: {e}"
         findings.append(Finding(source="check" if verdict == "incorrect" else "sandbox", severity="error",
                                 message=reason, rule=flags[0] if flags else verdict))
     finally:

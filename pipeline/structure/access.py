@@ -9,12 +9,15 @@ How: an abstract interpreter over statements. Each variable holds a `symbolic.Va
 arithmetic as a polynomial in threadIdx.x and uniform symbols) or a `Ptr` (an array plus a byte
 offset). Branches are evaluated on copies of the environment and joined; loops are run twice
 without recording to find what their body changes (the loop variable keeps its tx term and
-gets a fresh symbol for the rest), then once more while recording. `__device__` functions
+gets a fresh symbol for the rest), then once more while recording; each access is weighted by
+the trip counts of its loops (constant bounds counted, capped at 16; others 16). `__device__` functions
 called from the kernel are inlined (depth 4). Macros are expanded by re-parsing.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 
 from pipeline.structure import symbolic as S
 from pipeline.structure.lanes import bank_conflict_ways, lane_pattern
@@ -28,6 +31,7 @@ LOAD_INTRINSICS = {"__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv"}
 STORE_INTRINSICS = {"__stcg", "__stcs", "__stwb", "__stwt"}
 BLOCK_BUILTINS = {"blockIdx", "blockDim", "gridDim"}
 MAX_INLINE_DEPTH = 4
+UNKNOWN_TRIPS = 16  # weight of a loop whose trip count is not a constant; known counts are capped here
 
 
 @dataclass
@@ -59,6 +63,7 @@ class Access:
     elem_type: str
     elem_bytes: int
     loop_depth: int
+    weight: float  # product of the enclosing loops' estimated trip counts (each capped at 16)
     selective: bool  # under a thread-dependent equality test (`if (lane == 0)`): few threads run it
     sectors: float | None = None  # 32-byte sectors one warp request touches (global), None if unknown
     bank_ways: int | None = None  # shared: worst distinct words per bank, None if unknown
@@ -97,12 +102,14 @@ class KernelWalker:
         self.facts = KernelFacts()
         self.recording = True
         self.depth = 0
+        self.weights: list[float] = []  # per enclosing loop: estimated trip count (capped)
         self.guards: list[tuple[bool, bool]] = []  # (thread-dependent, selective) per enclosing condition
         self.divergent_return = False
         self.inline_stack: list[str] = []
         self.returns: list = []
         self.groups: dict[str, str] = {}  # cooperative-groups variable -> 'block' | 'tile' | 'grid'
         self.macro_depth = 0
+        self.indirect_locals: set[str] = set()  # local arrays holding values loaded from memory
 
     # ---------------------------------------------------------------- entry
     def run(self) -> KernelFacts:
@@ -164,7 +171,7 @@ class KernelWalker:
                 ways = bank_conflict_ways(pat.offsets, ptr.elem_bytes)
         self.facts.accesses.append(Access(ptr.space, kind, ptr.base, text(node)[:80], line(node), pat.klass,
                                           pat.stride_bytes, ptr.elem_type, ptr.elem_bytes, self.depth,
-                                          self.selective, pat.sectors, ways))
+                                          math.prod(self.weights), self.selective, pat.sectors, ways))
 
     def note_barrier(self, node) -> None:
         if self.recording:
@@ -287,6 +294,43 @@ class KernelWalker:
             return replace(x, offset=S.join(x.offset, y.offset, tag))
         return x if isinstance(x, Ptr) else S.UNKNOWN
 
+    def trip_count(self, env: dict, cond, update) -> int | None:
+        """Iterations of `for (v = a; v OP b; v STEP)` when a, b and the step are constants."""
+        if cond is None or update is None:
+            return None
+        if update.type == "update_expression":
+            var, op, step = update.child_by_field_name("argument"), "-=" if "--" in text(update) else "+=", 1
+        elif update.type == "assignment_expression":
+            var, op = update.child_by_field_name("left"), text(update.child_by_field_name("operator"))
+            step = self.eval(update.child_by_field_name("right"), dict(env))
+            step = step.constant() if isinstance(step, S.Val) else None
+        else:
+            return None
+        if var is None or var.type != "identifier" or step is None:
+            return None
+        while cond.type in ("parenthesized_expression", "condition_clause") and cond.named_children:
+            cond = cond.named_children[-1]
+        if cond.type != "binary_expression" or text(cond.child_by_field_name("left")) != text(var):
+            return None
+        bound = self.eval(cond.child_by_field_name("right"), dict(env))
+        start = env.get(text(var))
+        b = bound.constant() if isinstance(bound, S.Val) else None
+        v = start.constant() if isinstance(start, S.Val) else None
+        cmp = {"<": lambda x: x < b, "<=": lambda x: x <= b, ">": lambda x: x > b, ">=": lambda x: x >= b,
+               "!=": lambda x: x != b}.get(text(cond.child_by_field_name("operator")))
+        apply = {"+=": lambda x: x + step, "-=": lambda x: x - step, "*=": lambda x: x * step,
+                 "<<=": lambda x: x * 2 ** int(step), ">>=": lambda x: Fraction(int(x) >> int(step)),
+                 "/=": lambda x: Fraction(int(x / step)) if step else x}.get(op)
+        if b is None or v is None or cmp is None or apply is None:
+            return None
+        n = 0
+        while cmp(v) and n < 4096:
+            nxt = apply(v)
+            if nxt == v:
+                return None
+            v, n = nxt, n + 1
+        return n
+
     def loop(self, node, env: dict, init, cond, update, body) -> None:
         if init is not None:
             (self.declaration if init.type == "declaration" else self.eval)(init, env)
@@ -294,6 +338,8 @@ class KernelWalker:
         self.depth += 1
         saved = self.recording
         self.recording = False
+        trips = self.trip_count(env, cond, update)
+        self.weights.append(float(UNKNOWN_TRIPS if trips is None else max(1, min(trips, UNKNOWN_TRIPS))))
         entry = dict(env)
         for _ in range(2):  # find what the body changes, then widen to a fixed point
             trial = dict(entry)
@@ -314,6 +360,7 @@ class KernelWalker:
         self.eval(update, inside)
         self.guards.pop()
         self.depth -= 1
+        self.weights.pop()
         self.merge(env, entry, inside, at)
 
     def _note_group(self, name: str, type_text: str, value) -> None:
@@ -430,8 +477,10 @@ class KernelWalker:
 
     def loaded(self, addr: Ptr) -> S.Val:
         """The value read from an address: uniform if every lane reads the same address."""
-        if addr.space == "local" or addr.offset.lane_dependent:
-            return S.Val(None, indirect=addr.space != "local")
+        if addr.space == "local":
+            return S.Val(None, indirect=addr.base in self.indirect_locals)
+        if addr.offset.lane_dependent:
+            return S.Val(None, indirect=True)
         prefix = "~" if addr.offset.thread_dependent else ""
         return S.Val(S.Poly.sym(f"{prefix}load:{addr.base}[{addr.offset.poly}]"), indirect=True)
 
@@ -523,6 +572,8 @@ class KernelWalker:
                 isinstance(env[text(left.child_by_field_name("argument"))], S.Val):
             return rhs  # v.x = ... on a local vector value
         addr = self.address(left, env)
+        if addr is not None and addr.space == "local" and isinstance(rhs, S.Val) and rhs.indirect:
+            self.indirect_locals.add(addr.base)
         if addr is not None and not addr.dims:
             if op != "=":
                 self.record(addr, "load", left)

@@ -25,7 +25,7 @@ from pipeline.structure.occupancy import (LaunchConfig, OccupancyResult, arch_li
                                           occupancy)
 from pipeline.structure.ptxas import CompileFailed, KernelResources, compile_resources, parse_ptxas_report
 from pipeline.structure.score import ScoreWeights, combine, score_components, structural_score
-from pipeline.structure.static import StaticFeatures, StaticReport, access_dicts, analyze_static, loop_weight
+from pipeline.structure.static import StaticFeatures, StaticReport, access_dicts, analyze_static
 
 
 @dataclass
@@ -45,7 +45,7 @@ class KernelAnalysis:
     def traffic(self) -> float:
         if self.static is None:
             return 0.0
-        return sum(loop_weight(a.loop_depth) for a in self.static.accesses if a.space == "global")
+        return sum(a.weight for a in self.static.accesses if a.space == "global")
 
 
 @dataclass
@@ -174,7 +174,10 @@ def analyze_source(cuda_source: str, arch: str = "sm_90", block=None, dynamic_sm
             smem_static = res.shared_bytes if res is not None else (st.shared_bytes_used if st is not None else 0)
             occ = occupancy(arch, threads, res.registers if res is not None else None, smem_static, dyn,
                             res.barriers if res is not None else 0, smem_opt_in=opt_in)
-        comps = score_components(st, occ, res, roofline_fraction, weights)
+        # A block size guessed from __launch_bounds__ is shown but not scored: the bound is a
+        # declaration, and scoring it would let a decoration add an occupancy term.
+        scored_occ = occ if where not in ("launch_bounds", "unknown") else None
+        comps = score_components(st, scored_occ, res, roofline_fraction, weights)
         kernels.append(KernelAnalysis(name, st, res, threads, where, dyn, occ, comps,
                                       structural_score(comps, weights), max(1, len(insts))))
         findings += H.kernel_hints(name, st, occ, res, threads)

@@ -46,6 +46,19 @@ def parse(source: str):
     return Parser(language()).parse(source.encode())
 
 
+def blank_pragmas(source: str) -> str:
+    """The source with every `#pragma` line turned into spaces (same length, same lines).
+
+    tree-sitter-cuda cannot parse a `#pragma unroll` between a loop header and its body
+    (`for (...)\n #pragma unroll\n for (...)`): it ends the outer loop there. Analyses parse the
+    blanked text; byte offsets and lines stay those of the original.
+    """
+    if "#pragma" not in source:
+        return source
+    lines = source.split("\n")
+    return "\n".join(" " * len(ln) if ln.lstrip().startswith("#pragma") else ln for ln in lines)
+
+
 def text(node) -> str:
     return node.text.decode(errors="replace") if node is not None else ""
 

@@ -33,19 +33,33 @@ def _f(severity: str, message: str, rule: str, line: int | None = None) -> Findi
     return Finding(source="structure", severity=severity, message=message, line=line, rule=rule)
 
 
+def _strided_hints(static) -> list[Finding]:
+    """One warning per (array, load/store, stride): its lines and expressions listed together."""
+    groups: dict[tuple, list] = {}
+    for a in static.accesses:
+        if a.space == "global" and a.kind in ("load", "store") and a.klass == "strided":
+            groups.setdefault((a.array, a.kind, stride_text(a)), []).append(a)
+    out = []
+    for (_, kind, stride), sites in groups.items():
+        lines = sorted({a.line for a in sites})
+        texts = list(dict.fromkeys(a.text for a in sites))
+        where = f"line {lines[0]}" if len(lines) == 1 else "lines " + ", ".join(map(str, lines))
+        what = ", ".join(texts[:3]) + (", ..." if len(texts) > 3 else "")
+        verb = "stores to" if kind == "store" else "loads of"
+        out.append(_f("warning", f"{where}: {verb} {what} are strided by {stride} across a warp; make threadIdx.x "
+                      "index the contiguous dimension or stage through shared memory", "uncoalesced_access", lines[0]))
+    return out
+
+
 def _access_hints(static) -> list[Finding]:
-    out, seen = [], set()
+    out, seen = _strided_hints(static), set()
     for a in static.accesses:
         key = (a.line, a.array, a.kind, a.klass)
         if key in seen:
             continue
         seen.add(key)
         what = "stores to" if a.kind == "store" else "loads of"
-        if a.space == "global" and a.kind != "atomic" and a.klass == "strided":
-            out.append(_f("warning", f"line {a.line}: {what} {a.text} are strided by {stride_text(a)} across a warp; "
-                          "make threadIdx.x index the contiguous dimension or stage through shared memory",
-                          "uncoalesced_access", a.line))
-        elif a.space == "global" and a.kind != "atomic" and a.klass == "indirect" and a.loop_depth > 0:
+        if a.space == "global" and a.kind != "atomic" and a.klass == "indirect" and a.loop_depth > 0:
             out.append(_f("info", f"line {a.line}: {what} {a.text} use an index loaded from memory (a gather inside "
                           "a loop); each lane may touch a different 32-byte sector", "indirect_access", a.line))
         elif a.space == "shared" and a.bank_ways and a.bank_ways > 1 and (a.line, a.array, "bank") not in seen:
@@ -91,7 +105,7 @@ def _resource_hints(name: str, occ, res, threads: int | None) -> list[Finding]:
         out.append(_f("info", f"{name}: {res.stack_frame_bytes}-byte stack frame per thread (local arrays indexed "
                       "at run time live in slow local memory); use registers with constant indices or shared memory",
                       "local_memory"))
-    if threads is not None and threads % 32:
+    if threads is not None and threads > 32 and threads % 32:
         out.append(_f("info", f"{name}: blocks of {threads} threads are not a multiple of 32; the last warp of each "
                       "block runs partly empty", "partial_warp"))
     if occ is None:

@@ -185,7 +185,7 @@ def launch_configs_from_source(src: str) -> list[LaunchConfig]:
     """Every triple-chevron launch in the source, with block size and shared memory evaluated when evident."""
     from pipeline.structure import cuda_ast as A
 
-    tree = A.parse(src)
+    tree = A.parse(A.blank_pragmas(src))
     macros = A.Macros.collect(tree.root_node)
     consts = A.collect_constants(tree.root_node, macros)
     out = []
@@ -256,6 +256,13 @@ def _local_values(func, before, consts: dict, macros) -> tuple[dict, dict]:
             continue
         ty = A.text(n.child_by_field_name("type"))
         for d in n.children_by_field_name("declarator"):
+            if d.type == "function_declarator" and "dim3" in ty:
+                # `dim3 block(TILE, TILE);` parses as a function declaration: re-read the "parameters"
+                params = d.child_by_field_name("parameters")
+                items = [macros.expression(A.text(x)) for x in params.named_children] if params else []
+                if None not in items and not assigned.get(A.text(d.child_by_field_name("declarator"))):
+                    dims[A.text(d.child_by_field_name("declarator"))] = _dim3_args(items, {**consts, **ints}, macros)
+                continue
             if d.type != "init_declarator":
                 continue
             name = A.text(d.child_by_field_name("declarator"))

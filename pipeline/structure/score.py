@@ -6,10 +6,12 @@ be missing), optionally the roofline fraction of a measured run. Out: named comp
 
 Formula (every component is a ratio or a penalty, never a count, so decorations such as
 `#pragma unroll`, `__launch_bounds__` without effect on ptxas, or an unused `__shared__` array
-cannot raise it; w(a) = 4**min(loop depth, 3) weighs an access by its loop nesting):
+cannot raise it; w(a) weighs an access by the estimated trip counts of its loops, `Access.weight`):
 
-    coalescing     = sum_a w(a) q(a) / sum_a w(a) over global loads and stores a,
-                     q = 1 coalesced or broadcast, 0.5 unknown, 0.25 indirect, 0 strided
+    coalescing     = sum_a w(a) q(a) / sum_a w(a) over global loads and stores a, where
+                     q = ideal sectors / sectors of one warp request for coalesced and strided
+                     accesses (1 when unit-stride, 1/8 for a 4-byte load with one sector per
+                     lane), 1 broadcast, 0.5 unknown, 0.25 indirect
     vectorization  = sum_a w(a) [a through float2/float4/int4...] / sum_a w(a)   (same accesses)
     occupancy      = min(1, theoretical occupancy / occupancy_target)
     spills         = 1 - min(1, (spill store + spill load bytes) / spill_scale_bytes)
@@ -36,9 +38,18 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from pipeline.structure.lanes import ideal_sectors
+
 COMPONENTS = ("coalescing", "vectorization", "occupancy", "spills", "bank_conflicts", "sync_safety", "atomics",
               "roofline")
 CLASS_QUALITY = {"coalesced": 1.0, "broadcast": 1.0, "unknown": 0.5, "indirect": 0.25, "strided": 0.0}
+
+
+def access_quality(access) -> float:
+    """q(a) of the formula: sector efficiency for (un)coalesced accesses, a constant otherwise."""
+    if access.klass in ("coalesced", "strided") and access.sectors:
+        return min(1.0, ideal_sectors(access.elem_bytes) / access.sectors)
+    return CLASS_QUALITY[access.klass]
 # Value a missing component takes when fitting (no evidence of a problem, or the middle).
 NEUTRAL = {"coalescing": 1.0, "vectorization": 0.0, "occupancy": 0.5, "spills": 1.0, "bank_conflicts": 1.0,
            "sync_safety": 1.0, "atomics": 1.0, "roofline": 0.5}
@@ -68,10 +79,10 @@ def score_components(static=None, occ=None, resources=None, roofline_fraction: f
     comp: dict[str, float] = {}
     if static is not None:
         glob = [a for a in static.accesses if a.space == "global" and a.kind in ("load", "store")]
-        total = sum(_w(a) for a in glob)
+        total = sum(a.weight for a in glob)
         if total > 0:
-            comp["coalescing"] = sum(_w(a) * CLASS_QUALITY[a.klass] for a in glob) / total
-            comp["vectorization"] = sum(_w(a) for a in glob if a.vector) / total
+            comp["coalescing"] = sum(a.weight * access_quality(a) for a in glob) / total
+            comp["vectorization"] = sum(a.weight for a in glob if a.vector) / total
         shared = [a for a in static.accesses if a.space == "shared" and a.kind in ("load", "store")]
         if shared:
             comp["bank_conflicts"] = 1.0 - static.bank_conflict_cost
@@ -87,10 +98,6 @@ def score_components(static=None, occ=None, resources=None, roofline_fraction: f
     if roofline_fraction is not None and math.isfinite(roofline_fraction):
         comp["roofline"] = max(0.0, min(1.0, roofline_fraction))
     return comp
-
-
-def _w(access) -> float:
-    return float(4 ** min(access.loop_depth, 3))
 
 
 def structural_score(components: dict[str, float], weights: ScoreWeights = ScoreWeights()) -> float:

@@ -6,9 +6,9 @@ aggregate; `to_dict()` gives flat JSON values under the `static.` prefix for `Ev
 What is measured (on tree-sitter-cuda parses, see `access.py` for how values are followed):
 - global memory accesses (subscripts and dereferences of pointer parameters, pointers derived
   from them, `__device__` arrays), each classed against threadIdx.x as coalesced, strided,
-  broadcast, indirect or unknown; loads and stores counted apart, and fractions weighted by
-  loop nesting (an access inside d nested loops weighs 4**min(d, 3)), so fractions describe
-  where the traffic is rather than how many lines mention memory;
+  broadcast, indirect or unknown (see `lanes.py`); loads and stores counted apart, and
+  fractions weighted by the estimated trip counts of the enclosing loops (`Access.weight`), so
+  they describe where the traffic is rather than how many lines mention memory;
 - `__shared__` arrays (dimensions, padding, bytes, used or not) and bank-conflict degree of each
   shared access; `__syncthreads()` barriers, and those under a branch or loop whose condition
   depends on the thread (divergent: can deadlock) or after a thread-dependent `return`;
@@ -25,10 +25,6 @@ from pipeline.structure import cuda_ast as A
 from pipeline.structure.access import Access, KernelFacts, KernelWalker, collect_unit
 
 CLASSES = ("coalesced", "strided", "broadcast", "indirect", "unknown")
-
-
-def loop_weight(depth: int) -> float:
-    return float(4 ** min(depth, 3))
 
 
 @dataclass
@@ -63,7 +59,7 @@ class StaticFeatures:
     shared_stores: int = 0
     bank_conflicted_accesses: int = 0
     max_bank_ways: int = 1
-    bank_conflict_cost: float = 0.0  # weighted mean of (ways-1)/31 over shared accesses
+    bank_conflict_cost: float = 0.0  # weighted mean of (ways-1)/31 over shared accesses with known ways
     barriers: int = 0
     divergent_barriers: int = 0
     barriers_after_divergent_return: int = 0
@@ -122,14 +118,14 @@ def summarize(name: str, facts: KernelFacts, shared: list[SharedArray]) -> Stati
     for c in CLASSES:
         f.counts[f"{c}_loads"] = sum(a.klass == c and a.kind == "load" for a in glob)
         f.counts[f"{c}_stores"] = sum(a.klass == c and a.kind == "store" for a in glob)
-    total = sum(loop_weight(a.loop_depth) for a in glob)
-    loads_total = sum(loop_weight(a.loop_depth) for a in glob if a.kind == "load")
+    total = sum(a.weight for a in glob)
+    loads_total = sum(a.weight for a in glob if a.kind == "load")
     for c in CLASSES:
-        w = sum(loop_weight(a.loop_depth) for a in glob if a.klass == c)
+        w = sum(a.weight for a in glob if a.klass == c)
         f.fractions[c] = w / total if total else 0.0
-    f.fractions["load_coalesced"] = (sum(loop_weight(a.loop_depth) for a in glob if a.kind == "load" and a.klass in (
+    f.fractions["load_coalesced"] = (sum(a.weight for a in glob if a.kind == "load" and a.klass in (
         "coalesced", "broadcast")) / loads_total) if loads_total else 0.0
-    f.fractions["vector"] = sum(loop_weight(a.loop_depth) for a in glob if a.vector) / total if total else 0.0
+    f.fractions["vector"] = sum(a.weight for a in glob if a.vector) / total if total else 0.0
     f.vector_loads = sum(a.vector and a.kind == "load" for a in glob)
     f.vector_stores = sum(a.vector and a.kind == "store" for a in glob)
     sh = [a for a in facts.accesses if a.space == "shared" and a.kind in ("load", "store")]
@@ -138,8 +134,8 @@ def summarize(name: str, facts: KernelFacts, shared: list[SharedArray]) -> Stati
     known = [a for a in sh if a.bank_ways is not None]
     f.bank_conflicted_accesses = sum(a.bank_ways > 1 for a in known)
     f.max_bank_ways = max((a.bank_ways for a in known), default=1)
-    wk = sum(loop_weight(a.loop_depth) for a in known)
-    f.bank_conflict_cost = sum(loop_weight(a.loop_depth) * (a.bank_ways - 1) / 31 for a in known) / wk if wk else 0.0
+    wk = sum(a.weight for a in known)
+    f.bank_conflict_cost = sum(a.weight * (a.bank_ways - 1) / 31 for a in known) / wk if wk else 0.0
     f.barriers = len(facts.barriers)
     f.divergent_barriers = sum(div for _, div, _ in facts.barriers)
     f.barriers_after_divergent_return = sum(ret and not div for _, div, ret in facts.barriers)
@@ -147,9 +143,9 @@ def summarize(name: str, facts: KernelFacts, shared: list[SharedArray]) -> Stati
     atom = [a for a in facts.accesses if a.kind == "atomic"]
     f.atomics_global = sum(a.space == "global" for a in atom)
     f.atomics_shared = sum(a.space == "shared" for a in atom)
-    contended = sum(loop_weight(a.loop_depth) for a in atom
+    contended = sum(a.weight for a in atom
                     if a.space == "global" and a.klass == "broadcast" and not a.selective)
-    traffic = total + sum(loop_weight(a.loop_depth) for a in atom if a.space == "global")
+    traffic = total + sum(a.weight for a in atom if a.space == "global")
     f.contended_atomic_fraction = contended / traffic if traffic else 0.0
     f.loops, f.grid_stride_loops, f.max_loop_depth = facts.loops, facts.grid_stride_loops, facts.max_loop_depth
     return f
@@ -183,7 +179,7 @@ def _shared_declarations(body, consts: dict, macros: A.Macros, used: set) -> lis
     return out
 
 
-def _kernel_features(unit, k: A.FunctionInfo) -> StaticFeatures:
+def _kernel_features(unit, k: A.FunctionInfo, pragmas: list) -> StaticFeatures:
     walker = KernelWalker(unit, k)
     try:
         facts = walker.run()
@@ -195,8 +191,7 @@ def _kernel_features(unit, k: A.FunctionInfo) -> StaticFeatures:
     bounds = [A.eval_const(b, unit.consts, unit.macros) for b in k.launch_bounds]
     f.launch_bounds_max_threads = bounds[0] or 0 if bounds else 0
     f.launch_bounds_min_blocks = bounds[1] or 0 if len(bounds) > 1 else 0
-    f.pragma_unroll = sum(1 for n in A.walk(k.body) if n.type == "preproc_call"
-                          and A.text(n.child_by_field_name("directive")) == "#pragma"
+    f.pragma_unroll = sum(1 for n in pragmas if k.body.start_byte <= n.start_byte < k.body.end_byte
                           and A.text(n.child_by_field_name("argument")).strip().startswith("unroll"))
     for p in k.params:
         decl = p.child_by_field_name("declarator")
@@ -225,12 +220,14 @@ class StaticReport:
 
 def analyze_static(source: str) -> StaticReport:
     """Parse CUDA source and compute the static features of every `__global__` kernel in it."""
-    tree = A.parse(source)
+    pragmas = [n for n in A.walk(A.parse(source).root_node) if n.type == "preproc_call"
+               and A.text(n.child_by_field_name("directive")) == "#pragma"] if "#pragma" in source else []
+    tree = A.parse(A.blank_pragmas(source))
     macros = A.Macros.collect(tree.root_node)
     consts = A.collect_constants(tree.root_node, macros)
     funcs = A.functions(tree.root_node)
     unit = collect_unit(tree.root_node, macros, consts, funcs)
-    kernels = [_kernel_features(unit, k) for k in funcs if k.is_kernel]
+    kernels = [_kernel_features(unit, k, pragmas) for k in funcs if k.is_kernel]
     merged = KernelFacts()
     for k in kernels:
         merged.accesses += k.accesses

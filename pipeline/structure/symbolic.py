@@ -190,8 +190,11 @@ def lane_split(p: Poly) -> tuple[Poly, Poly]:
     return Poly(lane), Poly({m: c for m, c in p.terms.items() if m not in lane})
 
 
-def lane_terms(p: Poly) -> dict[str, Poly] | None:
-    """{lane atom: its coefficient}, or None when some monomial holds two lane atoms (non-linear)."""
+def lane_terms(p: Poly | None) -> dict[str, Poly] | None:
+    """{lane atom: its coefficient}, or None when some monomial holds two lane atoms (non-linear)
+    or the value is not a polynomial."""
+    if p is None:
+        return None
     out: dict[str, Poly] = {}
     for m, c in p.terms.items():
         atoms = [s for s in m if is_lane(s)]

@@ -1,0 +1,179 @@
+"""The evaluator on a CPU-only machine: gate, compile (real nvcc), cache, limits, `not_executed`,
+the comparison rule, the feedback message, the sandboxed child's mechanics and `cudaperf eval`."""
+import json
+import os
+import signal
+
+import pytest
+import torch
+
+from bad_candidates import BAD
+from pipeline.config import CompileSection
+from pipeline.evaluation.compile import Compiler, trim_log
+from pipeline.evaluation.evaluator import Evaluator
+from pipeline.evaluation.feedback import format_feedback
+from pipeline.evaluation.light_abi import SIZES_STRIDE, pack_sizes
+from pipeline.evaluation.reference import compare, poison_byte
+from pipeline.evaluation.sandbox import ChildFailed, ChildProcess
+from pipeline.evaluation.timing import summarize
+from pipeline.records import Candidate
+
+
+@pytest.fixture(scope="module")
+def cpu_evaluator(eval_cfg, compile_cfg):
+    return Evaluator(eval_cfg, compile_cfg, use_gpu=False)
+
+
+def cand(task, code, fmt=None):
+    return Candidate(task_id=task.id, code=code, format=fmt or task.implementations[0].format)
+
+
+def test_known_implementations_are_not_executed_without_gpu(cpu_evaluator, builtin_tasks):
+    for tid in ("c2cuda/saxpy", "torch2cuda/relu"):
+        task = builtin_tasks[tid]
+        light = [i for i in task.implementations if i.format != "kernelbench"]
+        results = cpu_evaluator.evaluate(task, [cand(task, i.code, i.format) for i in light])
+        for r in results:
+            assert r.verdict == "not_executed", r.reason
+            assert r.speedup is None and not any(c.passed for c in r.configs)
+            assert "ptxas" in r.compile_log  # the resource report travels with the result
+            assert set(r.stage_s) == {"gate", "compile"}
+
+
+def test_kernelbench_format_cannot_build_without_cuda_torch(cpu_evaluator, builtin_tasks):
+    task = builtin_tasks["torch2cuda/relu"]
+    kb = next(i for i in task.implementations if i.format == "kernelbench")
+    r = cpu_evaluator.evaluate(task, [cand(task, kb.code, "kernelbench")])[0]
+    assert r.verdict == "not_executed" and "GPU host" in r.reason
+
+
+def test_compile_error_is_trimmed_and_names_the_line(cpu_evaluator, builtin_tasks):
+    task = builtin_tasks["c2cuda/saxpy"]
+    code = task.implementations[0].code.replace("y[i] = a * x[i] + y[i];", "y[i] = a * x[i] + z[i];")
+    r = cpu_evaluator.evaluate(task, [cand(task, code)])[0]
+    assert r.verdict == "compile_error"
+    assert 'identifier "z" is undefined' in r.compile_log and "candidate.cu(3)" in r.compile_log
+    assert "/tmp/" not in r.compile_log
+    assert "does not compile" in format_feedback(r) and "z" in format_feedback(r)
+
+
+@pytest.mark.parametrize("name,task_id,fmt,code,verdicts,where", [b for b in BAD if b[5] == "gate"],
+                         ids=[b[0] for b in BAD if b[5] == "gate"])
+def test_gate_hacks_are_rejected_on_cpu(cpu_evaluator, builtin_tasks, name, task_id, fmt, code, verdicts, where):
+    r = cpu_evaluator.evaluate(builtin_tasks[task_id], [Candidate(task_id=task_id, code=code, format=fmt)])[0]
+    assert r.verdict == "rejected", f"{name}: {r.verdict} {r.reason}"
+    assert r.flags and "line" in r.reason
+    assert "compile" not in r.stage_s  # nothing was built
+
+
+def test_runtime_hacks_pass_the_gate_but_are_never_correct_on_cpu(cpu_evaluator, builtin_tasks):
+    for name, task_id, fmt, code, verdicts, where in BAD:
+        if where == "run" and fmt != "kernelbench":
+            r = cpu_evaluator.evaluate(builtin_tasks[task_id], [Candidate(task_id=task_id, code=code, format=fmt)])[0]
+            assert r.verdict == "not_executed", f"{name}: {r.verdict} {r.reason}"
+
+
+def test_wrong_format_for_task_kind(cpu_evaluator, builtin_tasks):
+    task = builtin_tasks["c2cuda/saxpy"]
+    r = cpu_evaluator.evaluate(task, [cand(task, task.implementations[0].code, "light")])[0]
+    assert r.verdict == "format_error"
+
+
+def test_duplicates_evaluated_once_and_cache_reused(eval_cfg, compile_cfg, builtin_tasks, tmp_path):
+    cfg = eval_cfg.model_copy(update={"result_cache_dir": str(tmp_path / "results")})
+    task = builtin_tasks["c2cuda/saxpy"]
+    c = cand(task, task.implementations[0].code)
+    ev = Evaluator(cfg, compile_cfg, use_gpu=False)
+    first, dup = ev.evaluate(task, [c, c.model_copy(update={"turn": 2})])
+    assert not first.cached and dup.cached and dup.turn == 2 and dup.verdict == first.verdict
+    again = Evaluator(cfg, compile_cfg, use_gpu=False).evaluate(task, [c])[0]  # a new process: disk cache
+    assert again.cached and again.candidate_hash == first.candidate_hash
+
+
+def test_compile_cache_hits_and_key_depends_on_flags(tmp_path, builtin_tasks):
+    code = builtin_tasks["c2cuda/saxpy"].implementations[0].code
+    a = Compiler(CompileSection(cache_dir=str(tmp_path)))
+    r1, r2 = a.compile_cuda(code), a.compile_cuda(code)
+    assert r1.ok and not r1.cached and r2.cached and r1.key == r2.key and os.path.exists(r2.artifact)
+    b = Compiler(CompileSection(cache_dir=str(tmp_path), extra_flags=["-O1"]))
+    assert b.compile_cuda(code).key != r1.key
+
+
+def test_compile_limits(tmp_path, builtin_tasks):
+    code = builtin_tasks["c2cuda/saxpy"].implementations[0].code
+    slow = Compiler(CompileSection(cache_dir=str(tmp_path / "a"), timeout_s=0.05)).compile_cuda(code)
+    assert not slow.ok and "limit" in slow.log
+    small = Compiler(CompileSection(cache_dir=str(tmp_path / "b"), memory_limit_bytes=64 << 20)).compile_cuda(code)
+    assert not small.ok
+
+
+def test_compile_result_travels_to_another_host(tmp_path, builtin_tasks):
+    code = builtin_tasks["c2cuda/saxpy"].implementations[0].code
+    packed = Compiler(CompileSection(cache_dir=str(tmp_path / "a"))).compile_cuda(code).packed()
+    os.remove(packed.artifact)  # as if the compile worker were on another node
+    local = Compiler(CompileSection(cache_dir=str(tmp_path / "b"))).unpack(packed)
+    assert local.artifact.startswith(str(tmp_path / "b")) and os.path.getsize(local.artifact) > 1000
+    assert not local.payload
+
+
+def test_trim_log_keeps_errors_only():
+    log = "/tmp/x/candidate.cu(3): error: bad thing\n  code line\n      ^\nptxas info: ok\nnoise\n" * 50
+    out = trim_log(log, "/tmp/x", 300)
+    assert out.startswith("candidate.cu(3): error: bad thing") and "trimmed" in out and "/tmp/x" not in out
+
+
+def test_compare_rule():
+    ref = torch.linspace(-1, 1, 1000, dtype=torch.float64).float()
+    assert compare(ref.clone(), ref, 1e-4, 1e-4)[0]
+    assert not compare(ref * 1.01, ref, 1e-4, 1e-4)[0]
+    nan = ref.clone()
+    nan[5] = float("nan")
+    ok, err, why = compare(nan, ref, 1e-4, 1e-4)
+    assert not ok and "NaN" in why
+    # an absolute tolerance alone would let zeros pass for a long softmax row; the rms-relative one does not
+    row = torch.softmax(torch.randn(100_000, dtype=torch.float64), 0).float()
+    assert not compare(torch.zeros_like(row), row, 1e-4, 1e-4)[0]
+    ints = torch.arange(10, dtype=torch.int32)
+    assert compare(ints.clone(), ints, 0, 0)[0] and not compare(ints + 1, ints, 0, 0)[0]
+
+
+def test_poison_and_sizes_layout():
+    assert poison_byte("float32") == 0xFF and poison_byte("int32") == 0x7F
+    sizes = pack_sizes([(4, 5), (7,)])
+    assert len(sizes) == 2 * SIZES_STRIDE and sizes[:3] == [2, 4, 5] and sizes[SIZES_STRIDE:SIZES_STRIDE + 2] == [1, 7]
+
+
+def test_summarize():
+    t = summarize([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert t.median_ms == 3.0 and t.min_ms == 1.0 and t.trials == 5 and t.iqr_ms > 0
+
+
+def test_child_sandbox_and_death_are_reported():
+    with ChildProcess(None, "nobody", 1 << 30) as child:
+        info = child.sandbox_info
+        if os.geteuid() == 0:
+            assert info["user"] == "nobody" and info["network_isolated"] is True
+        reply = child.request({"op": "probe"}, 30)  # no GPU here: a clean error, not a crash
+        assert reply["ok"] is False and "libcuda" in reply["error"]
+        os.kill(child.proc.pid, signal.SIGKILL)
+        with pytest.raises(ChildFailed) as e:
+            child.request({"op": "probe"}, 30)
+        assert "SIGKILL" in str(e.value)
+
+
+def test_cli_eval_prints_verdict_and_feedback(tmp_path, capsys, compile_cfg):
+    from pipeline.cli import main
+    f = tmp_path / "bad.cu"
+    f.write_text("__global__ void k() {}\n")
+    rc = main(["eval", "c2cuda/saxpy", str(f), "--json", f"compile.cache_dir={compile_cfg.cache_dir}",
+               "eval.result_cache_dir="])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["verdict"] == "rejected" and "missing-entry-point" in out["flags"]
+
+
+def test_cli_reports_user_errors_in_one_line(capsys):
+    from pipeline.cli import main
+    assert main(["eval", "c2cuda/nope", "x.cu"]) == 2
+    assert main(["eval", "c2cuda/saxpy", "x.cu", "eval.timng_trials=3"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'eval.timing_trials'" in err
