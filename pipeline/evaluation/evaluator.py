@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pipeline.config import CompileSection, EvalSection
 from pipeline.evaluation import device_views, feedback
 from pipeline.evaluation.compile import CompileResult, Compiler
-from pipeline.evaluation.gate import check_candidate
+from pipeline.evaluation.gate import check_candidate, cuda_sources_of
 from pipeline.evaluation.reference import (GroupData, build_c2cuda, build_torch2cuda, compare, poison_byte,
                                            TaskBroken, run_c_reference, to_device)
 from pipeline.evaluation.result_cache import ResultCache
@@ -47,6 +47,7 @@ class Prepared:
     comp: CompileResult
     findings: list[Finding]
     stage_s: dict[str, float]
+    features: dict
 
 
 class Evaluator:
@@ -150,12 +151,25 @@ class Evaluator:
             return self._base(task, cand, "compile_error", "the candidate does not compile", compile_log=comp.log,
                               findings=findings + [Finding(source="compile", severity="error", message=comp.log)],
                               stage_s=stage)
-        return Prepared(comp, findings, stage)
+        t2 = time.perf_counter()
+        features, hints = self._structure(cand, comp)
+        stage["structure"] = time.perf_counter() - t2
+        return Prepared(comp, findings + hints, stage, features)
+
+    def _structure(self, cand: Candidate, comp: CompileResult) -> tuple[dict, list[Finding]]:
+        """Compile-time structural features and hints (ptxas report, occupancy, static analysis)."""
+        from pipeline.structure.analyze import analyze_source
+        texts = [text for text, _ in cuda_sources_of(cand)]
+        if not texts:
+            return {}, []
+        analysis = analyze_source("\n".join(texts), arch=self.compiler.cfg.arch, ptxas_log=comp.ptxas_log or None,
+                                  run_nvcc=False)
+        return analysis.features(), analysis.findings
 
     def _not_executed(self, task: Task, cand: Candidate, prep: Prepared, why: str = "") -> EvalResult:
         why = why or (prep.comp.log if prep.comp.unavailable else "no GPU is available to this evaluator")
         return self._base(task, cand, "not_executed", f"compiled but not run: {why}", findings=prep.findings,
-                          stage_s=prep.stage_s, compile_log=prep.comp.ptxas_log)
+                          stage_s=prep.stage_s, compile_log=prep.comp.ptxas_log, features=prep.features)
 
     # --- GPU group ----------------------------------------------------------------------------
     def _probe_child_user(self) -> None:

@@ -114,8 +114,13 @@ def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started)
             child.close()
     if ev.sandbox_note:
         findings.append(Finding(source="sandbox", severity="info", message=ev.sandbox_note))
+    features = dict(prep.features)
+    fractions = [c.floor_ms / c.time.median_ms for c in configs if c.floor_ms and c.time]
+    if fractions and verdict == "correct":  # achieved share of the roofline (1 = at the hardware limit)
+        features["roofline.fraction"] = round(math.exp(sum(map(math.log, fractions)) / len(fractions)), 6)
     return ev._base(task, cand, verdict, reason, configs=configs, speedup=speedup if verdict == "correct" else None,
-                    flags=flags, findings=findings, stage_s=stage, compile_log=prep.comp.ptxas_log)
+                    flags=flags, findings=findings, stage_s=stage, compile_log=prep.comp.ptxas_log,
+                    features=features)
 
 
 def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult], fmt: str) -> float | None:

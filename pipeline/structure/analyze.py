@@ -155,6 +155,8 @@ def analyze_source(cuda_source: str, arch: str = "sm_90", block=None, dynamic_sm
     static = analyze_static(cuda_source)
     if static.parse_errors:
         errors.append("tree-sitter could not parse part of the source; static features may be incomplete")
+    errors += [f"static analysis of {k.name} stopped early (nesting too deep); its features are partial"
+               for k in static.kernels if k.incomplete]
     resources, log = _resources(cuda_source, arch, ptxas_log, run_nvcc, nvcc, errors)
     configs = launch_configs_from_source(cuda_source)
     opt_in = "cudaFuncAttributeMaxDynamicSharedMemorySize" in cuda_source

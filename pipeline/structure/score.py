@@ -13,7 +13,7 @@ cannot raise it; w(a) weighs an access by the estimated trip counts of its loops
                      accesses (1 when unit-stride, 1/8 for a 4-byte load with one sector per
                      lane), 1 broadcast, 0.5 unknown, 0.25 indirect
     vectorization  = sum_a w(a) [a through float2/float4/int4...] / sum_a w(a)   (same accesses)
-    occupancy      = min(1, theoretical occupancy / occupancy_target)
+    occupancy      = min(1, theoretical occupancy / occupancy_target)   (0 if the launch cannot run)
     spills         = 1 - min(1, (spill store + spill load bytes) / spill_scale_bytes)
     bank_conflicts = 1 - weighted mean over shared accesses of (ways - 1) / 31
     sync_safety    = 0 if any __syncthreads() sits under a thread-dependent branch, else 1
@@ -22,13 +22,14 @@ cannot raise it; w(a) weighs an access by the estimated trip counts of its loops
 
     score = sum_c W_c * component_c / sum_c W_c    over the components that have evidence
             (no global access: no coalescing/vectorization term; no shared access: no bank term;
-            no atomics, no ptxas report, no launch configuration, no timing: likewise)
+            no atomics, no ptxas report, no timing: likewise; no launch configuration, or a
+            block size known only from `__launch_bounds__`: no occupancy term)
 
-A file's score is the mean of its kernels' scores weighted by 1 + their loop-weighted global
-traffic. The weights W_c (`ScoreWeights`) are defaults until `fit_weights` fits them to measured
-times: a pairwise logistic regression, within each task, of "a is faster than b" on the
-component differences, with non-negative weights (every component is oriented so that more
-is better), normalised to sum to 1.
+A file's score is the mean of its kernels' scores weighted by 1 + sum_a w(a) over their global
+accesses. The weights W_c (`ScoreWeights`) are defaults until `fit_weights` fits them to
+measured times: a pairwise logistic regression, within each task, of "a is faster than b" on
+the component differences (a component missing on one side takes its NEUTRAL value), with
+non-negative weights (every component is oriented so that more is better), normalised to sum 1.
 """
 from __future__ import annotations
 

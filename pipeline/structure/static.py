@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from pipeline.structure import cuda_ast as A
-from pipeline.structure.access import Access, KernelFacts, KernelWalker, collect_unit
+from pipeline.structure.access import KernelWalker
+from pipeline.structure.memory import Access, KernelFacts, collect_unit
 
 CLASSES = ("coalesced", "strided", "broadcast", "indirect", "unknown")
 
@@ -51,7 +52,7 @@ class StaticFeatures:
     global_loads: int = 0
     global_stores: int = 0
     counts: dict = field(default_factory=dict)  # e.g. {"coalesced_loads": 2, "strided_stores": 1}
-    fractions: dict = field(default_factory=dict)  # loop-weighted fractions of global accesses
+    fractions: dict = field(default_factory=dict)  # weighted fractions of global accesses, per class
     vector_loads: int = 0
     vector_stores: int = 0
     shared_arrays: list[SharedArray] = field(default_factory=list)
@@ -76,6 +77,7 @@ class StaticFeatures:
     pointer_params: int = 0
     restrict_params: int = 0
     has_global_accesses: bool = False
+    incomplete: bool = False  # the walk stopped early (pathologically deep nesting)
     accesses: list[Access] = field(default_factory=list, repr=False)
     barrier_sites: list = field(default_factory=list, repr=False)
 
@@ -100,7 +102,7 @@ class StaticFeatures:
                   "barriers", "divergent_barriers", "barriers_after_divergent_return", "atomics_global",
                   "atomics_shared", "contended_atomic_fraction", "pragma_unroll", "launch_bounds_max_threads",
                   "launch_bounds_min_blocks", "loops", "grid_stride_loops", "max_loop_depth", "pointer_params",
-                  "restrict_params", "has_global_accesses"):
+                  "restrict_params", "has_global_accesses", "incomplete"):
             d[k] = getattr(self, k)
         d.update(self.counts)
         d.update({f"frac_{k}": round(v, 6) for k, v in self.fractions.items()})
@@ -109,7 +111,7 @@ class StaticFeatures:
 
 
 def summarize(name: str, facts: KernelFacts, shared: list[SharedArray]) -> StaticFeatures:
-    """Counts and loop-weighted fractions from the raw facts of one kernel (or several, merged)."""
+    """Counts and trip-count-weighted fractions from the raw facts of one kernel (or several, merged)."""
     f = StaticFeatures(name=name, shared_arrays=shared, accesses=facts.accesses, barrier_sites=facts.barriers)
     glob = [a for a in facts.accesses if a.space == "global" and a.kind in ("load", "store")]
     f.global_loads = sum(a.kind == "load" for a in glob)
@@ -123,8 +125,8 @@ def summarize(name: str, facts: KernelFacts, shared: list[SharedArray]) -> Stati
     for c in CLASSES:
         w = sum(a.weight for a in glob if a.klass == c)
         f.fractions[c] = w / total if total else 0.0
-    f.fractions["load_coalesced"] = (sum(a.weight for a in glob if a.kind == "load" and a.klass in (
-        "coalesced", "broadcast")) / loads_total) if loads_total else 0.0
+    f.fractions["load_coalesced"] = (sum(a.weight for a in glob if a.kind == "load" and a.klass == "coalesced")
+                                     / loads_total) if loads_total else 0.0
     f.fractions["vector"] = sum(a.weight for a in glob if a.vector) / total if total else 0.0
     f.vector_loads = sum(a.vector and a.kind == "load" for a in glob)
     f.vector_stores = sum(a.vector and a.kind == "store" for a in glob)
@@ -181,12 +183,14 @@ def _shared_declarations(body, consts: dict, macros: A.Macros, used: set) -> lis
 
 def _kernel_features(unit, k: A.FunctionInfo, pragmas: list) -> StaticFeatures:
     walker = KernelWalker(unit, k)
+    incomplete = False
     try:
         facts = walker.run()
     except RecursionError:  # pathological nesting: report what was gathered
-        facts = walker.facts
+        facts, incomplete = walker.facts, True
     shared = _shared_declarations(k.body, unit.consts, unit.macros, facts.shared_used)
     f = summarize(k.name, facts, shared)
+    f.incomplete = incomplete
     f.line = A.line(k.node)
     bounds = [A.eval_const(b, unit.consts, unit.macros) for b in k.launch_bounds]
     f.launch_bounds_max_threads = bounds[0] or 0 if bounds else 0
@@ -242,6 +246,7 @@ def analyze_static(source: str) -> StaticReport:
         setattr(agg, attr, sum(getattr(k, attr) for k in kernels))
     agg.launch_bounds_max_threads = max((k.launch_bounds_max_threads for k in kernels), default=0)
     agg.launch_bounds_min_blocks = max((k.launch_bounds_min_blocks for k in kernels), default=0)
+    agg.incomplete = any(k.incomplete for k in kernels)
     return StaticReport(kernels, agg, tree.root_node.has_error)
 
 

@@ -258,6 +258,8 @@ def run_occupancy(build: dict, arch: str) -> list[dict]:
         except ValueError:
             print(f"  unparsed probe output: {ln[:200]}")
             continue
+        if "error" in rec:
+            raise RuntimeError(f"occupancy probe: {rec['error']} (exit status {r.returncode})")
         if "device" in rec:
             device = rec
             continue

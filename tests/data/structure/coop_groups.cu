@@ -3,6 +3,7 @@
 // EXPECT feature barriers 1
 // EXPECT feature warp_shuffle 1
 // EXPECT feature divergent_barriers 0
+// EXPECT feature contended_atomic_fraction 0
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
 __global__ void cg_sum(const float* x, float* out, int n) {
