@@ -37,7 +37,8 @@ def test_known_implementations_are_not_executed_without_gpu(cpu_evaluator, built
             assert r.verdict == "not_executed", r.reason
             assert r.speedup is None and not any(c.passed for c in r.configs)
             assert "ptxas" in r.compile_log  # the resource report travels with the result
-            assert set(r.stage_s) == {"gate", "compile"}
+            assert set(r.stage_s) == {"gate", "compile", "structure"}
+            assert "struct.score" in r.features and 0 <= r.features["struct.score"] <= 1
 
 
 def test_kernelbench_format_cannot_build_without_cuda_torch(cpu_evaluator, builtin_tasks):
