@@ -15,10 +15,10 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-import tree_sitter_cuda
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Node
 
 from pipeline.records import Finding
+from pipeline.structure import cuda_ast
 
 ADVICE = {
     "side-stream": "launch every kernel on the stream the harness passes in (the current stream)",
@@ -166,21 +166,9 @@ class CudaScan:
     c_declared: set[str] = field(default_factory=set)            # names declared with C linkage
 
 
-@lru_cache(maxsize=1)
-def _parser() -> Parser:
-    return Parser(Language(tree_sitter_cuda.language()))
-
-
-def _walk(node: Node):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(n.children))
-
-
-def _text(node: Node) -> str:
-    return node.text.decode("utf-8", "replace")
+# One tree-sitter setup for the project: the structural analysis's (parse, walk, text).
+_walk = cuda_ast.walk
+_text = cuda_ast.text
 
 
 def _qualified(node: Node) -> tuple[str, Node]:
@@ -286,7 +274,7 @@ def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool) -> Cu
         if hit:
             add(hit[0], text_line, hit[1])
 
-    tree = _parser().parse(text.encode("utf-8", "replace"))
+    tree = cuda_ast.parse(text)
     for node in _walk(tree.root_node):
         t, line = node.type, node.start_point.row + 1
         if t in ("identifier", "type_identifier", "field_identifier"):
