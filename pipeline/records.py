@@ -160,3 +160,33 @@ class EvalResult(Record):
     gpu: str = ""
     evaluator_version: str = ""
     cached: bool = False
+
+
+class Turn(Record):
+    """One turn of an episode: what the policy saw, what it wrote, how it was judged.
+    `prompt_ids` is the context fed to the generator for this turn (after any trimming of old
+    turns), `response_ids` the tokens it sampled and `logprobs` the generator's log-probability
+    of each of them under weight version `Trajectory.weight_version`."""
+    prompt_ids: list[int]
+    response_ids: list[int]
+    logprobs: list[float]
+    response_text: str = ""
+    candidate_hash: str = ""
+    verdict: Verdict | None = None
+    feedback: str = Field("", description="the evaluator's message, placed as the next user turn")
+    reward: float = 0.0
+    reward_terms: dict[str, float] = Field(default_factory=dict, description="each component of the reward")
+    return_: float = Field(0.0, description="discounted sum of this and later turns' rewards")
+    advantage: float = 0.0
+    speedup: float | None = None
+
+
+class Trajectory(Record):
+    """A whole episode (multi-turn refinement of one task by one sample of a group)."""
+    version: int = RECORD_VERSION
+    task_id: str
+    episode_id: str
+    group_index: int = Field(0, description="which of the group's samples for the same task")
+    weight_version: int = Field(0, description="policy weights that generated every turn (never mixed)")
+    turns: list[Turn] = Field(default_factory=list)
+    stop_reason: str = Field("", description="success | turn_budget | context | error")
