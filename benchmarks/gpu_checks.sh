@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Every GPU check of the project in one script, for the H200 test machine:
-#   bash benchmarks/gpu_checks.sh [verify] [tests] [bench] [structure]
+#   bash benchmarks/gpu_checks.sh [verify] [tests] [bench] [structure] [generation]
 # Logs and JSON go to $OUT (or ./gpu-out). Prints a summary table at the end.
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 export CUDAPERF_TEST_COMPILE_CACHE=/tmp/cudaperf-cache PYTHONUNBUFFERED=1
-steps=${*:-verify tests bench structure}
+steps=${*:-verify tests bench structure generation}
 declare -A status
 for step in $steps; do
   t0=$(date +%s)
@@ -15,6 +15,8 @@ for step in $steps; do
     tests) timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider tests > "$OUT/tests.log" 2>&1 ;;
     bench) timeout 300 python3 benchmarks/evaluator_throughput.py --out "$OUT/evaluator_h200.json" > "$OUT/bench.log" 2>&1 ;;
     structure) timeout 200 python3 -m pipeline.structure.validate_gpu --out "$OUT/structure_h200.json" > "$OUT/structure.log" 2>&1 ;;
+    generation) timeout 300 python3 benchmarks/generation_throughput.py --out "$OUT/generation_h200.json" \
+                  > "$OUT/generation.log" 2>&1 ;;
   esac
   status[$step]="rc=$? $(( $(date +%s) - t0 ))s"
 done
@@ -24,4 +26,5 @@ for step in $steps; do printf '%-10s %s\n' "$step" "${status[$step]}"; done
 [ -f "$OUT/tests.log" ] && grep -E "passed|failed|FAILED|Error" "$OUT/tests.log" | tail -40
 [ -f "$OUT/bench.log" ] && tail -8 "$OUT/bench.log"
 [ -f "$OUT/structure.log" ] && tail -30 "$OUT/structure.log"
+[ -f "$OUT/generation.log" ] && grep -E "tokens/s|wrote|Error" "$OUT/generation.log" | tail -8
 exit 0

@@ -8,11 +8,12 @@ unknown key names the closest valid one.
 from __future__ import annotations
 
 import difflib
+import math
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 
 class Section(BaseModel):
@@ -60,11 +61,166 @@ class EvalSection(Section):
     max_retries: int = Field(2, description="times a candidate is resubmitted after its actor died")
 
 
+class ModelSection(Section):
+    path: str = Field("tiny", description="'tiny' builds a randomly initialised tiny Qwen2 with a tokenizer trained on "
+                      "this project's code (CPU runs, tests); otherwise a local directory holding a Hugging Face "
+                      "causal LM and its tokenizer")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="dtype of the generators' weights "
+                                                             "and activations (bfloat16 on GPUs)")
+    max_model_len_tokens: int = Field(2048, ge=256, description="context length of a generator: prompt plus response, "
+                                      "in tokens")
+    tiny_dir: str = Field("~/.cache/cudaperf/tiny-model", description="where tiny models are built, one directory per "
+                          "corpus and size")
+    tiny_hidden_size: int = Field(128, ge=64, description="tiny model: hidden size")
+    tiny_layers: int = Field(2, ge=1, description="tiny model: decoder layers")
+    tiny_heads: int = Field(2, ge=1, description="tiny model: attention heads; tiny_hidden_size / tiny_heads (the head "
+                            "size) must be a whole number of at least 64, which vLLM's CPU attention needs")
+    tiny_vocab_size: int = Field(4096, ge=512, description="tiny model: BPE vocabulary size the tokenizer is "
+                                 "trained to")
+    tiny_init_seed: int = Field(0, description="tiny model: seed of the random initialisation")
+
+    @field_validator("tiny_heads")
+    @classmethod
+    def _head_size_at_least_64(cls, heads: int, info: ValidationInfo) -> int:
+        hidden = info.data.get("tiny_hidden_size")
+        if hidden is not None and (hidden % heads or hidden // heads < 64):
+            raise ValueError(f"head size tiny_hidden_size / tiny_heads = {hidden} / {heads} must be a whole number "
+                             f"of at least 64; use tiny_heads={max(1, hidden // 64)} or a larger tiny_hidden_size")
+        return heads
+
+
+class RolloutSection(Section):
+    backend: Literal["vllm", "transformers"] = Field("vllm", description="generator backend: vLLM (pinned 0.32.0), or "
+                                                     "transformers generate (GPU hosts without vLLM, fallback)")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="device of the transformers backend; 'auto' "
+                                                   "takes cuda when torch sees one, else cpu")
+    samples_per_task: int = Field(4, ge=1, description="episodes per task per step: the group advantages are "
+                                  "normalised within")
+    max_turns: int = Field(3, ge=1, description="turn budget of one episode")
+    max_new_tokens: int = Field(1024, ge=1, description="limit of one response, in tokens")
+    temperature: float = Field(1.0, gt=0, description="sampling temperature; logprobs are those of logits / "
+                               "temperature")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling mass; below 1, logprobs are those of the "
+                         "truncated distribution actually sampled from")
+    stop_when_speedup_at_least: float | None = Field(1.0, description="an episode ends once a turn is correct with at "
+                                                     "least this speedup; null runs every turn")
+    history_turns_kept: int | None = Field(None, ge=1, description="earlier turns (response and feedback) kept in the "
+                                           "context, newest first; null keeps as many as fit in "
+                                           "model.max_model_len_tokens; older turns are dropped whole, the system and "
+                                           "task messages always stay")
+    max_episodes_in_flight: int = Field(64, ge=1, description="episodes the scheduler interleaves at once")
+    max_sequences_per_batch: int = Field(64, ge=1, description="sequences (samples, not prompts) per generation call")
+    max_evaluations_in_flight: int = Field(4, ge=1, description="evaluation calls (one task's candidates each) in "
+                                           "flight at once")
+    generator_actors: int = Field(1, ge=1, description="generator actors, one engine each")
+    vllm_gpu_memory_fraction: float = Field(0.5, gt=0, le=1, description="share of GPU memory one vLLM engine takes "
+                                            "(the learner shares the GPU)")
+    vllm_cpu_kv_cache_bytes: int = Field(1 << 30, ge=1 << 24, description="KV cache of one vLLM engine on CPU")
+    vllm_compile: bool = Field(False, description="torch.compile and CUDA graphs in the vLLM engine: slower start "
+                               "(about 30 s more on CPU), faster steps; turn on for GPU runs")
+
+
+class RewardSection(Section):
+    """The unified reward (pipeline/rl/reward.py). A hard failure earns its value alone; a correct
+    candidate earns correct_value + speedup, structure and ranker terms."""
+    format_error: float = Field(-0.5, description="reward of a response with no usable code block")
+    compile_error: float = Field(-0.3, description="reward of a candidate that did not compile")
+    runtime_error: float = Field(-0.2, description="reward of a candidate that crashed")
+    timeout: float = Field(-0.2, description="reward of a candidate that ran past its time limit")
+    incorrect: float = Field(-0.1, description="reward of a candidate whose outputs were wrong")
+    rejected: float = Field(-1.0, description="reward of a caught reward hack; must be the lowest reward possible")
+    compiled_value: float = Field(0.0, description="reward of a not_executed candidate (gated and compiled, no GPU), "
+                                  "before its structure term")
+    correct_value: float = Field(1.0, description="reward of a correct candidate, before its other terms")
+    w_speedup: float = Field(0.5, ge=0, description="weight of log(speedup) in a correct candidate's reward")
+    speedup_clip_low: float = Field(0.25, gt=0, description="speedups (baseline time / candidate time) below this "
+                                    "count as this before the log")
+    speedup_clip_high: float = Field(16.0, gt=0, description="speedups above this count as this before the log")
+    w_struct: float = Field(0.2, ge=0, description="weight of the structural score (features 'struct.score', in [0, 1]) "
+                            "for correct and not_executed candidates")
+    w_ranker: float = Field(0.0, ge=0, description="weight of the ranker's preference for the candidate over the "
+                            "task's baseline, in [-1, 1]; 0 turns the term off")
+
+    @model_validator(mode="after")
+    def _ordering(self) -> "RewardSection":
+        problems = []
+        if self.speedup_clip_low >= self.speedup_clip_high:
+            problems.append(f"speedup_clip_low={self.speedup_clip_low} must be below speedup_clip_high="
+                            f"{self.speedup_clip_high}")
+        lowest_correct = (self.correct_value + self.w_speedup * math.log(self.speedup_clip_low)
+                          - self.w_ranker)
+        others = {"format_error": self.format_error, "compile_error": self.compile_error,
+                  "runtime_error": self.runtime_error, "timeout": self.timeout, "incorrect": self.incorrect,
+                  "compiled_value": self.compiled_value, "lowest correct reward": lowest_correct}
+        lowest_name = min(others, key=others.__getitem__)
+        if self.rejected >= others[lowest_name]:
+            problems.append(f"rejected={self.rejected:g} must be below every other reward (the lowest is "
+                            f"{lowest_name}={others[lowest_name]:g}) so a caught hack earns the least; lower it")
+        worst_failure = max(others[k] for k in ("format_error", "compile_error", "runtime_error", "timeout", "incorrect"))
+        if lowest_correct <= worst_failure:
+            problems.append(f"the lowest correct reward (correct_value + w_speedup * log(speedup_clip_low) - w_ranker "
+                            f"= {lowest_correct:g}) must exceed every failure value (up to {worst_failure:g}); raise "
+                            "correct_value or lower w_speedup")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class RLSection(Section):
+    """Returns, advantages and the policy loss (pipeline/rl/advantages.py, loss.py)."""
+    gamma: float = Field(0.4, ge=0, le=1, description="discount of later turns' rewards in a turn's return "
+                         "(Kevin-style multi-turn; 0 uses each turn's own reward)")
+    advantage_estimator: Literal["grpo", "rloo"] = Field("grpo", description="baseline within a group (same task, "
+                                                          "same turn index): grpo = group mean, rloo = mean of the "
+                                                          "others")
+    normalise_by_std: bool = Field(True, description="grpo only: divide advantages by the group's standard deviation")
+    std_eps: float = Field(1e-6, gt=0, description="added to the group standard deviation before dividing")
+    clip_eps: float = Field(0.2, gt=0, description="PPO clip range of the probability ratio, below 1")
+    clip_eps_high: float | None = Field(None, gt=0, description="PPO clip range above 1 (clip-higher); null uses "
+                                        "clip_eps")
+    kl_coef: float = Field(0.0, ge=0, description="weight of the k3 KL estimate to the frozen reference; 0 runs no "
+                           "reference model")
+    token_aggregation: Literal["token_mean", "seq_mean_token_sum", "seq_mean_token_mean"] = Field(
+        "token_mean", description="how per-token losses become one number: mean over every policy token of the step, "
+        "or mean over turns of each turn's token sum or token mean")
+    ppo_epochs: int = Field(1, ge=1, description="passes over one step's trajectories")
+    minibatches_per_epoch: int = Field(1, ge=1, description="optimizer steps per pass (the turns split evenly)")
+    staleness_steps: int = Field(0, ge=0, description="how many weight versions a trajectory may lag the learner; "
+                                 "0 = synchronous")
+
+
+class LearnerSection(Section):
+    """The DeepSpeed learner (pipeline/rl/learner.py)."""
+    zero_stage: Literal[2, 3] = Field(2, description="DeepSpeed ZeRO stage: 2 shards optimizer state and gradients, "
+                                      "3 also the weights")
+    ranks: int = Field(1, ge=1, description="learner processes (data-parallel ranks): one per GPU on GPU hosts, gloo "
+                       "processes on CPU")
+    precision: Literal["auto", "bf16", "fp32"] = Field("auto", description="training precision: 'auto' is bf16 when a "
+                                                       "GPU is present and fp32 on CPU")
+    lr: float = Field(1e-6, gt=0, description="AdamW learning rate")
+    lr_warmup_steps: int = Field(0, ge=0, description="optimizer steps of linear warm-up from 0 to lr")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay of matrices (never biases or norms)")
+    adam_betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas")
+    max_grad_norm: float = Field(1.0, ge=0, description="clip the global gradient norm to this; 0 disables")
+    max_tokens_per_microbatch: int = Field(8192, ge=16, description="padded tokens (sequences x longest) in one "
+                                           "forward pass; longer sequences are an error")
+    gradient_checkpointing: bool = Field(False, description="recompute activations in backward to save memory")
+    log_entropy: bool = Field(False, description="compute the policy's mean token entropy for the metrics (one more "
+                              "pass over the vocabulary)")
+    sync_bucket_bytes: int = Field(512 << 20, ge=1 << 20, description="weight sync and export gather parameters in "
+                                   "buckets of about this size")
+
+
 class RunConfig(Section):
     run: RunSection = Field(default_factory=RunSection)
     tasks: TasksSection = Field(default_factory=TasksSection)
     compile: CompileSection = Field(default_factory=CompileSection)
     eval: EvalSection = Field(default_factory=EvalSection)
+    model: ModelSection = Field(default_factory=ModelSection)
+    rollout: RolloutSection = Field(default_factory=RolloutSection)
+    reward: RewardSection = Field(default_factory=RewardSection)
+    rl: RLSection = Field(default_factory=RLSection)
+    learner: LearnerSection = Field(default_factory=LearnerSection)
 
 
 class ConfigError(ValueError):

@@ -171,6 +171,10 @@ class Turn(Record):
     response_ids: list[int]
     logprobs: list[float]
     response_text: str = ""
+    finish_reason: Literal["stop", "length", ""] = Field("", description="why sampling ended: the policy's end-of-turn "
+                                                        "token (stop) or the max_new_tokens limit (length)")
+    kept_turns: list[int] = Field(default_factory=list, description="indices of the earlier turns whose response and "
+                                  "feedback are in prompt_ids, in order (older turns were trimmed)")
     candidate_hash: str = ""
     verdict: Verdict | None = None
     feedback: str = Field("", description="the evaluator's message, placed as the next user turn")

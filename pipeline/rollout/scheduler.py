@@ -1,0 +1,226 @@
+"""The episode scheduler: tasks in, one finished episode per (task, sample) out, many interleaved.
+
+`samples_per_task` episodes per task run at once, at most `max_episodes_in_flight` of them.
+Whenever a generation slot is free, every episode waiting for its next turn goes into one batch
+(up to `max_sequences_per_batch` samples; episodes with the same prompt, such as a group's first
+turns, share one request with n samples). When a batch returns, each answer is parsed and the
+candidates are sent to evaluation grouped by task (the evaluator makes a task's inputs once per
+call); answers without code are judged format_error at once. While those evaluations run, the
+episodes already evaluated fill the next batch, so generation and evaluation overlap and
+batches stay full as long as enough episodes are in flight.
+
+Generation and evaluation are reached through `WorkQueue`s, `submit(*args) -> ticket` and
+`next_completed(timeout_s) -> (ticket, result)`, so this module needs no Ray:
+- generation: `submit(requests, sampling) -> GenerationResult`;
+- evaluation: `submit(task, candidates) -> list[EvalResult]`.
+A result of another type (the pool's `ItemFailed`: an actor died on every retry) ends the
+episodes of that call with stop_reason 'error'.
+Locally, `ThreadQueue` runs a Generator and an Evaluator (or fakes) in threads
+(`run_episodes_locally`); the driver passes the Ray pools' queues (actors/generation.py).
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from pipeline.config import RolloutSection
+from pipeline.records import Candidate, EvalResult, Task
+from pipeline.rollout.conversation import ChatFormat
+from pipeline.rollout.episodes import Episode, EpisodeOutcome
+from pipeline.rollout.generation import GenerationRequest, GenerationResult, Generator, SamplingSpec
+from pipeline.rollout.prompts import opening_messages
+
+POLL_S = 0.02  # bounded wait on one queue while the other also has work in flight
+
+
+class WorkQueue(Protocol):
+    def submit(self, *args: Any) -> int: ...
+
+    def next_completed(self, timeout_s: float | None = None) -> tuple[int, Any]: ...
+
+
+class ThreadQueue:
+    """A WorkQueue running `fn(*args)` on `workers` threads. An exception in `fn` is a bug: it is raised
+    from `next_completed`. Use as a context manager (the threads stop on exit)."""
+
+    def __init__(self, fn: Callable[..., Any], workers: int):
+        self._fn = fn
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout")
+        self._futures: dict[Future, int] = {}
+        self._next = 0
+
+    def submit(self, *args: Any) -> int:
+        ticket, self._next = self._next, self._next + 1
+        self._futures[self._pool.submit(self._fn, *args)] = ticket
+        return ticket
+
+    def next_completed(self, timeout_s: float | None = None) -> tuple[int, Any]:
+        if not self._futures:
+            raise RuntimeError("ThreadQueue: nothing in flight; submit() before waiting")
+        done, _ = wait(list(self._futures), timeout=timeout_s, return_when=FIRST_COMPLETED)
+        if not done:
+            raise TimeoutError(f"ThreadQueue: nothing finished within {timeout_s} s")
+        future = next(iter(done))
+        return self._futures.pop(future), future.result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> ThreadQueue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class RolloutStats:
+    """What one `run` did; `generation_s` sums the generator's own time per call."""
+    wall_s: float = 0.0
+    episodes: int = 0
+    turns: int = 0
+    generation_calls: int = 0
+    sequences_generated: int = 0
+    tokens_generated: int = 0
+    generation_s: float = 0.0
+    evaluation_calls: int = 0
+    format_errors: int = 0
+    stop_reasons: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def mean_sequences_per_call(self) -> float:
+        return self.sequences_generated / self.generation_calls if self.generation_calls else 0.0
+
+
+class EpisodeScheduler:
+    """Runs episodes of many tasks against a generation queue and an evaluation queue."""
+
+    def __init__(self, cfg: RolloutSection, chat: ChatFormat, max_model_len_tokens: int,
+                 generation: WorkQueue, evaluation: WorkQueue, generation_slots: int = 1):
+        if cfg.max_new_tokens >= max_model_len_tokens:
+            raise ValueError(f"rollout.max_new_tokens = {cfg.max_new_tokens} leaves no room for a prompt in "
+                             f"model.max_model_len_tokens = {max_model_len_tokens}; lower the first or raise "
+                             "the second")
+        self.cfg = cfg
+        self.chat = chat
+        self.max_model_len_tokens = max_model_len_tokens
+        self.generation = generation
+        self.evaluation = evaluation
+        self.generation_slots = generation_slots
+        self.sampling = SamplingSpec.from_config(cfg)
+
+    def run(self, tasks: list[Task], step: int = 0) -> tuple[list[EpisodeOutcome], RolloutStats]:
+        """Run `samples_per_task` episodes of every task to their end; outcomes in (task, sample) order."""
+        t0 = time.perf_counter()
+        stats = RolloutStats()
+        episodes = []
+        for task in tasks:
+            opening = self.chat.opening_ids(*opening_messages(task))
+            episodes += [Episode(task, f"s{step}/{task.id}/{g}", g, self.chat, opening, self.cfg,
+                                 self.max_model_len_tokens) for g in range(self.cfg.samples_per_task)]
+        waiting, active = deque(episodes), []
+        gen_jobs: dict[int, list[list[Episode]]] = {}
+        eval_jobs: dict[int, list[Episode]] = {}
+        queued: set[int] = set()  # ids of episodes inside a generation batch
+        while waiting or active:
+            active = [e for e in active if not e.done]
+            while waiting and len(active) < self.cfg.max_episodes_in_flight:
+                active.append(waiting.popleft())
+            while len(gen_jobs) < self.generation_slots:
+                batch = self._batch(active, queued)
+                if not batch:
+                    break
+                requests = [GenerationRequest(prompt, len(group)) for prompt, group in batch]
+                gen_jobs[self.generation.submit(requests, self.sampling)] = [group for _, group in batch]
+            if not gen_jobs and not eval_jobs:
+                if any(not e.done for e in active):
+                    raise RuntimeError("EpisodeScheduler: episodes are active but nothing is in flight")
+                continue
+            self._wait_one(gen_jobs, eval_jobs, queued, stats)
+        stats.wall_s = time.perf_counter() - t0
+        stats.episodes = len(episodes)
+        stats.turns = sum(len(e.outcome.trajectory.turns) for e in episodes)
+        stats.stop_reasons = dict(Counter(e.outcome.trajectory.stop_reason for e in episodes))
+        return [e.outcome for e in episodes], stats
+
+    def _batch(self, active: list[Episode], queued: set[int]) -> list[tuple[list[int], list[Episode]]]:
+        """Prompts of episodes ready for their next turn, grouped by identical prompt, within the batch limit."""
+        groups: dict[tuple[int, ...], list[Episode]] = {}
+        sequences = 0
+        for episode in active:
+            if episode.state != "generate" or id(episode) in queued or sequences >= self.cfg.max_sequences_per_batch:
+                continue
+            prompt = episode.next_prompt()
+            if prompt is None:  # the context is full: the episode ended
+                continue
+            groups.setdefault(tuple(prompt), []).append(episode)
+            queued.add(id(episode))
+            sequences += 1
+        return [(list(prompt), group) for prompt, group in groups.items()]
+
+    def _wait_one(self, gen_jobs: dict, eval_jobs: dict, queued: set[int], stats: RolloutStats) -> None:
+        """Handle at least one finished call (generation first), waiting on both queues fairly."""
+        both = bool(gen_jobs) and bool(eval_jobs)
+        while True:
+            for queue, jobs in ((self.generation, gen_jobs), (self.evaluation, eval_jobs)):
+                if not jobs:
+                    continue
+                try:
+                    ticket, value = queue.next_completed(timeout_s=POLL_S if both else None)
+                except TimeoutError:
+                    continue
+                if queue is self.generation:
+                    self._on_generated(jobs.pop(ticket), value, queued, eval_jobs, stats)
+                else:
+                    self._on_evaluated(jobs.pop(ticket), value)
+                return
+
+    def _on_generated(self, groups: list[list[Episode]], result: GenerationResult, queued: set[int],
+                      eval_jobs: dict, stats: RolloutStats) -> None:
+        if not isinstance(result, GenerationResult):  # the pool lost the call on every retry
+            for episode in (e for group in groups for e in group):
+                queued.discard(id(episode))
+                episode.fail(f"generation lost: {result}")
+            return
+        stats.generation_calls += 1
+        stats.generation_s += result.elapsed_s
+        stats.tokens_generated += result.tokens_generated
+        by_task: dict[str, tuple[Task, list[Candidate], list[Episode]]] = {}
+        for group, samples in zip(groups, result.samples, strict=True):
+            for episode, sample in zip(group, samples, strict=True):
+                queued.discard(id(episode))
+                stats.sequences_generated += 1
+                parsed = episode.take_sample(sample, result.weight_version)
+                if isinstance(parsed, EvalResult):
+                    stats.format_errors += 1
+                    episode.take_result(parsed)
+                    continue
+                entry = by_task.setdefault(episode.task.id, (episode.task, [], []))
+                entry[1].append(parsed)
+                entry[2].append(episode)
+        for task, candidates, episodes in by_task.values():
+            eval_jobs[self.evaluation.submit(task, candidates)] = episodes
+            stats.evaluation_calls += 1
+
+    @staticmethod
+    def _on_evaluated(episodes: list[Episode], results: Any) -> None:
+        if not isinstance(results, list) or len(results) != len(episodes):
+            for episode in episodes:
+                episode.fail(f"evaluation lost: {results}")
+            return
+        for episode, result in zip(episodes, results):
+            episode.take_result(result)
+
+
+def run_episodes_locally(tasks: list[Task], generator: Generator,
+                         evaluate: Callable[[Task, list[Candidate]], list[EvalResult]], cfg: RolloutSection,
+                         step: int = 0) -> tuple[list[EpisodeOutcome], RolloutStats]:
+    """Episodes of `tasks` with an in-process generator and an evaluation callable (threads, no Ray)."""
+    with ThreadQueue(generator.generate, 1) as gen_queue, \
+            ThreadQueue(evaluate, cfg.max_evaluations_in_flight) as eval_queue:
+        scheduler = EpisodeScheduler(cfg, ChatFormat(generator.tokenizer), generator.max_model_len_tokens,
+                                     gen_queue, eval_queue)
+        return scheduler.run(tasks, step)

@@ -1,0 +1,98 @@
+"""The unified reward: every verdict, the order of failures, clipping of speedups, the config's checks."""
+import math
+
+import pytest
+
+from pipeline.config import ConfigError, RewardSection, load_config
+from pipeline.records import EvalResult
+from pipeline.rl.reward import TERMS, compute_reward
+
+CFG = RewardSection()
+
+
+def result(verdict, speedup=None, struct=None, **kw):
+    features = {} if struct is None else {"struct.score": struct, "struct.kernels": 1}
+    return EvalResult(task_id="c2cuda/saxpy", candidate_hash="h", format="c2cuda", verdict=verdict,
+                      speedup=speedup, features=features, **kw)
+
+
+@pytest.mark.parametrize("verdict", ["format_error", "compile_error", "runtime_error", "timeout", "incorrect",
+                                     "rejected"])
+def test_hard_failures_earn_their_value_only(verdict):
+    # structure and speed never rescue a failure
+    reward, terms = compute_reward(result(verdict, speedup=5.0, struct=1.0), CFG, ranker_preference=1.0)
+    assert reward == getattr(CFG, verdict)
+    assert terms == {"base": getattr(CFG, verdict), "speedup": 0.0, "struct": 0.0, "ranker": 0.0}
+
+
+def test_not_executed_earns_compile_and_structure_only():
+    reward, terms = compute_reward(result("not_executed", speedup=3.0, struct=0.5), CFG, ranker_preference=1.0)
+    assert terms == {"base": CFG.compiled_value, "speedup": 0.0, "struct": CFG.w_struct * 0.5, "ranker": 0.0}
+    assert reward == pytest.approx(CFG.compiled_value + CFG.w_struct * 0.5)
+    # without a structural score (the analysis failed) only the compile term is left
+    assert compute_reward(result("not_executed"), CFG)[0] == CFG.compiled_value
+    # never as good as a correct candidate of baseline speed
+    assert reward < compute_reward(result("correct", speedup=1.0, struct=0.0), CFG)[0]
+
+
+def test_correct_terms():
+    reward, terms = compute_reward(result("correct", speedup=2.0, struct=0.8), CFG)
+    assert terms["base"] == CFG.correct_value
+    assert terms["speedup"] == pytest.approx(CFG.w_speedup * math.log(2.0))
+    assert terms["struct"] == pytest.approx(CFG.w_struct * 0.8)
+    assert terms["ranker"] == 0.0
+    assert set(terms) == set(TERMS) and reward == pytest.approx(sum(terms.values()))
+    # as fast as the baseline, or nothing timed: no speedup term
+    assert compute_reward(result("correct", speedup=1.0), CFG)[1]["speedup"] == 0.0
+    assert compute_reward(result("correct", speedup=None), CFG)[1]["speedup"] == 0.0
+    # slower than the baseline is penalised but stays above every failure
+    slow = compute_reward(result("correct", speedup=0.5), CFG)[0]
+    assert CFG.incorrect < slow < CFG.correct_value
+
+
+def test_huge_and_tiny_speedups_are_clipped():
+    high = compute_reward(result("correct", speedup=1e9), CFG)[1]["speedup"]
+    assert high == pytest.approx(CFG.w_speedup * math.log(CFG.speedup_clip_high))
+    assert compute_reward(result("correct", speedup=CFG.speedup_clip_high * 2), CFG)[1]["speedup"] == high
+    low = compute_reward(result("correct", speedup=1e-9), CFG)[1]["speedup"]
+    assert low == pytest.approx(CFG.w_speedup * math.log(CFG.speedup_clip_low))
+
+
+def test_rejected_hack_is_lowest_of_all():
+    rejected = compute_reward(result("rejected", speedup=100.0, struct=1.0, flags=["side_stream"]), CFG)[0]
+    others = [compute_reward(result(v), CFG)[0] for v in
+              ("format_error", "compile_error", "runtime_error", "timeout", "incorrect")]
+    others += [compute_reward(result("not_executed", struct=s), CFG)[0] for s in (0.0, 1.0)]
+    others += [compute_reward(result("correct", speedup=s, struct=st), CFG)[0]
+               for s in (1e-6, 0.3, 1.0, 1e6) for st in (0.0, 1.0)]
+    assert all(rejected < o for o in others)
+
+
+def test_ranker_term_off_by_default_and_required_when_on():
+    assert compute_reward(result("correct", speedup=1.0), CFG, ranker_preference=0.9)[1]["ranker"] == 0.0
+    cfg = RewardSection(w_ranker=0.1)
+    assert compute_reward(result("correct", speedup=1.0), cfg, ranker_preference=-0.5)[1]["ranker"] == \
+        pytest.approx(-0.05)
+    with pytest.raises(ValueError, match="no ranker preference"):
+        compute_reward(result("correct", speedup=1.0), cfg)
+    with pytest.raises(ValueError, match=r"outside \[-1, 1\]"):
+        compute_reward(result("correct", speedup=1.0), cfg, ranker_preference=3.0)
+    # failures do not need (or use) the ranker
+    assert compute_reward(result("incorrect"), cfg)[0] == cfg.incorrect
+
+
+def test_bad_evaluator_values_raise():
+    with pytest.raises(ValueError, match="not a positive number"):
+        compute_reward(result("correct", speedup=0.0), CFG)
+    with pytest.raises(ValueError, match=r"outside \[0, 1\]"):
+        compute_reward(result("correct", speedup=1.0, struct=1.5), CFG)
+
+
+def test_config_keeps_rejected_lowest_and_correct_above_failures():
+    with pytest.raises(ConfigError, match="rejected=-0.2 must be below every other reward"):
+        load_config(None, ["reward.rejected=-0.2"])
+    with pytest.raises(ConfigError, match="lowest correct reward"):
+        load_config(None, ["reward.w_speedup=2.0"])
+    with pytest.raises(ConfigError, match="speedup_clip_low=20.0 must be below speedup_clip_high"):
+        load_config(None, ["reward.speedup_clip_low=20"])
+    assert load_config(None, ["reward.w_ranker=0.2"]).reward.w_ranker == 0.2
