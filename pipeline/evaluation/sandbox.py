@@ -87,7 +87,14 @@ class ChildProcess:
         return dst
 
     def request(self, msg: dict, timeout_s: float) -> dict:
-        os.write(self._to_child, (json.dumps(msg) + "\n").encode())
+        data = (json.dumps(msg) + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(self._to_child, data):]
+        except OSError:  # the child is gone (broken pipe): report how it ended
+            code = self.proc.wait()
+            raise ChildFailed(f"the child process ended before '{msg['op']}' ({_describe_exit(code)})",
+                              log=self.log()) from None
         deadline = time.monotonic() + timeout_s
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
