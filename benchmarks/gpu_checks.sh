@@ -12,7 +12,7 @@ for step in $steps; do
   case $step in
     verify) timeout 150 python3 -m pipeline.cli verify --config configs/h200.yaml --out "$OUT/verify_h200.json" \
               compile.cache_dir=$CUDAPERF_TEST_COMPILE_CACHE eval.result_cache_dir= > "$OUT/verify.log" 2>&1 ;;
-    tests) timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider ${GPU_TESTS:-tests} > "$OUT/tests.log" 2>&1 ;;
+    tests) CUDAPERF_TEST_FAILURES="$OUT/test_failures.log" timeout 540 python3 -m pytest -m gpu -q -p no:cacheprovider ${GPU_TESTS:-tests} > "$OUT/tests.log" 2>&1 ;;
     bench) timeout 300 python3 benchmarks/evaluator_throughput.py --out "$OUT/evaluator_h200.json" > "$OUT/bench.log" 2>&1 ;;
     structure) timeout 200 python3 -m pipeline.structure.validate_gpu --out "$OUT/structure_h200.json" > "$OUT/structure.log" 2>&1 ;;
     generation) timeout 300 python3 benchmarks/generation_throughput.py --out "$OUT/generation_h200.json" \
@@ -23,6 +23,7 @@ done
 echo "==== summary ===="
 for step in $steps; do printf '%-10s %s\n' "$step" "${status[$step]}"; done
 [ -f "$OUT/verify.log" ] && tail -25 "$OUT/verify.log"
+[ -f "$OUT/test_failures.log" ] && grep '^===' "$OUT/test_failures.log"
 [ -f "$OUT/tests.log" ] && grep -E "passed|failed|FAILED|Error" "$OUT/tests.log" | tail -40
 [ -f "$OUT/bench.log" ] && tail -8 "$OUT/bench.log"
 [ -f "$OUT/structure.log" ] && tail -30 "$OUT/structure.log"

@@ -33,3 +33,13 @@ def eval_cfg():
 def builtin_tasks():
     from pipeline.tasks import load_tasks
     return {t.id: t for t in load_tasks("builtin")}
+
+
+def pytest_runtest_logreport(report):
+    """With CUDAPERF_TEST_FAILURES=FILE, append each failure the moment it happens, so a run
+    stopped at a time limit on the GPU machine still says what failed and why."""
+    import os
+    path = os.environ.get("CUDAPERF_TEST_FAILURES")
+    if path and report.failed:
+        with open(path, "a") as f:
+            f.write(f"=== {report.nodeid} ({report.when})\n{str(report.longrepr)[-3000:]}\n")

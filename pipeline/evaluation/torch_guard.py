@@ -16,7 +16,10 @@ import time
 import types
 
 import torch
+import torch._dynamo  # noqa: F401  (imported now: on import it rewraps torch functions such as
+#                        torch.manual_seed, which would otherwise read as tampering later)
 import torch.nn.functional as F
+import torch.utils.cpp_extension  # noqa: F401  (imported before the candidate and before privileges drop)
 from torch.utils._python_dispatch import TorchDispatchMode
 
 ALLOWED_OPS = {
