@@ -50,7 +50,7 @@ def apply_sandbox(hello: dict) -> dict:
         libc = ctypes.CDLL(None, use_errno=True)
         applied["network_isolated"] = libc.unshare(CLONE_NEWNET) == 0
     if hello.get("preload_torch"):  # imported before dropping privileges; CUDA starts later
-        import pipeline.evaluation.torch_guard  # noqa: F401
+        import pipeline.evaluation.torch_guard  # noqa: F401  (loaded while files are still readable)
     user = hello.get("user") or ""
     applied["user"] = _drop_privileges(user) if user and os.geteuid() == 0 else str(os.geteuid())
     return applied

@@ -85,15 +85,6 @@ class Driver:
     def free(self, ptr: int) -> None:
         self._check(self.lib.cuMemFree_v2(ctypes.c_uint64(ptr)), "cuMemFree")
 
-    def upload_from(self, ptr: int, host_address: int, nbytes: int) -> None:
-        self._check(self.lib.cuMemcpyHtoD_v2(ctypes.c_uint64(ptr), ctypes.c_void_p(host_address), ctypes.c_size_t(nbytes)), "cuMemcpyHtoD")
-
-    def download_to(self, host_address: int, ptr: int, nbytes: int) -> None:
-        self._check(self.lib.cuMemcpyDtoH_v2(ctypes.c_void_p(host_address), ctypes.c_uint64(ptr), ctypes.c_size_t(nbytes)), "cuMemcpyDtoH")
-
-    def copy(self, dst: int, src: int, nbytes: int) -> None:
-        self._check(self.lib.cuMemcpyDtoD_v2(ctypes.c_uint64(dst), ctypes.c_uint64(src), ctypes.c_size_t(nbytes)), "cuMemcpyDtoD")
-
     def memset_async(self, ptr: int, byte: int, nbytes: int, stream: int = 0) -> None:
         self._check(self.lib.cuMemsetD8Async(ctypes.c_uint64(ptr), ctypes.c_ubyte(byte), ctypes.c_size_t(nbytes),
                                              ctypes.c_void_p(stream)), "cuMemsetD8Async")

@@ -28,14 +28,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from pipeline.config import CompileSection, EvalSection
-from pipeline.evaluation import device_views, feedback
+from pipeline.evaluation import device_views
 from pipeline.evaluation.compile import CompileResult, Compiler
 from pipeline.evaluation.gate import check_candidate, cuda_sources_of
 from pipeline.evaluation.reference import (GroupData, build_c2cuda, build_torch2cuda, compare, poison_byte,
                                            TaskBroken, run_c_reference, to_device)
 from pipeline.evaluation.result_cache import ResultCache
 from pipeline.evaluation.sandbox import ChildFailed, ChildProcess
-from pipeline.evaluation.timing import summarize, time_calls
+from pipeline.evaluation.timing import time_calls
 from pipeline.records import Candidate, EvalResult, Finding, Task
 
 EVALUATOR_VERSION = "1"
@@ -121,9 +121,6 @@ class Evaluator:
                 first = results[unique[self._cache_key(task, cand)]]
                 results[i] = first.model_copy(update={"cached": True, "turn": cand.turn})
         return results
-
-    def message(self, result: EvalResult) -> str:
-        return feedback.format_feedback(result)
 
     # --- stages ---------------------------------------------------------------------------
     def _cache_key(self, task: Task, cand: Candidate) -> str:
@@ -343,5 +340,3 @@ class Evaluator:
         """The trusted side's use of the one timing function (for the PyTorch reference)."""
         return lambda call: time_calls(self.driver, call, self.flush_ptr, self.cfg.l2_flush_bytes,
                                        self.cfg.warmup_trials, trials, self.cfg.timing_budget_s)
-
-    summarize = staticmethod(summarize)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from pipeline.evaluation.reference import GroupData, TaskBroken
 from pipeline.evaluation.sandbox import ChildFailed, ChildProcess
+from pipeline.evaluation.timing import summarize
 from pipeline.records import Candidate, ConfigResult, EvalResult, Finding
 
 REJECTING_FLAGS = ("torch-compute-in-forward", "timing-tamper", "threads", "side-stream")
@@ -145,7 +146,7 @@ def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult]
                 _judge_reply(reply, f"timing on {cd.name}")
                 cand_ms += reply["times_ms"]
         _recheck_after_timing(ev, group, child, ci, cd, fmt)
-        cand, base = ev.summarize(cand_ms), ev.summarize(base_ms)
+        cand, base = summarize(cand_ms), summarize(base_ms)
         configs[ci].time, configs[ci].baseline_time = cand, base
         floor = 1e3 * max(cd.min_bytes / cfg.peak_bandwidth_bytes_per_s, cd.flops / cfg.peak_flops_per_s)
         configs[ci].floor_ms = floor or None

@@ -148,25 +148,28 @@ def demangle(names: list[str]) -> dict[str, str]:
     return out
 
 
+def _strip_trailing_group(s: str, open_: str, close: str) -> str:
+    """'f(int, g(x))' -> 'f': drop the balanced group that ends the text."""
+    depth = 0
+    for i in range(len(s) - 1, -1, -1):
+        depth += {close: 1, open_: -1}.get(s[i], 0)
+        if depth == 0:
+            return s[:i]
+    return s
+
+
 def base_name(name: str) -> str:
     """'void ns::tk<4>(float*)' -> 'tk'; '_Z5saxpyifPKfPf' -> 'saxpy' (without c++filt)."""
     if name.startswith("_Z"):
         return _mangled_base(name)
     s = name
     if s.endswith(")"):  # drop the parameter list
-        depth = 0
-        for i in range(len(s) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(s[i], 0)
-            if depth == 0:
-                s = s[:i]
-                break
+        s = _strip_trailing_group(s, "(", ")")
     while s.endswith(">"):  # drop trailing template arguments
-        depth = 0
-        for i in range(len(s) - 1, -1, -1):
-            depth += {">": 1, "<": -1}.get(s[i], 0)
-            if depth == 0:
-                s = s[:i]
-                break
+        shorter = _strip_trailing_group(s, "<", ">")
+        if shorter == s:  # unbalanced: leave it
+            break
+        s = shorter
     s = s.split("::")[-1]
     return s.split()[-1] if s.split() else name
 
