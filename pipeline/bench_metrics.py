@@ -1,0 +1,174 @@
+"""Benchmark arithmetic: per-sample outcomes in, correctness, fast_p, speedups, pass@k and turn curves out.
+
+Pure functions over `Outcome` records (one per evaluated sample and turn), tested by hand-checked
+numbers; `cudaperf bench` (bench.py) builds the outcomes and writes what these return.
+
+Definitions (KernelBench's, extended to several samples per task):
+- correct: the verdict is `correct`. `not_executed` (compiled where no GPU ran it) is never correct.
+- fast_p: a sample counts when it is correct AND its speedup is strictly above p, so fast_0 is the
+  correctness rate. `fast_p` is the mean over tasks of the share of a task's samples that count
+  (the expected fast_p of one sample); `fast_p_best` counts a task when any of its samples does.
+- speedups: over correct samples with a measured speedup; `mean` is arithmetic, `geomean` is
+  exp(mean(log)). Speedup is baseline time / candidate time (the evaluator's geometric mean over
+  its timing configurations).
+- pass@k: the unbiased estimator of Chen et al. (2021), 1 - C(n-c, k) / C(n, k), per task with n
+  samples of which c are correct, averaged over tasks; reported for k <= n.
+- per-turn curves (multi-turn episodes): at turn t, a sample's state is the best of its turns
+  1..t (an episode that stopped early keeps its last state), so the curves never fall.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
+# Verdicts of a candidate that compiled, and of one that ran on a GPU. `rejected` is in neither
+# list: whether a rejected candidate compiled or ran depends on the stage that rejected it
+# (`Outcome.compiled` / `Outcome.executed` carry the answer for each sample).
+COMPILED_VERDICTS = ("not_executed", "runtime_error", "timeout", "incorrect", "correct")
+EXECUTED_VERDICTS = ("runtime_error", "timeout", "incorrect", "correct")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One evaluated turn of one sample. `speedup`: against the suite's baseline (eager PyTorch or
+    the naive CUDA version), None unless correct and timed; `speedup_compiled`: against
+    torch.compile, None where it was not measured."""
+    task_id: str
+    sample: int
+    turn: int
+    verdict: str
+    speedup: float | None = None
+    speedup_compiled: float | None = None
+    compiled: bool = False
+    executed: bool = False
+
+    @property
+    def correct(self) -> bool:
+        return self.verdict == "correct"
+
+
+def geomean(values: Iterable[float]) -> float | None:
+    """Geometric mean of positive numbers; None for none. A non-positive value is a bug."""
+    vals = list(values)
+    if not vals:
+        return None
+    if any(v <= 0 or not math.isfinite(v) for v in vals):
+        raise ValueError(f"geomean needs positive finite values, got {vals}")
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of one task: n samples, c of them correct (Chen et al. 2021)."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    prod = 1.0
+    for i in range(n - c + 1, n + 1):  # C(n-c, k) / C(n, k) = prod_{i=n-c+1}^{n} (1 - k / i)
+        prod *= 1.0 - k / i
+    return 1.0 - prod
+
+
+def counts(outcome: Outcome, p: float, baseline: str = "speedup") -> bool:
+    """Whether a sample counts towards fast_p: correct and speedup (of `baseline`) strictly above p."""
+    s = getattr(outcome, baseline)
+    return outcome.correct and s is not None and s > p
+
+
+def by_task(outcomes: Iterable[Outcome]) -> dict[str, list[Outcome]]:
+    """Outcomes grouped by task id, in first-seen order."""
+    groups: dict[str, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        groups[o.task_id].append(o)
+    return dict(groups)
+
+
+def fast_p(outcomes: Sequence[Outcome], p: float, baseline: str = "speedup") -> tuple[float, float]:
+    """(fast_p, fast_p_best) over the tasks in `outcomes` (one outcome per sample; module docstring)."""
+    groups = by_task(outcomes)
+    if not groups:
+        return 0.0, 0.0
+    mean_share = sum(sum(counts(o, p, baseline) for o in g) / len(g) for g in groups.values()) / len(groups)
+    best = sum(any(counts(o, p, baseline) for o in g) for g in groups.values()) / len(groups)
+    return mean_share, best
+
+
+def speedup_stats(outcomes: Sequence[Outcome], baseline: str = "speedup") -> dict:
+    """Mean and geometric mean speedup over correct samples that have one, and how many there were."""
+    values = [getattr(o, baseline) for o in outcomes if o.correct and getattr(o, baseline) is not None]
+    return {"n": len(values), "mean": (sum(values) / len(values)) if values else None, "geomean": geomean(values)}
+
+
+def pass_at_ks(outcomes: Sequence[Outcome]) -> dict[str, float]:
+    """pass@k averaged over tasks for k = 1, 2, 4, ... up to the fewest samples any task has."""
+    groups = by_task(outcomes)
+    if not groups:
+        return {}
+    n_min = min(len(g) for g in groups.values())
+    ks = [k for k in (1, 2, 4, 8, 16, 32, 64, 128) if k <= n_min]
+    if n_min not in ks:
+        ks.append(n_min)
+    return {f"pass@{k}": sum(pass_at_k(len(g), sum(o.correct for o in g), k) for g in groups.values()) / len(groups)
+            for k in ks}
+
+
+def summarize(outcomes: Sequence[Outcome]) -> dict:
+    """Every headline number for one sample per (task, sample) outcome (one turn each)."""
+    n = len(outcomes)
+    verdicts: dict[str, int] = defaultdict(int)
+    for o in outcomes:
+        verdicts[o.verdict] += 1
+    summary = {
+        "tasks": len(by_task(outcomes)), "samples": n, "verdicts": dict(sorted(verdicts.items())),
+        "compile_rate": sum(o.compiled for o in outcomes) / n if n else 0.0,
+        "execute_rate": sum(o.executed for o in outcomes) / n if n else 0.0,
+        "correct_rate": sum(o.correct for o in outcomes) / n if n else 0.0,
+        "fast_p": {}, "fast_p_best": {},
+        "speedup": speedup_stats(outcomes),
+        "pass_at_k": pass_at_ks(outcomes),
+    }
+    for p in FAST_P_THRESHOLDS:
+        summary["fast_p"][f"{p:g}"], summary["fast_p_best"][f"{p:g}"] = fast_p(outcomes, p)
+    if any(o.speedup_compiled is not None for o in outcomes):
+        summary["speedup_compiled"] = speedup_stats(outcomes, "speedup_compiled")
+        summary["fast_p_compiled"] = {f"{p:g}": fast_p(outcomes, p, "speedup_compiled")[0]
+                                      for p in FAST_P_THRESHOLDS}
+    return summary
+
+
+def final_outcomes(outcomes: Sequence[Outcome], upto_turn: int | None = None) -> list[Outcome]:
+    """Per (task, sample), the best turn among turns <= upto_turn (all turns when None).
+
+    Best: correct beats everything, then the higher speedup; then executed, then compiled; ties
+    go to the later turn."""
+    def rank(o: Outcome) -> tuple:
+        return (o.correct, o.speedup if o.speedup is not None else -1.0, o.executed, o.compiled, o.turn)
+    best: dict[tuple[str, int], Outcome] = {}
+    for o in outcomes:
+        if upto_turn is not None and o.turn > upto_turn:
+            continue
+        key = (o.task_id, o.sample)
+        if key not in best or rank(o) > rank(best[key]):
+            best[key] = o
+    return list(best.values())
+
+
+def turn_curves(outcomes: Sequence[Outcome]) -> list[dict]:
+    """Per turn t (0-based turn index, reported 1-based), the headline numbers of the best-so-far states."""
+    if not outcomes:
+        return []
+    curves = []
+    for t in range(max(o.turn for o in outcomes) + 1):
+        states = final_outcomes(outcomes, upto_turn=t)
+        entry = {"turn": t + 1, "correct_rate": sum(o.correct for o in states) / len(states),
+                 "execute_rate": sum(o.executed for o in states) / len(states),
+                 "compile_rate": sum(o.compiled for o in states) / len(states),
+                 "samples_with_this_turn": sum(o.turn == t for o in outcomes)}
+        for p in FAST_P_THRESHOLDS:
+            entry[f"fast_{p:g}"] = fast_p(states, p)[0]
+        entry["geomean_speedup"] = speedup_stats(states)["geomean"]
+        curves.append(entry)
+    return curves
