@@ -3,7 +3,7 @@
 Each shell builds one core object from `pipeline/evaluation` and forwards calls to it; the domain
 logic (gate, compile, sandboxed run, check, timing, features) lives there and runs without Ray.
 Resources are set here from what the driver passes, never inside the actors:
-- evaluators: one actor per GPU (`num_gpus=1`, so Ray sets CUDA_VISIBLE_DEVICES, and the
+- evaluators: `eval.workers_per_gpu` actors per GPU (`num_gpus=1/k`, so Ray sets CUDA_VISIBLE_DEVICES, and the
   evaluator's candidate child processes inherit it); with no GPU, one CPU evaluator whose
   results say `not_executed`.
 - compilers: `compile_cfg.workers` CPU actors, one CPU each (nvcc runs in their child processes).
@@ -94,8 +94,9 @@ def make_evaluator_pool(eval_cfg: EvalSection, compile_cfg: CompileSection,
         raise ValueError(f"make_evaluator_pool: num_gpus_available = {num_gpus_available}; pass 0 for a "
                          "CPU-only evaluator or the number of GPUs given to evaluation")
     use_gpu = num_gpus_available > 0
-    size = num_gpus_available if use_gpu else 1
-    options = {"num_cpus": 1, "num_gpus": 1 if use_gpu else 0, **_NO_RAY_RESTARTS}
+    per_gpu = eval_cfg.workers_per_gpu if use_gpu else 1
+    size = num_gpus_available * per_gpu if use_gpu else 1
+    options = {"num_cpus": 1, "num_gpus": 1 / per_gpu if use_gpu else 0, **_NO_RAY_RESTARTS}
     remote_cls = ray.remote(EvaluatorActor)
 
     def make_actor(slot: int) -> ActorHandle:

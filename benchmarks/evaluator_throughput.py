@@ -7,7 +7,9 @@
    in a fresh process that builds, checks and times it beside the reference
    (benchmarks/conventional_eval.py), as many at once as the host's cores allow.
 2. This evaluator: every c2cuda and light implementation of the built-in tasks (the same 8 light
-   ones included) through the Ray compile pool and one GPU evaluator, caches empty.
+   ones included) through the Ray compile pool and the evaluator pool of one GPU, caches empty;
+   once with one evaluator on the GPU and once with `--workers-per-gpu` evaluators sharing it
+   (correctness work overlaps, timing stays exclusive), side by side.
 3. Verdict agreement on the 8 shared candidates.
 4. Timing stability: one kernel timed in 10 separate evaluations; spread of the medians.
 Figures go to JSON with the machine, versions and date.
@@ -107,7 +109,7 @@ def conventional(tasks: dict, workdir: Path) -> dict:
             "per_candidate": {tid: r for tid, r in zip(SHARED, results)}}
 
 
-def ours(tasks: dict, cfg) -> dict:
+def ours(tasks: dict, cfg, workers_per_gpu: int) -> dict:
     import ray
     from actors.evaluation import evaluate_groups, make_compiler_pool, make_evaluator_pool
     groups = []
@@ -117,9 +119,10 @@ def ours(tasks: dict, cfg) -> dict:
         if cands:
             groups.append((task, cands))
     n = sum(len(c) for _, c in groups)
+    cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"workers_per_gpu": workers_per_gpu})})
     ray.init(num_cpus=os.cpu_count(), num_gpus=1, include_dashboard=False, log_to_driver=False)
     with make_compiler_pool(cfg.compile, 1) as compilers, make_evaluator_pool(cfg.eval, cfg.compile, 1) as evaluators:
-        evaluators.map("ping", [()])  # the evaluator's own start-up is not counted
+        evaluators.map("ping", [()] * evaluators.size)  # the evaluators' own start-up is not counted
         compilers.map("ping", [()] * compilers.size)
         t0 = time.perf_counter()
         results = evaluate_groups(compilers, evaluators, groups)
@@ -134,7 +137,7 @@ def ours(tasks: dict, cfg) -> dict:
     verdicts: dict[str, int] = {}
     for v in per.values():
         verdicts[v["verdict"]] = verdicts.get(v["verdict"], 0) + 1
-    return {"candidates": n, "wall_s": wall, "seconds_per_candidate": wall / n,
+    return {"workers_per_gpu": workers_per_gpu, "candidates": n, "wall_s": wall, "seconds_per_candidate": wall / n,
             "candidates_per_minute_per_gpu": 60 * n / wall, "verdicts": verdicts, "per_candidate": per}
 
 
@@ -171,14 +174,20 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--skip-conventional", action="store_true")
+    ap.add_argument("--workers-per-gpu", type=int, default=4, help="evaluators sharing the GPU in the second run")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="cudaperf-bench-"))
-    cfg = load_config(None, ["eval.result_cache_dir=", f"compile.cache_dir={work}/cache",
-                             f"compile.workers={max(2, (os.cpu_count() or 4) - 4)}"])
+    def config(cache: str):  # each run starts from an empty compile cache
+        return load_config(None, ["eval.result_cache_dir=", f"compile.cache_dir={work}/{cache}",
+                                  f"compile.workers={max(2, (os.cpu_count() or 4) - 4)}"])
+    cfg = config("cache")
     tasks = {t.id: t for t in load_tasks("builtin")}
     report = {"machine": machine()}
-    report["ours"] = ours(tasks, cfg)
-    print("ours:", {k: v for k, v in report["ours"].items() if k != "per_candidate"}, flush=True)
+    report["ours_one_worker"] = ours(tasks, config("cache-1"), 1)
+    print("ours, 1 evaluator:", {k: v for k, v in report["ours_one_worker"].items() if k != "per_candidate"}, flush=True)
+    report["ours"] = ours(tasks, cfg, args.workers_per_gpu)
+    print(f"ours, {args.workers_per_gpu} evaluators:",
+          {k: v for k, v in report["ours"].items() if k != "per_candidate"}, flush=True)
     report["stability"] = [stability(tasks, cfg, "c2cuda/saxpy"), stability(tasks, cfg, "c2cuda/sgemm")]
     print("stability:", json.dumps(report["stability"])[:1500], flush=True)
     if not args.skip_conventional:
@@ -196,6 +205,8 @@ def main() -> None:
         report["agreement"] = agree
         report["rate_ratio"] = (report["ours"]["candidates_per_minute_per_gpu"] /
                                 conv["candidates_per_minute_per_gpu"])
+        report["rate_ratio_one_worker"] = (report["ours_one_worker"]["candidates_per_minute_per_gpu"] /
+                                           conv["candidates_per_minute_per_gpu"])
         print("rate ratio:", report["rate_ratio"], "agreement:", sum(v["agree"] for v in agree.values()), "/", len(agree))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2))

@@ -4,6 +4,11 @@
   cudaperf verify [--config FILE] [--out FILE] [section.key=value ...]
   cudaperf analyze FILE.cu [--block N] [--arch sm_90]
   cudaperf config [--config FILE] [section.key=value ...]
+  cudaperf data build|stats|measure ...      (pipeline/data/cli.py)
+  cudaperf rank train|eval ...               (pipeline/ranker/cli.py)
+  cudaperf train --config FILE [--resume]    (pipeline/rl/train.py)
+  cudaperf sft --config FILE                 (pipeline/sft.py)
+  cudaperf bench --model PATH --suite ...    (pipeline/bench.py)
 
 User errors (bad config, missing file, no nvcc) end with one line naming the problem and the fix
 and exit status 2; a candidate's failure is a verdict, never an error of the command.
@@ -84,9 +89,21 @@ def cmd_verify(args) -> int:
     return 0 if report["summary"]["failed"] == 0 else 1
 
 
-def cmd_analyze(argv: list[str]) -> int:
-    from pipeline.structure.analyze import main_analyze
-    return main_analyze(argv)
+# Subcommands that own their argument parsing: name -> (module, function taking argv, help line).
+MODULE_COMMANDS = {
+    "analyze": ("pipeline.structure.analyze", "main_analyze", "structural analysis of a CUDA file"),
+    "data": ("pipeline.data.cli", "main", "build, measure and summarise the task dataset"),
+    "rank": ("pipeline.ranker.cli", "main", "train and evaluate the pairwise program ranker"),
+    "train": ("pipeline.rl.train", "main", "multi-turn RL training on Ray"),
+    "sft": ("pipeline.sft", "main", "supervised warm start of the policy"),
+    "bench": ("pipeline.bench", "main", "benchmark a policy or a directory of answers"),
+}
+
+
+def run_module_command(name: str, argv: list[str]) -> int:
+    import importlib
+    module, fn, _ = MODULE_COMMANDS[name]
+    return getattr(importlib.import_module(module), fn)(argv)
 
 
 def cmd_config(args) -> int:
@@ -115,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_config(sub.add_parser("verify", help="evaluate every known implementation of the task set"))
     p.add_argument("--out", default=None, help="write the JSON report here")
     p.set_defaults(fn=cmd_verify)
-    sub.add_parser("analyze", help="structural analysis of a CUDA file (see cudaperf analyze -h)", add_help=False)
+    for name, (_, _, help_line) in MODULE_COMMANDS.items():
+        sub.add_parser(name, help=f"{help_line} (see cudaperf {name} -h)", add_help=False)
     p = with_config(sub.add_parser("config", help="print the resolved configuration"))
     p.add_argument("--describe", action="store_true", help="list every key with its default and meaning")
     p.set_defaults(fn=cmd_config)
@@ -125,8 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv and argv[0] == "analyze":
-            return cmd_analyze(argv[1:])
+        if argv and argv[0] in MODULE_COMMANDS:
+            return run_module_command(argv[0], argv[1:])
         parser = build_parser()
         args, extra = parser.parse_known_args(argv)  # overrides may follow flags such as --json
         unknown = [e for e in extra if e.startswith("-") or "=" not in e]

@@ -16,12 +16,9 @@ candidate, task, evaluator version and GPU.
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import math
 import os
 import secrets
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -30,6 +27,7 @@ from dataclasses import dataclass
 from pipeline.config import CompileSection, EvalSection
 from pipeline.evaluation import device_views
 from pipeline.evaluation.compile import CompileResult, Compiler
+from pipeline.evaluation.gpu_lock import GpuLock
 from pipeline.evaluation.gate import check_candidate, cuda_sources_of
 from pipeline.evaluation.reference import (GroupData, build_c2cuda, build_torch2cuda, compare, poison_byte,
                                            TaskBroken, run_c_reference, to_device)
@@ -62,7 +60,7 @@ class Evaluator:
         self.child_user = eval_cfg.unprivileged_user
         self.sandbox_note = ""
         self.visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        self._gpu_lock = threading.Lock()
+        self.gpu_lock = GpuLock(self.visible)  # shared for correctness work, exclusive for timing
         if use_gpu:
             from pipeline.evaluation.cuda_driver import Driver
             self.driver = Driver(0)
@@ -192,28 +190,35 @@ class Evaluator:
                 self._run_c_reference(group)
             else:
                 group = build_torch2cuda(task, seed, init_seed=secrets.randbits(31))
-            to_device(group)
+            with self.gpu_lock.shared():
+                to_device(group)
         except TaskBroken:
             raise
         except Exception as e:  # the task's reference itself failed: report it, never blame a candidate
             raise TaskBroken(f"task {task.id}: building inputs or running the reference failed: "
                              f"{type(e).__name__}: {e}") from e
         try:
-            for buf in group.buffers:
-                buf.ptr = self.driver.alloc(buf.nbytes)
-                buf.handle = self.driver.ipc_export(buf.ptr)
-                buf.view = device_views.view(buf.ptr, buf.shape, buf.dtype)
-            self.driver.make_current()
-            if task.kind == "c2cuda":
-                self._c2cuda_references(group)
-            else:
-                group.time_reference = lambda ci, trials: self.timer(trials)(group.reference_calls[ci])
+            with self.gpu_lock.shared():
+                self._fill_group(group)
         except BaseException as e:
             self._release_group(group)
             if isinstance(e, ChildFailed):
                 raise TaskBroken(f"task {task.id}: the naive baseline's process failed: {e}") from e
             raise
         return group
+
+    def _fill_group(self, group: GroupData) -> None:
+        """Device buffers, exported for the children, and the reference outputs at timing sizes."""
+        task = group.task
+        for buf in group.buffers:
+            buf.ptr = self.driver.alloc(buf.nbytes)
+            buf.handle = self.driver.ipc_export(buf.ptr)
+            buf.view = device_views.view(buf.ptr, buf.shape, buf.dtype)
+        self.driver.make_current()
+        if task.kind == "c2cuda":
+            self._c2cuda_references(group)
+        else:
+            group.time_reference = lambda ci, trials: self.timer(trials)(group.reference_calls[ci])
 
     def _run_c_reference(self, group: GroupData) -> None:
         task = group.task
@@ -309,7 +314,7 @@ class Evaluator:
         from pipeline.evaluation.runner import run_candidate, start_candidate
 
         def start(k: int):
-            with self._gpu_lock:  # never overlaps a timing phase
+            with self.gpu_lock.shared():  # never overlaps a timing phase
                 return start_candidate(self, group, cands[k], preps[k])
         with ThreadPoolExecutor(max_workers=1) as ahead:
             upcoming = ahead.submit(start, 0)
@@ -323,18 +328,6 @@ class Evaluator:
             finally:
                 if upcoming is not None and upcoming.result().child is not None:
                     upcoming.result().child.close()
-
-    @contextlib.contextmanager
-    def exclusive_gpu(self):
-        """Timing is exclusive on a GPU: no child starts meanwhile, and other evaluator processes
-        sharing the GPU wait (file lock)."""
-        path = f"/tmp/cudaperf-gpu-{(self.visible or '0').replace(',', '_')}.lock"
-        with self._gpu_lock, open(path, "w") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
 
     def timer(self, trials: int):
         """The trusted side's use of the one timing function (for the PyTorch reference)."""

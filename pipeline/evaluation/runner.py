@@ -78,24 +78,8 @@ def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started)
             raise started.failure
         _judge_reply(started.reply, "loading the candidate")
         t0 = time.perf_counter()
-        for ci, cd in enumerate(group.configs):
-            if not cd.check:
-                continue
-            for si in range(2):
-                ev._stage_inputs(group, cd, si)
-                try:
-                    reply = child.request({"op": "call", "config": ci}, cfg.run_timeout_s)
-                except ChildFailed as e:
-                    raise _child_failure(e, f"config {cd.name}") from None
-                _judge_reply(reply, f"config {cd.name}")
-                ok, err, why, mutated = ev._check_config(group, cd, si)
-                configs[ci].passed, configs[ci].max_error = ok, (err if math.isfinite(err) else None)
-                if mutated:
-                    raise Stop("rejected", f"config {cd.name}: {why}", ["input-mutation"])
-                if not ok:
-                    second = " on the second call with new inputs in the same buffers" if si else ""
-                    configs[ci].error = why
-                    raise Stop("incorrect", f"config {cd.name}{second}: {why}")
+        with ev.gpu_lock.shared():
+            _check_all(ev, group, child, configs)
         stage["check"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         speedup = _time(ev, group, child, configs, cand.format)
@@ -124,6 +108,29 @@ def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started)
                     features=features)
 
 
+def _check_all(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult]) -> None:
+    """Every check configuration, twice with fresh inputs in the same buffers; a Stop on the first failure."""
+    cfg = ev.cfg
+    for ci, cd in enumerate(group.configs):
+        if not cd.check:
+            continue
+        for si in range(2):
+            ev._stage_inputs(group, cd, si)
+            try:
+                reply = child.request({"op": "call", "config": ci}, cfg.run_timeout_s)
+            except ChildFailed as e:
+                raise _child_failure(e, f"config {cd.name}") from None
+            _judge_reply(reply, f"config {cd.name}")
+            ok, err, why, mutated = ev._check_config(group, cd, si)
+            configs[ci].passed, configs[ci].max_error = ok, (err if math.isfinite(err) else None)
+            if mutated:
+                raise Stop("rejected", f"config {cd.name}: {why}", ["input-mutation"])
+            if not ok:
+                second = " on the second call with new inputs in the same buffers" if si else ""
+                configs[ci].error = why
+                raise Stop("incorrect", f"config {cd.name}{second}: {why}")
+
+
 def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult], fmt: str) -> float | None:
     """Alternate baseline and candidate rounds on each timing config; returns the geomean speedup."""
     cfg = ev.cfg
@@ -134,7 +141,7 @@ def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult]
             continue
         ev._stage_inputs(group, cd, 0)
         base_ms, cand_ms = [], []
-        with ev.exclusive_gpu():
+        with ev.gpu_lock.exclusive():
             for _ in range(cfg.timing_rounds):
                 base_ms += group.time_reference(ci, per_round)
                 try:
@@ -145,7 +152,8 @@ def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult]
                     raise _child_failure(e, f"timing on {cd.name}") from None
                 _judge_reply(reply, f"timing on {cd.name}")
                 cand_ms += reply["times_ms"]
-        _recheck_after_timing(ev, group, child, ci, cd, fmt)
+        with ev.gpu_lock.shared():
+            _recheck_after_timing(ev, group, child, ci, cd, fmt)
         cand, base = summarize(cand_ms), summarize(base_ms)
         configs[ci].time, configs[ci].baseline_time = cand, base
         floor = 1e3 * max(cd.min_bytes / cfg.peak_bandwidth_bytes_per_s, cd.flops / cfg.peak_flops_per_s)

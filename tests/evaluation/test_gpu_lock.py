@@ -1,0 +1,66 @@
+"""The GPU lock: correctness work overlaps, a timing phase excludes everything and is not starved."""
+import threading
+import time
+
+from pipeline.evaluation.gpu_lock import GpuLock
+
+
+def hold(lock_cm, entered: threading.Event, release: threading.Event, log: list, name: str):
+    with lock_cm():
+        log.append(f"{name} in")
+        entered.set()
+        release.wait(10)
+        log.append(f"{name} out")
+
+
+def start(target, *args) -> threading.Thread:
+    t = threading.Thread(target=target, args=args, daemon=True)
+    t.start()
+    return t
+
+
+def test_shared_holders_overlap_and_timing_waits_for_them(tmp_path):
+    lock, log = GpuLock("3", str(tmp_path)), []
+    a_in, a_go, b_in, b_go, c_in, c_go = (threading.Event() for _ in range(6))
+    start(hold, lock.shared, a_in, a_go, log, "a")
+    assert a_in.wait(5)
+    start(hold, lock.shared, b_in, b_go, log, "b")
+    assert b_in.wait(5), "a second shared holder must enter while the first holds the lock"
+    tc = start(hold, lock.exclusive, c_in, c_go, log, "c")
+    assert not c_in.wait(0.3), "timing must not start while correctness work holds the GPU"
+    a_go.set()
+    b_go.set()
+    assert c_in.wait(5)
+    c_go.set()
+    tc.join(5)
+    assert log.index("c in") > max(log.index("a out"), log.index("b out"))
+
+
+def test_waiting_timer_keeps_new_shared_holders_out(tmp_path):
+    lock, log = GpuLock("0", str(tmp_path)), []
+    a_in, a_go, c_in, c_go, d_in, d_go = (threading.Event() for _ in range(6))
+    start(hold, lock.shared, a_in, a_go, log, "a")
+    assert a_in.wait(5)
+    start(hold, lock.exclusive, c_in, c_go, log, "c")
+    time.sleep(0.2)  # c is now waiting on the lock
+    td = start(hold, lock.shared, d_in, d_go, log, "d")
+    assert not d_in.wait(0.3), "a new shared holder must queue behind a waiting timer"
+    a_go.set()
+    assert c_in.wait(5)
+    assert not d_in.is_set()
+    c_go.set()
+    assert d_in.wait(5)
+    d_go.set()
+    td.join(5)
+    assert log == ["a in", "a out", "c in", "c out", "d in", "d out"]
+
+
+def test_locks_are_per_gpu(tmp_path):
+    busy, free = GpuLock("0", str(tmp_path)), GpuLock("1", str(tmp_path))
+    a_in, a_go, b_in, b_go = (threading.Event() for _ in range(4))
+    start(hold, busy.exclusive, a_in, a_go, [], "a")
+    assert a_in.wait(5)
+    start(hold, free.exclusive, b_in, b_go, [], "b")
+    assert b_in.wait(5), "timing on another GPU must not wait"
+    a_go.set()
+    b_go.set()
