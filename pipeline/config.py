@@ -61,6 +61,9 @@ class EvalSection(Section):
     unprivileged_user: str = Field("nobody", description="user the child runs as when the evaluator is root; '' keeps the user")
     result_cache_dir: str = Field("~/.cache/cudaperf/results", description="EvalResult cache by content; '' disables")
     max_retries: int = Field(2, description="times a candidate is resubmitted after its actor died")
+    compile_baseline: bool = Field(False, description="torch2cuda: also time the reference under torch.compile (where "
+                                   "it builds) and report speedup_compiled; costs a compilation per configuration "
+                                   "and group (cudaperf bench turns it on for KernelBench)")
 
 
 class ModelSection(Section):
@@ -213,6 +216,33 @@ class LearnerSection(Section):
                                    "buckets of about this size")
 
 
+class SFTSection(Section):
+    """The supervised warm start, `cudaperf sft` (pipeline/sft.py). Optimiser settings come from `learner`;
+    sampling (rejection mode, held-out check) from `rollout`; the model to start from is `model.path`."""
+    mode: Literal["supervised", "rejection"] = Field("supervised", description="supervised: train on the tasks' known "
+                                                     "implementations; rejection: sample the policy, evaluate, train "
+                                                     "on the samples whose verdict is in rejection_keep")
+    output_dir: str = Field("", description="where the Hugging Face checkpoint (model + tokenizer) is written; '' "
+                            "writes run.output_dir/run.name/sft")
+    epochs: int = Field(1, ge=1, description="passes over the training pairs (in rejection mode: per round)")
+    max_train_s: float | None = Field(None, gt=0, description="stop training after this many seconds (checked between "
+                                      "optimizer steps); null runs every epoch")
+    sequences_per_step: int = Field(32, ge=1, description="training sequences (prompt + response) per optimizer step")
+    keep_fastest_per_task: int = Field(0, ge=0, description="supervised: keep this many implementations per task, "
+                                       "fastest first (measured times in pipeline/data/measured/ when present, "
+                                       "strategy order otherwise); 0 keeps all")
+    rename_copies_per_pair: int = Field(0, ge=0, description="c2cuda: extra copies of each pair with the function "
+                                        "renamed, so the policy learns to take the name from the prompt")
+    rejection_rounds: int = Field(1, ge=1, description="rejection: rounds of sample, evaluate, keep, train")
+    rejection_keep: list[Literal["correct", "not_executed", "incorrect"]] = Field(
+        ["correct"], description="rejection: verdicts of the samples trained on (not_executed only for CPU tests)")
+    heldout_source: str = Field("", description="task source sampled after training to report compile, execute and "
+                                "correct rates (e.g. 'generated:test'); '' skips the check")
+    heldout_samples_per_task: int = Field(4, ge=1, description="samples per held-out task in that check")
+    log_every_steps: int = Field(10, ge=1, description="optimizer steps between progress lines; every step is "
+                                 "logged to the JSONL file")
+
+
 class RunConfig(Section):
     run: RunSection = Field(default_factory=RunSection)
     tasks: TasksSection = Field(default_factory=TasksSection)
@@ -223,6 +253,7 @@ class RunConfig(Section):
     reward: RewardSection = Field(default_factory=RewardSection)
     rl: RLSection = Field(default_factory=RLSection)
     learner: LearnerSection = Field(default_factory=LearnerSection)
+    sft: SFTSection = Field(default_factory=SFTSection)
 
 
 class ConfigError(ValueError):

@@ -130,6 +130,8 @@ class ConfigResult(Record):
     error: str = ""
     time: Timing | None = None
     baseline_time: Timing | None = None
+    compiled_baseline_time: Timing | None = Field(default=None, description="torch2cuda: the reference under "
+                                                  "torch.compile, when eval.compile_baseline is on and it builds")
     floor_ms: float | None = Field(default=None, description="roofline floor: fastest time the hardware allows")
 
 
@@ -153,6 +155,8 @@ class EvalResult(Record):
     compile_log: str = ""
     configs: list[ConfigResult] = Field(default_factory=list)
     speedup: float | None = Field(default=None, description="baseline time / candidate time, geometric mean over timed configs")
+    speedup_compiled: float | None = Field(default=None, description="torch.compile reference time / candidate time, "
+                                           "geometric mean over timed configs (torch2cuda, eval.compile_baseline)")
     features: dict[str, float | int | str | bool] = Field(default_factory=dict)
     flags: list[str] = Field(default_factory=list, description="anti-hack rules raised")
     findings: list[Finding] = Field(default_factory=list)

@@ -122,7 +122,9 @@ class Evaluator:
 
     # --- stages ---------------------------------------------------------------------------
     def _cache_key(self, task: Task, cand: Candidate) -> str:
-        return f"{cand.content_hash()}-{task.content_hash()}-{EVALUATOR_VERSION}-{self.gpu_name.replace(' ', '_')}"
+        compiled = "-tc" if self.cfg.compile_baseline and task.kind == "torch2cuda" else ""  # results with that timing
+        return (f"{cand.content_hash()}-{task.content_hash()}-{EVALUATOR_VERSION}-{self.gpu_name.replace(' ', '_')}"
+                f"{compiled}")
 
     def _base(self, task: Task, cand: Candidate, verdict: str, reason: str = "", **kw) -> EvalResult:
         return EvalResult(task_id=task.id, candidate_hash=cand.content_hash(), format=cand.format, turn=cand.turn,
@@ -189,7 +191,8 @@ class Evaluator:
                 group = build_c2cuda(task, seed)
                 self._run_c_reference(group)
             else:
-                group = build_torch2cuda(task, seed, init_seed=secrets.randbits(31))
+                group = build_torch2cuda(task, seed, init_seed=secrets.randbits(31),
+                                         compiled=self.cfg.compile_baseline)
             with self.gpu_lock.shared():
                 to_device(group)
         except TaskBroken:
@@ -219,6 +222,7 @@ class Evaluator:
             self._c2cuda_references(group)
         else:
             group.time_reference = lambda ci, trials: self.timer(trials)(group.reference_calls[ci])
+            group.time_compiled = lambda ci, trials: self.timer(trials)(group.compiled_calls[ci])
 
     def _run_c_reference(self, group: GroupData) -> None:
         task = group.task

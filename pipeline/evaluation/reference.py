@@ -71,6 +71,8 @@ class GroupData:
     reference_label: str = ""
     baseline_child: object = None  # c2cuda: the child running the naive baseline for this group
     reference_calls: list = field(default_factory=list)  # torch2cuda: per config, runs the reference once
+    compiled_calls: list = field(default_factory=list)  # torch2cuda: per config, the torch.compile'd reference or None
+    time_compiled: object = None  # callable(config_index, trials) -> list[float], set when compiled_calls exist
 
 
 def _fill(rng: np.random.Generator, dtype: str, n: int, init: tuple) -> np.ndarray:
@@ -163,7 +165,9 @@ def load_reference_module(task: Task, params: dict) -> dict:
     return namespace
 
 
-def build_torch2cuda(task: Task, seed: int, init_seed: int) -> GroupData:
+def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = False) -> GroupData:
+    """The group of a torch2cuda task; with `compiled`, also each configuration's reference under
+    torch.compile (built and run once here; None where it does not build)."""
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -232,7 +236,25 @@ def build_torch2cuda(task: Task, seed: int, init_seed: int) -> GroupData:
                 model(*inputs)
         return run
     return GroupData(task, buffers, configs, reference_label="PyTorch eager",
-                     reference_calls=[call(m, x) for m, x in runners])
+                     reference_calls=[call(m, x) for m, x in runners],
+                     compiled_calls=[_compiled_call(m, x) for m, x in runners] if compiled else [])
+
+
+def _compiled_call(model, inputs):
+    """A call of `model` under torch.compile, built by one run here; None where it does not build."""
+    import torch
+    try:
+        compiled = torch.compile(model)
+        with torch.no_grad():
+            compiled(*inputs)
+        torch.cuda.synchronize()
+    except Exception:  # any failure of torch.compile on this reference: it then has no compiled baseline
+        return None
+
+    def run():
+        with torch.no_grad():
+            compiled(*inputs)
+    return run
 
 
 

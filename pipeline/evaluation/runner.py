@@ -71,7 +71,7 @@ def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started)
     stage = dict(prep.stage_s, load=started.load_s)
     findings = list(prep.findings)
     configs = [ConfigResult(name=cd.name) for cd in group.configs]
-    verdict, reason, flags, speedup = "correct", "", [], None
+    verdict, reason, flags, speedup, speedup_compiled = "correct", "", [], None, None
     child = started.child
     try:
         if started.failure is not None:
@@ -82,7 +82,7 @@ def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started)
             _check_all(ev, group, child, configs)
         stage["check"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        speedup = _time(ev, group, child, configs, cand.format)
+        speedup, speedup_compiled = _time(ev, group, child, configs, cand.format)
         stage["timing"] = time.perf_counter() - t0
     except Stop as stop:
         verdict, reason, flags = stop.verdict, stop.reason, stop.flags
@@ -104,6 +104,7 @@ def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started)
     if fractions and verdict == "correct":  # achieved share of the roofline (1 = at the hardware limit)
         features["roofline.fraction"] = round(math.exp(sum(map(math.log, fractions)) / len(fractions)), 6)
     return ev._base(task, cand, verdict, reason, configs=configs, speedup=speedup if verdict == "correct" else None,
+                    speedup_compiled=speedup_compiled if verdict == "correct" else None,
                     flags=flags, findings=findings, stage_s=stage, compile_log=prep.comp.ptxas_log,
                     features=features)
 
@@ -131,19 +132,24 @@ def _check_all(ev, group: GroupData, child: ChildProcess, configs: list[ConfigRe
                 raise Stop("incorrect", f"config {cd.name}{second}: {why}")
 
 
-def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult], fmt: str) -> float | None:
-    """Alternate baseline and candidate rounds on each timing config; returns the geomean speedup."""
+def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult],
+          fmt: str) -> tuple[float | None, float | None]:
+    """Alternate baseline and candidate rounds on each timing config; returns the geomean speedups over
+    the baseline and over the torch.compile'd reference (None unless it built for every timed config)."""
     cfg = ev.cfg
     per_round = max(cfg.timing_trials // cfg.timing_rounds, 5)
-    logs = []
+    logs, compiled_logs = [], []
     for ci, cd in enumerate(group.configs):
         if not cd.time:
             continue
         ev._stage_inputs(group, cd, 0)
-        base_ms, cand_ms = [], []
+        base_ms, cand_ms, compiled_ms = [], [], []
+        compiled_call = group.compiled_calls[ci] if group.compiled_calls else None
         with ev.gpu_lock.exclusive():
             for _ in range(cfg.timing_rounds):
                 base_ms += group.time_reference(ci, per_round)
+                if compiled_call is not None:
+                    compiled_ms += group.time_compiled(ci, per_round)
                 try:
                     reply = child.request({"op": "time", "config": ci, "warmup": cfg.warmup_trials,
                                            "trials": per_round, "budget_s": cfg.timing_budget_s},
@@ -155,6 +161,9 @@ def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult]
         with ev.gpu_lock.shared():
             _recheck_after_timing(ev, group, child, ci, cd, fmt)
         cand, base = summarize(cand_ms), summarize(base_ms)
+        if compiled_ms:
+            configs[ci].compiled_baseline_time = summarize(compiled_ms)
+            compiled_logs.append(math.log(configs[ci].compiled_baseline_time.median_ms / cand.median_ms))
         configs[ci].time, configs[ci].baseline_time = cand, base
         floor = 1e3 * max(cd.min_bytes / cfg.peak_bandwidth_bytes_per_s, cd.flops / cfg.peak_flops_per_s)
         configs[ci].floor_ms = floor or None
@@ -162,7 +171,9 @@ def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult]
             raise Stop("rejected", f"config {cd.name}: {cand.median_ms:.4f} ms is below the roofline floor "
                                    f"{floor:.4f} ms: impossible on this GPU", ["implausible-time"])
         logs.append(math.log(base.median_ms / cand.median_ms))
-    return math.exp(sum(logs) / len(logs)) if logs else None
+    speedup = math.exp(sum(logs) / len(logs)) if logs else None
+    complete = bool(logs) and len(compiled_logs) == len(logs)
+    return speedup, (math.exp(sum(compiled_logs) / len(compiled_logs)) if complete else None)
 
 
 def _recheck_after_timing(ev, group: GroupData, child: ChildProcess, ci: int, cd, fmt: str) -> None:
