@@ -243,6 +243,33 @@ class SFTSection(Section):
                                  "logged to the JSONL file")
 
 
+class RankerSection(Section):
+    """The offline pairwise ranker, `cudaperf rank train | eval` (pipeline/ranker/), and its term in the reward."""
+    min_gap: float = Field(1.2, ge=1.0, description="pairs are kept when slower time / faster time is at least this "
+                           "(measurement noise below it)")
+    task_sources: list[str] = Field(["builtin", "generated"], description="task sources the measured rows' code and "
+                                    "work models are read from (sources that fail to load are skipped)")
+    feature_cache_dir: str = Field("~/.cache/cudaperf/ranker", description="cache of features computed with nvcc "
+                                   "for rows without features_json, and of code embeddings, keyed by source hash")
+    feature_workers: int = Field(2, ge=1, description="processes computing features (nvcc + static analysis) at once")
+    checkpoint: str = Field("", description="ranker checkpoint (a version directory or a root of versions) the "
+                            "reward's ranker term uses; '' when reward.w_ranker is 0")
+    threads: int = Field(2, ge=1, description="CPU threads of LightGBM and torch")
+    gbt_trees: int = Field(300, ge=1, description="gbt: boosting rounds")
+    gbt_learning_rate: float = Field(0.05, gt=0, description="gbt: shrinkage per round")
+    gbt_leaves: int = Field(15, ge=2, description="gbt: leaves per tree")
+    gbt_min_data_in_leaf: int = Field(5, ge=1, description="gbt: implementations per leaf at least")
+    neural_encoder: Literal["scratch", "minilm"] = Field("scratch", description="neural: code encoder: hashed token "
+                                                         "n-grams trained from scratch, or the frozen all-MiniLM-L6-v2")
+    neural_epochs: int = Field(40, ge=1, description="neural: passes over the training pairs")
+    neural_lr: float = Field(3e-3, gt=0, description="neural: peak AdamW learning rate (one-cycle schedule)")
+    neural_hidden: int = Field(128, ge=8, description="neural: width of the scoring MLP")
+    neural_embed_dim: int = Field(64, ge=8, description="neural: size of the code vector")
+    neural_pairs_per_batch: int = Field(256, ge=1, description="neural: pairs per optimizer step")
+    minilm_max_chunks: int = Field(2, ge=1, description="neural, minilm encoder: 256-token windows of the code "
+                                   "embedded (the rest is not read)")
+
+
 class RunConfig(Section):
     run: RunSection = Field(default_factory=RunSection)
     tasks: TasksSection = Field(default_factory=TasksSection)
@@ -254,6 +281,7 @@ class RunConfig(Section):
     rl: RLSection = Field(default_factory=RLSection)
     learner: LearnerSection = Field(default_factory=LearnerSection)
     sft: SFTSection = Field(default_factory=SFTSection)
+    ranker: RankerSection = Field(default_factory=RankerSection)
 
 
 class ConfigError(ValueError):
