@@ -1,0 +1,200 @@
+"""The RL training loop on Ray (`cudaperf train`, entry point pipeline/rl/train.py).
+
+One step, in timed phases:
+  tasks    the task stream (Ray Data) gives `train.tasks_per_step` tasks;
+  rollout  the episode scheduler runs `rollout.samples_per_task` episodes per task against the
+           generator pool and the evaluator pool (both SupervisedPools: a dead actor is replaced
+           and its call retried, so no episode is lost to it);
+  reward   the unified reward per turn, discounted returns, group advantages (pipeline/rl/step.py);
+  learn    the learner ranks update on the step's turns (actors/learner.py);
+  sync     rank 0's gathered weights go to every generator through the object store, version + 1;
+  log      metrics JSONL, wandb, progress bar, plots; a checkpoint every `train.checkpoint_every_steps`.
+With `rl.staleness_steps >= 1` the learner trains on step s while the generators and evaluators
+already run step s + 1 on the weights before that update (a lag of one version, within the
+bound); with 0 every rollout uses the newest weights.
+
+Placement comes from the config: `rollout.generator_actors` x `train.generator_gpus_per_actor`,
+`eval.gpus` x `eval.workers_per_gpu` evaluators taking `train.evaluator_gpu_fraction` of each GPU,
+`learner.ranks` x `train.learner_gpus_per_rank`. Locally the driver starts its own Ray; under
+`ray job submit` it joins the cluster.
+"""
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import ray
+import torch
+
+from actors.evaluation import make_evaluator_pool
+from actors.generation import PoolQueue, WeightState, make_generator_pool
+from actors.learner import LearnerGroup
+from actors.verify import evaluator_gpus, start_ray
+from pipeline.config import ConfigError, RunConfig
+from pipeline.records import Task
+from pipeline.rl.batch import sequences_from_trajectories, split_across_ranks
+from pipeline.rl.step import busy_fractions, prepare_step, rollout_metrics
+from pipeline.rl.tracking import (MetricsLog, RunState, WandbLog, checkpoint_dir, headline, plot_metrics,
+                                  progress_bar)
+from pipeline.rollout.conversation import ChatFormat
+from pipeline.rollout.scheduler import EpisodeScheduler
+from pipeline.rollout.tiny_model import load_tokenizer, resolve_model_path
+
+
+class TaskStream:
+    """The run's tasks as an endless stream through Ray Data: each epoch a permutation seeded by
+    (seed, epoch); `position` counts tasks handed out, which is all a checkpoint needs to resume."""
+
+    def __init__(self, tasks: list[Task], seed: int, position: int = 0):
+        if not tasks:
+            raise ConfigError("the task stream is empty; check tasks.source and tasks.kinds")
+        self.tasks, self.seed, self.position = tasks, seed, position
+        self._rows = None
+
+    def _epoch_rows(self, epoch: int, start: int):
+        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.tasks))
+        ctx = ray.data.DataContext.get_current()
+        ctx.execution_options.preserve_order = True
+        ctx.enable_progress_bars = False
+        ctx.print_on_execution_start = False
+        ds = ray.data.from_items([{"index": int(i)} for i in order[start:]])
+        return ds.iter_rows()
+
+    def take(self, n: int) -> list[Task]:
+        out = []
+        while len(out) < n:
+            epoch, offset = divmod(self.position, len(self.tasks))
+            if self._rows is None:
+                self._rows = iter(self._epoch_rows(epoch, offset))
+            row = next(self._rows, None)
+            if row is None:  # epoch finished: the next one starts with a new permutation
+                self._rows = None
+                continue
+            out.append(self.tasks[row["index"]])
+            self.position += 1
+            if self.position % len(self.tasks) == 0:
+                self._rows = None
+        return out
+
+
+def load_run_tasks(cfg: RunConfig) -> list[Task]:
+    from pipeline.tasks import load_tasks
+    return [t for t in load_tasks(cfg.tasks.source, cfg.tasks.kernelbench_levels) if t.kind in cfg.tasks.kinds]
+
+
+def check_placement(cfg: RunConfig) -> None:
+    """Every GPU share asked for must exist: one clear error per problem, all at once."""
+    gpus = float(ray.cluster_resources().get("GPU", 0))
+    wanted = {"train.generator_gpus_per_actor": cfg.train.generator_gpus_per_actor * cfg.rollout.generator_actors,
+              "train.learner_gpus_per_rank": cfg.train.learner_gpus_per_rank * cfg.learner.ranks}
+    problems = [f"{key} asks for {need:g} GPU(s) but Ray sees {gpus:g}; set {key}=0 on CPU hosts or add GPUs"
+                for key, need in wanted.items() if need > gpus]
+    if cfg.reward.w_ranker > 0:
+        problems.append(f"reward.w_ranker = {cfg.reward.w_ranker} but the driver has no ranker to ask; set "
+                        "reward.w_ranker=0")
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
+def evaluator_busy_s(outcomes) -> float:
+    """Seconds the evaluators spent on this step's candidates (stage times of freshly evaluated results)."""
+    return sum(sum(r.stage_s.values()) for o in outcomes for r in o.results if r.evaluator_version and not r.cached)
+
+
+def run_training(cfg: RunConfig, run_dir: Path, resume_from: Path | None = None) -> list[dict]:
+    """Train for `train.steps` steps (from the checkpoint `resume_from`, if given); returns each step's metrics."""
+    tasks = load_run_tasks(cfg)
+    model_path = resolve_model_path(cfg.model)  # built here once, so actors find the tiny model ready
+    start_ray(cfg.compile.workers + cfg.rollout.generator_actors + cfg.learner.ranks + 1)
+    check_placement(cfg)
+    learners = LearnerGroup(cfg.learner, cfg.rl, model_path, cfg.rollout.temperature,
+                            cfg.train.learner_gpus_per_rank, cfg.run.seed)
+    weights = WeightState()
+    generators = make_generator_pool(cfg.model, cfg.rollout, cfg.run.seed,
+                                     num_gpus_per_actor=cfg.train.generator_gpus_per_actor,
+                                     max_retries=cfg.eval.max_retries, weights=weights)
+    evaluators = make_evaluator_pool(cfg.eval, cfg.compile, evaluator_gpus(cfg), cfg.train.evaluator_gpu_fraction)
+    state = RunState()
+    if resume_from is not None:
+        state = RunState.from_dict(learners.load(resume_from))
+        state.restore_rng()
+        weights.broadcast(generators, learners.export_ref(), state.weight_version)
+    else:
+        random.seed(cfg.run.seed)
+        np.random.seed(cfg.run.seed)
+        torch.manual_seed(cfg.run.seed)
+    stream = TaskStream(tasks, cfg.run.seed, state.tasks_consumed)
+    scheduler = EpisodeScheduler(cfg.rollout, ChatFormat(load_tokenizer(model_path)), cfg.model.max_model_len_tokens,
+                                 PoolQueue(generators, "generate"), PoolQueue(evaluators, "evaluate"),
+                                 generation_slots=generators.size,
+                                 seed=cfg.run.seed if cfg.train.reproducible else None,
+                                 lockstep=cfg.train.reproducible)
+    log = MetricsLog(run_dir, resume_after_step=state.step if resume_from is not None else None)
+    wandb = WandbLog(cfg.train.wandb_mode, cfg.train.wandb_project, run_dir, cfg.run.name, cfg.model_dump())
+    bar = progress_bar(cfg.train.progress_bar, cfg.train.steps, state.step)
+    actors = {"generator": generators.size, "evaluator": evaluators.size, "learner": learners.size}
+    rows: list[dict] = []
+    pending = None  # (step, rollout metrics, learner refs, tasks position after the step)
+    try:
+        for step in range(state.step, cfg.train.steps):
+            t0 = time.perf_counter()
+            step_tasks = stream.take(cfg.train.tasks_per_step)
+            outcomes, stats = scheduler.run(step_tasks, step)
+            trajectories = prepare_step(outcomes, cfg.reward, cfg.rl)
+            metrics = rollout_metrics(outcomes, trajectories)
+            metrics.update({"time/rollout_s": stats.wall_s, "rollout/weight_version": float(weights.version),
+                            "rollout/tokens_generated": float(stats.tokens_generated),
+                            "rollout/sequences_per_call": stats.mean_sequences_per_call,
+                            "pool/restarts": float(generators.restarts + evaluators.restarts)})
+            busy = {"generator": stats.generation_s, "evaluator": evaluator_busy_s(outcomes)}
+            learner_before = learners.busy_s
+            finished = []
+            if pending is not None:  # staleness >= 1: the previous step trained while this one rolled out
+                finished.append(finish(pending, learners, generators, weights, state))
+                pending = None
+            sequences = sequences_from_trajectories(trajectories)
+            refs = learners.submit_train(split_across_ranks(sequences, learners.size)) if sequences else None
+            pending = (step, metrics, refs, stream.position)
+            if cfg.rl.staleness_steps == 0 or step == cfg.train.steps - 1:
+                finished.append(finish(pending, learners, generators, weights, state))
+                pending = None
+            busy["learner"] = learners.busy_s - learner_before
+            window_s = time.perf_counter() - t0
+            for done_step, row in finished:  # busy fractions: of the iteration in which the update finished
+                row.update(busy_fractions(busy, actors, window_s))
+                row["time/step_s"] = window_s
+                row.update({"rollout/weight_version_trained": float(state.weight_version)})
+                rows.append({"step": done_step + 1, **row})
+                log.write(done_step + 1, row)
+                wandb.log(done_step + 1, row)
+                bar.update(1)
+                bar.set_postfix(headline(row))
+                every = cfg.train.checkpoint_every_steps
+                if (every and (done_step + 1) % every == 0) or done_step + 1 == cfg.train.steps:
+                    state.capture_rng()
+                    learners.save(checkpoint_dir(run_dir, done_step + 1), state.to_dict())
+                    plot_metrics(run_dir)
+    finally:
+        bar.close()
+        wandb.close()
+        for pool in (generators, evaluators):
+            pool.shutdown()
+        learners.shutdown()
+    return rows
+
+
+def finish(pending, learners: LearnerGroup, generators, weights: WeightState, state: RunState) -> tuple[int, dict]:
+    """Wait for a step's update, send the new weights to the generators, advance the run state."""
+    step, metrics, refs, position = pending
+    row = dict(metrics)
+    if refs is None:  # every episode of the step was lost: nothing to train on, weights unchanged
+        row["learner/skipped"] = 1.0
+    else:
+        row.update(learners.finish_train(refs))
+        t0 = time.perf_counter()
+        weights.broadcast(generators, learners.export_ref(), weights.version + 1)
+        row["time/sync_s"] = time.perf_counter() - t0
+    state.step, state.tasks_consumed, state.weight_version = step + 1, position, weights.version
+    return step, row

@@ -1,0 +1,97 @@
+"""One RL step's bookkeeping between rollout and learner: rewards on turns, training selection, metrics.
+
+In: the scheduler's `EpisodeOutcome`s of one step (trajectories, and per turn the candidate and its
+`EvalResult`), the `reward` and `rl` config sections, and the seconds each role was busy.
+Out: trajectories with `Turn.reward`, `reward_terms`, `return_` and `advantage` filled, the list
+that goes to the learner, and a flat dict of metrics (prefix `rollout/`, `reward/`, `busy/`).
+Touches nothing else; no Ray.
+
+An episode whose generation or evaluation was lost on every retry (stop_reason 'error') has a
+last turn without a result: it is not trained on and is counted in `rollout/lost_episodes`.
+Busy fractions are a role's busy seconds over the step's wall time times its actor count
+(generators: the engines' own generation time; evaluators: time inside `evaluate`; learner:
+time inside training and weight export), so 1.0 means every actor of the role never idled.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+from pipeline.config import RewardSection, RLSection
+from pipeline.records import Trajectory
+from pipeline.rl.advantages import assign_returns_and_advantages
+from pipeline.rl.reward import TERMS, compute_reward
+from pipeline.rollout.episodes import EpisodeOutcome
+
+ROLES = ("generator", "evaluator", "learner")
+
+
+def score_outcomes(outcomes: Sequence[EpisodeOutcome], reward_cfg: RewardSection) -> list[Trajectory]:
+    """Set each turn's reward and terms from its EvalResult; return the trajectories fit for training
+    (every turn judged), in outcome order."""
+    usable = []
+    for outcome in outcomes:
+        turns = outcome.trajectory.turns
+        if len(outcome.results) != len(turns) or not turns:
+            continue  # lost evaluation (or no turn at all): nothing to learn from
+        for turn, result in zip(turns, outcome.results):
+            turn.reward, turn.reward_terms = compute_reward(result, reward_cfg)
+        usable.append(outcome.trajectory)
+    return usable
+
+
+def prepare_step(outcomes: Sequence[EpisodeOutcome], reward_cfg: RewardSection,
+                 rl_cfg: RLSection) -> list[Trajectory]:
+    """Rewards, discounted returns and group advantages of one step's episodes; the trainable trajectories."""
+    trajectories = score_outcomes(outcomes, reward_cfg)
+    assign_returns_and_advantages(trajectories, rl_cfg)
+    return trajectories
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def rollout_metrics(outcomes: Sequence[EpisodeOutcome], trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """Reward, correctness, speedup and turn statistics of one step (trajectories scored by prepare_step)."""
+    turns = [t for traj in trajectories for t in traj.turns]
+    verdicts = Counter(t.verdict for t in turns)
+    finals = [traj.turns[-1] for traj in trajectories]
+    correct_speedups = [t.speedup for t in turns if t.verdict == "correct" and t.speedup]
+    episode_returns = [sum(t.reward for t in traj.turns) for traj in trajectories]
+    metrics: dict[str, float] = {
+        "rollout/episodes": float(len(outcomes)),
+        "rollout/lost_episodes": float(len(outcomes) - len(trajectories)),
+        "rollout/turns": float(len(turns)),
+        "rollout/turns_used_mean": _mean([len(traj.turns) for traj in trajectories]),
+        "rollout/response_tokens_mean": _mean([len(t.response_ids) for t in turns]),
+        "rollout/prompt_tokens_mean": _mean([len(t.prompt_ids) for t in turns]),
+        "rollout/logprob_mean": _mean([lp for t in turns for lp in t.logprobs]),
+        "rollout/truncated_fraction": _mean([float(t.finish_reason == "length") for t in turns]),
+        "reward/turn_mean": _mean([t.reward for t in turns]),
+        "reward/episode_mean": _mean(episode_returns),
+        "reward/final_turn_mean": _mean([t.reward for t in finals]),
+        "reward/advantage_abs_mean": _mean([abs(t.advantage) for t in turns]),
+        "correct/turn_fraction": _mean([float(t.verdict == "correct") for t in turns]),
+        "correct/episode_fraction": _mean([float(any(t.verdict == "correct" for t in traj.turns))
+                                           for traj in trajectories]),
+        "speedup/correct_geomean": (math.exp(_mean([math.log(s) for s in correct_speedups]))
+                                    if correct_speedups else float("nan")),
+        "speedup/best_mean": _mean([max((t.speedup or 0.0) for t in traj.turns if t.verdict == "correct")
+                                    for traj in trajectories if any(t.verdict == "correct" for t in traj.turns)]),
+    }
+    for term in TERMS:
+        metrics[f"reward/{term}_mean"] = _mean([t.reward_terms.get(term, 0.0) for t in turns])
+    for verdict, n in sorted(verdicts.items(), key=lambda kv: str(kv[0])):
+        metrics[f"verdict/{verdict}"] = n / max(len(turns), 1)
+    for reason, n in Counter(o.trajectory.stop_reason for o in outcomes).items():
+        metrics[f"stop/{reason}"] = float(n)
+    return metrics
+
+
+def busy_fractions(busy_s: dict[str, float], actors: dict[str, int], wall_s: float) -> dict[str, float]:
+    """`busy/<role>`: busy seconds / (wall seconds x actors of the role), for each role in ROLES."""
+    if wall_s <= 0:
+        raise ValueError(f"busy_fractions: wall time {wall_s} s must be positive")
+    return {f"busy/{role}": busy_s.get(role, 0.0) / (wall_s * max(actors.get(role, 1), 1)) for role in ROLES}

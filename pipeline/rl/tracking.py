@@ -1,0 +1,175 @@
+"""What a training run leaves in its directory: run state, metrics JSONL, plots, wandb, a progress bar.
+
+In: a run directory (`run.output_dir/run.name`), one flat metrics dict per step, the driver's state.
+Out, under the run directory:
+- `metrics.jsonl`: one JSON object per step (`step` plus every metric); a resumed run first drops
+  the lines of steps after the checkpoint it resumes from, so every step appears once;
+- `training_curves.png`: reward, correctness, speedup, turns used and busy fractions per step;
+- `wandb/`: the Weights & Biases run (offline unless `train.wandb_mode` says otherwise);
+- checkpoints `checkpoints/step_<k>/` (written by the learner; `RunState` is their run_state.json part).
+No Ray; the driver (actors/driver.py) calls these.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import math
+import random
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+METRICS_FILE = "metrics.jsonl"
+PLOT_FILE = "training_curves.png"
+CHECKPOINT_DIR = "checkpoints"
+PLOTTED = (("reward/turn_mean", "reward per turn"), ("correct/turn_fraction", "correct turns"),
+           ("speedup/correct_geomean", "speedup of correct turns (geomean)"),
+           ("rollout/turns_used_mean", "turns used per episode"))
+
+
+def checkpoint_dir(run_dir: str | Path, step: int) -> Path:
+    """Where the checkpoint after `step` steps lives."""
+    return Path(run_dir) / CHECKPOINT_DIR / f"step_{step:06d}"
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    """The run's newest complete checkpoint (one holding run_state.json), or None."""
+    root = Path(run_dir) / CHECKPOINT_DIR
+    done = sorted(p for p in root.glob("step_*") if (p / "run_state.json").is_file()) if root.is_dir() else []
+    return done[-1] if done else None
+
+
+def _pack(obj) -> str:
+    return base64.b64encode(torch.serialization.pickle.dumps(obj)).decode()
+
+
+def _unpack(text: str):
+    return torch.serialization.pickle.loads(base64.b64decode(text))
+
+
+@dataclass
+class RunState:
+    """The driver's state after `step` steps: what a resumed run needs besides weights and optimizer."""
+    step: int = 0
+    tasks_consumed: int = 0  # position in the task stream
+    weight_version: int = 0
+    rng: dict[str, str] = field(default_factory=dict)  # driver RNG states (python, numpy, torch), pickled
+
+    def capture_rng(self) -> None:
+        self.rng = {"python": _pack(random.getstate()), "numpy": _pack(np.random.get_state()),
+                    "torch": _pack(torch.get_rng_state())}
+
+    def restore_rng(self) -> None:
+        if self.rng:
+            random.setstate(_unpack(self.rng["python"]))
+            np.random.set_state(_unpack(self.rng["numpy"]))
+            torch.set_rng_state(_unpack(self.rng["torch"]))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> RunState:
+        keys = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in raw.items() if k in keys})
+
+
+class MetricsLog:
+    """Appends one JSON line per step to `run_dir/metrics.jsonl`."""
+
+    def __init__(self, run_dir: str | Path, resume_after_step: int | None = None):
+        self.path = Path(run_dir) / METRICS_FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if resume_after_step is not None and self.path.is_file():
+            kept = [line for line in self.path.read_text().splitlines()
+                    if line.strip() and json.loads(line)["step"] <= resume_after_step]
+            self.path.write_text("".join(line + "\n" for line in kept))
+        elif resume_after_step is None:
+            self.path.write_text("")
+
+    def write(self, step: int, metrics: dict[str, float]) -> None:
+        row = {"step": step, **{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}}
+        with self.path.open("a") as f:
+            f.write(json.dumps(row, sort_keys=True) + "\n")
+
+    def rows(self) -> list[dict]:
+        return read_metrics(self.path.parent)
+
+
+def read_metrics(run_dir: str | Path) -> list[dict]:
+    """Every step's metrics of a run, in order."""
+    path = Path(run_dir) / METRICS_FILE
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def plot_metrics(run_dir: str | Path) -> Path:
+    """Draw reward, correctness, speedup, turns used and busy fractions per step into training_curves.png."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = read_metrics(run_dir)
+    fig, axes = plt.subplots(1, len(PLOTTED) + 1, figsize=(4 * (len(PLOTTED) + 1), 3.2))
+    steps = [r["step"] for r in rows]
+    for ax, (key, title) in zip(axes, PLOTTED):
+        ax.plot(steps, [r.get(key) if r.get(key) is not None else float("nan") for r in rows], marker=".")
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("step")
+    for role in ("generator", "evaluator", "learner"):
+        axes[-1].plot(steps, [r.get(f"busy/{role}", float("nan")) for r in rows], marker=".", label=role)
+    axes[-1].set_title("busy fraction", fontsize=9)
+    axes[-1].set_ylim(0, 1.05)
+    axes[-1].legend(fontsize=7)
+    axes[-1].set_xlabel("step")
+    fig.tight_layout()
+    out = Path(run_dir) / PLOT_FILE
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out
+
+
+class WandbLog:
+    """A Weights & Biases run under `run_dir/wandb` (mode offline, online or disabled); one id per run
+    directory, so a resumed run continues the same wandb run."""
+
+    def __init__(self, mode: str, project: str, run_dir: str | Path, name: str, config: dict):
+        self.run = None
+        if mode == "disabled":
+            return
+        try:
+            import wandb
+        except ImportError as e:
+            raise RuntimeError(f"train.wandb_mode = '{mode}' but wandb cannot be imported ({e}); pip install wandb "
+                               "or set train.wandb_mode=disabled") from e
+        run_dir = Path(run_dir)
+        id_file = run_dir / "wandb_id"
+        run_id = id_file.read_text().strip() if id_file.is_file() else uuid.uuid4().hex[:8]
+        id_file.write_text(run_id)
+        self.run = wandb.init(project=project, name=name, id=run_id, resume="allow", mode=mode, dir=str(run_dir),
+                              config=config, settings=wandb.Settings(silent=True, console="off"))
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        if self.run is not None:
+            self.run.log(metrics, step=step)
+
+    def close(self) -> None:
+        if self.run is not None:
+            self.run.finish()
+            self.run = None
+
+
+def progress_bar(enabled: bool, total: int, initial: int):
+    """A tqdm bar over the steps (a no-op object when disabled)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, desc="RL steps", unit="step", disable=not enabled, dynamic_ncols=True)
+
+
+def headline(metrics: dict[str, float]) -> dict[str, str]:
+    """The few numbers the progress bar shows."""
+    keys = {"reward": "reward/turn_mean", "correct": "correct/turn_fraction", "loss": "learner/loss",
+            "gen": "busy/generator", "eval": "busy/evaluator", "learn": "busy/learner"}
+    return {short: f"{metrics[k]:.3g}" for short, k in keys.items() if k in metrics and metrics[k] == metrics[k]}

@@ -1,0 +1,75 @@
+"""`cudaperf train`: multi-turn RL of the policy on Ray (the loop itself is actors/driver.py).
+
+Usage:
+  cudaperf train --config configs/local.yaml [section.key=value ...]
+  cudaperf train --config configs/local.yaml --resume runs/local [section.key=value ...]
+
+The run directory is `run.output_dir/run.name`. It receives metrics.jsonl, training_curves.png,
+wandb/ and checkpoints/step_<k>/ (hf/: the policy in Hugging Face format with its tokenizer;
+deepspeed/: weights and optimizer state of every learner rank; run_state.json: step, task stream
+position, weight version, RNG states). `--resume RUN_DIR` continues from RUN_DIR's newest
+checkpoint (or from a checkpoint directory given directly) up to `train.steps`; give the same
+config. With `train.reproducible=true`, `rl.staleness_steps=0` and cached evaluation results, the
+resumed steps repeat the original run's metrics exactly.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pipeline.config import ConfigError, load_config
+from pipeline.rl.tracking import latest_checkpoint
+from pipeline.tasks import TaskError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cudaperf train", description="multi-turn RL training on Ray")
+    p.add_argument("--config", default=None, help="run configuration YAML (e.g. configs/local.yaml)")
+    p.add_argument("--resume", default=None, metavar="RUN_DIR",
+                   help="continue from the newest checkpoint of this run directory (or this checkpoint directory)")
+    p.add_argument("overrides", nargs="*", help="section.key=value overrides")
+    return p
+
+
+def resolve_resume(path: str) -> Path:
+    """The checkpoint directory `--resume` means: the path itself, or its run's newest checkpoint."""
+    given = Path(path)
+    if (given / "run_state.json").is_file():
+        return given
+    found = latest_checkpoint(given)
+    if found is None:
+        raise ConfigError(f"--resume {path}: no checkpoint there (checkpoints/step_*/run_state.json); pass a run "
+                          "directory written by cudaperf train, or start without --resume")
+    return found
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = load_config(args.config, args.overrides)
+        resume = resolve_resume(args.resume) if args.resume else None
+    except ConfigError as e:
+        print(f"cudaperf train: {e}", file=sys.stderr)
+        return 2
+    run_dir = Path(cfg.run.output_dir) / cfg.run.name
+    if resume is None and (run_dir / "checkpoints").is_dir():
+        print(f"cudaperf train: run directory {run_dir} already holds checkpoints; pass --resume {run_dir} to "
+              "continue it, or choose another run.name", file=sys.stderr)
+        return 2
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
+    from actors.driver import run_training  # Ray is imported only once the arguments are good
+    try:
+        rows = run_training(cfg, run_dir, resume)
+    except (ConfigError, TaskError) as e:  # placement and task-source problems the user can fix
+        print(f"cudaperf train: {e}", file=sys.stderr)
+        return 2
+    if rows:
+        last = rows[-1]
+        keys = [k for k in sorted(last) if k.split("/")[0] in ("reward", "correct", "speedup", "busy", "learner")
+                or k in ("step", "rollout/turns_used_mean")]
+        print(json.dumps({k: (None if last[k] != last[k] else last[k]) for k in keys}, indent=1))
+    print(f"run directory: {run_dir}")
+    return 0
