@@ -83,20 +83,23 @@ _NO_RAY_RESTARTS = {"max_restarts": 0, "max_task_retries": 0}
 
 
 def make_evaluator_pool(eval_cfg: EvalSection, compile_cfg: CompileSection,
-                        num_gpus_available: int) -> SupervisedPool:
+                        num_gpus_available: int, gpu_fraction: float = 1.0) -> SupervisedPool:
     """Build the evaluator pool: one GPU actor per GPU, or one CPU actor when there is none.
 
     `num_gpus_available` is the number of GPUs the driver gives to evaluation (it resolves
     `eval_cfg.gpus` against what Ray sees). Dead actors are replaced and their groups retried up
-    to `eval_cfg.max_retries` times.
+    to `eval_cfg.max_retries` times. `gpu_fraction` is the share of each of those GPUs that its
+    evaluators take together (below 1 when a generator and the learner run on the same GPU).
     """
+    if not 0 < gpu_fraction <= 1:
+        raise ValueError(f"make_evaluator_pool: gpu_fraction = {gpu_fraction} must be in (0, 1]")
     if num_gpus_available < 0:
         raise ValueError(f"make_evaluator_pool: num_gpus_available = {num_gpus_available}; pass 0 for a "
                          "CPU-only evaluator or the number of GPUs given to evaluation")
     use_gpu = num_gpus_available > 0
     per_gpu = eval_cfg.workers_per_gpu if use_gpu else 1
     size = num_gpus_available * per_gpu if use_gpu else 1
-    options = {"num_cpus": 1, "num_gpus": 1 / per_gpu if use_gpu else 0, **_NO_RAY_RESTARTS}
+    options = {"num_cpus": 1, "num_gpus": gpu_fraction / per_gpu if use_gpu else 0, **_NO_RAY_RESTARTS}
     remote_cls = ray.remote(EvaluatorActor)
 
     def make_actor(slot: int) -> ActorHandle:

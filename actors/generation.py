@@ -71,9 +71,15 @@ class WeightState:
         self.ref: ray.ObjectRef | None = None
         self.version = 0
 
-    def broadcast(self, pool: SupervisedPool, named_tensors: Iterable[tuple[str, Any]], version: int) -> None:
-        """Load the weights into every generator of `pool` (stored once) and wait until all hold them."""
-        self.ref = ray.put([(name, tensor.detach().cpu()) for name, tensor in named_tensors])
+    def broadcast(self, pool: SupervisedPool, named_tensors: Iterable[tuple[str, Any]] | ray.ObjectRef,
+                  version: int) -> None:
+        """Load the weights into every generator of `pool` (stored once) and wait until all hold them.
+        `named_tensors` may already be in the object store (an ObjectRef of the list, e.g. the value a
+        learner actor returned), so the weights need not pass through the caller."""
+        if isinstance(named_tensors, ray.ObjectRef):
+            self.ref = named_tensors
+        else:
+            self.ref = ray.put([(name, tensor.detach().cpu()) for name, tensor in named_tensors])
         self.version = version
         versions = ray.get([actor.update_weights.remote(self.ref, version) for actor in pool.actors])
         if set(versions) != {version}:

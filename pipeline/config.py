@@ -212,6 +212,9 @@ class LearnerSection(Section):
     gradient_checkpointing: bool = Field(False, description="recompute activations in backward to save memory")
     log_entropy: bool = Field(False, description="compute the policy's mean token entropy for the metrics (one more "
                               "pass over the vocabulary)")
+    lora_rank: int = Field(0, ge=0, description="LoRA adapter rank on every linear layer (needs peft); 0 trains "
+                           "every weight")
+    lora_alpha: float = Field(16.0, gt=0, description="LoRA scale numerator: adapters add lora_alpha / lora_rank * B A")
     sync_bucket_bytes: int = Field(512 << 20, ge=1 << 20, description="weight sync and export gather parameters in "
                                    "buckets of about this size")
 
@@ -270,6 +273,29 @@ class RankerSection(Section):
                                    "embedded (the rest is not read)")
 
 
+class TrainSection(Section):
+    """The RL driver, `cudaperf train` (pipeline/rl/train.py, actors/driver.py): steps, placement, logging."""
+    steps: int = Field(10, ge=1, description="RL steps of the run; a step runs tasks_per_step tasks x "
+                       "rollout.samples_per_task episodes and one learner update over their turns")
+    tasks_per_step: int = Field(4, ge=1, description="tasks drawn from the task stream per step")
+    checkpoint_every_steps: int = Field(50, ge=0, description="write a checkpoint (Hugging Face model, optimizer, "
+                                        "run state) every this many steps and after the last; 0: after the last only")
+    generator_gpus_per_actor: float = Field(1.0, ge=0, description="GPU share of each generator actor; 0 on CPU "
+                                            "hosts, a fraction when it shares a GPU with the learner and evaluators")
+    learner_gpus_per_rank: float = Field(1.0, ge=0, description="GPU share of each learner rank; 0 on CPU hosts "
+                                         "(gloo), a fraction when it shares its GPU")
+    evaluator_gpu_fraction: float = Field(1.0, gt=0, le=1, description="share of each evaluation GPU that its "
+                                          "eval.workers_per_gpu evaluator actors take together (below 1 when "
+                                          "generators and the learner use the same GPU)")
+    reproducible: bool = Field(False, description="generate each turn of all episodes together once every "
+                               "evaluation returned, with seeds per batch: samples do not depend on timing, so a "
+                               "resumed run repeats the original's steps (with cached evaluation results); less overlap")
+    wandb_mode: Literal["offline", "online", "disabled"] = Field("offline", description="Weights & Biases logging; "
+                                                                 "offline writes under the run directory")
+    wandb_project: str = Field("cudaperf", description="Weights & Biases project name")
+    progress_bar: bool = Field(True, description="show a progress bar over the steps on the terminal")
+
+
 class RunConfig(Section):
     run: RunSection = Field(default_factory=RunSection)
     tasks: TasksSection = Field(default_factory=TasksSection)
@@ -281,6 +307,7 @@ class RunConfig(Section):
     rl: RLSection = Field(default_factory=RLSection)
     learner: LearnerSection = Field(default_factory=LearnerSection)
     sft: SFTSection = Field(default_factory=SFTSection)
+    train: TrainSection = Field(default_factory=TrainSection)
     ranker: RankerSection = Field(default_factory=RankerSection)
 
 

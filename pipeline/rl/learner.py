@@ -15,7 +15,7 @@ ranks, so splitting the same data differently gives the same update.
 
 Precision: `learner.precision` "auto" resolves once, here, to bf16 with a GPU and fp32 on CPU
 (`Learner.info` reports it). The optimizer is torch's AdamW (`torch_adam`), so nothing is
-compiled at start-up. LoRA is not supported: peft is not installed in this environment.
+compiled at start-up. LoRA (peft) is set up by the model builder, pipeline/rl/update.py.
 Under ZeRO-3, partitioned model construction needs `accelerate` (see `Learner.__init__`).
 """
 from __future__ import annotations

@@ -26,10 +26,12 @@ from pipeline.config import ModelSection, RolloutSection
 
 @dataclass(frozen=True)
 class SamplingSpec:
-    """How to sample; one spec per generation call."""
+    """How to sample; one spec per generation call. With `seed`, the call's samples depend only on
+    the seed, the requests and the weights (request i is sampled with seed + i)."""
     max_new_tokens: int
     temperature: float = 1.0
     top_p: float = 1.0
+    seed: int | None = None
 
     @classmethod
     def from_config(cls, cfg: RolloutSection) -> SamplingSpec:

@@ -72,6 +72,10 @@ class HFGenerator(Generator):
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_id
 
     def _generate(self, requests: list[GenerationRequest], sampling: SamplingSpec) -> list[list[Sample]]:
+        import torch
+
+        if sampling.seed is not None:  # one generator stream per call: the same requests give the same samples
+            torch.manual_seed(sampling.seed)
         rows = [(i, r.prompt_ids) for i, r in enumerate(requests) for _ in range(r.n)]
         result: list[list[Sample]] = [[] for _ in requests]
         for start in range(0, len(rows), self.max_sequences_per_call):

@@ -15,6 +15,10 @@ Generation and evaluation are reached through `WorkQueue`s, `submit(*args) -> ti
 - evaluation: `submit(task, candidates) -> list[EvalResult]`.
 A result of another type (the pool's `ItemFailed`: an actor died on every retry) ends the
 episodes of that call with stop_reason 'error'.
+Reproducible mode (`lockstep=True` with a `seed`): a batch is formed only when nothing is in flight,
+so each batch holds every episode ready for its next turn and its make-up does not depend on
+timing, and batch k of step s samples with a seed derived from (seed, s, k). The same weights,
+tasks and evaluation results then give the same episodes (a resumed run repeats the original).
 Locally, `ThreadQueue` runs a Generator and an Evaluator (or fakes) in threads
 (`run_episodes_locally`); the driver passes the Ray pools' queues (actors/generation.py).
 """
@@ -23,7 +27,7 @@ from __future__ import annotations
 import time
 from collections import Counter, deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
 from pipeline.config import RolloutSection
@@ -99,7 +103,8 @@ class EpisodeScheduler:
     """Runs episodes of many tasks against a generation queue and an evaluation queue."""
 
     def __init__(self, cfg: RolloutSection, chat: ChatFormat, max_model_len_tokens: int,
-                 generation: WorkQueue, evaluation: WorkQueue, generation_slots: int = 1):
+                 generation: WorkQueue, evaluation: WorkQueue, generation_slots: int = 1,
+                 seed: int | None = None, lockstep: bool = False):
         if cfg.max_new_tokens >= max_model_len_tokens:
             raise ValueError(f"rollout.max_new_tokens = {cfg.max_new_tokens} leaves no room for a prompt in "
                              f"model.max_model_len_tokens = {max_model_len_tokens}; lower the first or raise "
@@ -111,6 +116,8 @@ class EpisodeScheduler:
         self.evaluation = evaluation
         self.generation_slots = generation_slots
         self.sampling = SamplingSpec.from_config(cfg)
+        self.seed = seed
+        self.lockstep = lockstep
 
     def run(self, tasks: list[Task], step: int = 0) -> tuple[list[EpisodeOutcome], RolloutStats]:
         """Run `samples_per_task` episodes of every task to their end; outcomes in (task, sample) order."""
@@ -125,16 +132,18 @@ class EpisodeScheduler:
         gen_jobs: dict[int, list[list[Episode]]] = {}
         eval_jobs: dict[int, list[Episode]] = {}
         queued: set[int] = set()  # ids of episodes inside a generation batch
+        batches = 0
         while waiting or active:
             active = [e for e in active if not e.done]
             while waiting and len(active) < self.cfg.max_episodes_in_flight:
                 active.append(waiting.popleft())
-            while len(gen_jobs) < self.generation_slots:
+            while len(gen_jobs) < self.generation_slots and not (self.lockstep and (gen_jobs or eval_jobs)):
                 batch = self._batch(active, queued)
                 if not batch:
                     break
                 requests = [GenerationRequest(prompt, len(group)) for prompt, group in batch]
-                gen_jobs[self.generation.submit(requests, self.sampling)] = [group for _, group in batch]
+                gen_jobs[self.generation.submit(requests, self._sampling(step, batches))] = [g for _, g in batch]
+                batches += 1
             if not gen_jobs and not eval_jobs:
                 if any(not e.done for e in active):
                     raise RuntimeError("EpisodeScheduler: episodes are active but nothing is in flight")
@@ -145,6 +154,13 @@ class EpisodeScheduler:
         stats.turns = sum(len(e.outcome.trajectory.turns) for e in episodes)
         stats.stop_reasons = dict(Counter(e.outcome.trajectory.stop_reason for e in episodes))
         return [e.outcome for e in episodes], stats
+
+    def _sampling(self, step: int, batch: int) -> SamplingSpec:
+        """The sampling spec of batch `batch` of step `step`: seeded from (seed, step, batch) when a seed is set."""
+        if self.seed is None:
+            return self.sampling
+        derived = (self.seed * 1_000_003 + step * 10_007 + batch) % (1 << 31)
+        return replace(self.sampling, seed=derived)
 
     def _batch(self, active: list[Episode], queued: set[int]) -> list[tuple[list[int], list[Episode]]]:
         """Prompts of episodes ready for their next turn, grouped by identical prompt, within the batch limit."""

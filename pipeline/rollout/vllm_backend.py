@@ -85,7 +85,8 @@ class VLLMGenerator(Generator):
         prompts = [TokensPrompt(prompt_token_ids=list(r.prompt_ids)) for r in requests]
         params = [SamplingParams(n=r.n, max_tokens=sampling.max_new_tokens, temperature=sampling.temperature,
                                  top_p=sampling.top_p, top_k=0, logprobs=0, stop_token_ids=[self.eos_id],
-                                 skip_special_tokens=True) for r in requests]
+                                 skip_special_tokens=True, seed=None if sampling.seed is None else sampling.seed + i)
+                  for i, r in enumerate(requests)]
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
         result = []
         for i, out in enumerate(outputs):
