@@ -65,6 +65,11 @@ def extract_code(text: str, entry: str, finish_reason: str = "stop") -> Extracte
     return Extracted(defining[-1].strip("\n") + "\n")
 
 
+def answer_text(code: str) -> str:
+    """A model answer holding `code` in the format this module reads back (SFT targets use it)."""
+    return f"```cuda\n{code.strip(chr(10))}\n```"
+
+
 def parse_response(task: Task, text: str, turn: int, finish_reason: str = "stop") -> Candidate | EvalResult:
     """A Candidate for the evaluator, or the `format_error` result of an answer without usable code."""
     fmt = candidate_format(task)

@@ -1,0 +1,295 @@
+"""`cudaperf bench`: sample a policy (or read ready answers) on a suite, evaluate everything, report.
+
+    cudaperf bench --model PATH --suite kernelbench|c2cuda [--kernelbench-dir DIR] [--levels 1,2]
+                   [--tasks SOURCE] [--turns K] [--samples N] [--limit N] [--out DIR] [--config FILE]
+                   [section.key=value ...]
+    cudaperf bench --answers DIR --suite ...      (score a directory of ready answers, no model)
+
+Suites: `kernelbench` is a KernelBench checkout (pipeline.tasks.load_kernelbench; torch2cuda,
+answered in the light format, or KernelBench `ModelNew` files with --answers); `c2cuda` is the
+c2cuda tasks of `--tasks` (default the dataset's test split, `generated:test`; `builtin` works too).
+Every sample is an episode of up to `--turns` turns (rollout settings from the config: the
+evaluator's feedback is the next turn's message, as in RL), evaluated by the compile and evaluator
+pools (actors/bench.py). Speedups are against the naive CUDA baseline (c2cuda) or eager PyTorch
+and, for the kernelbench suite, torch.compile where it builds (`eval.compile_baseline`).
+Out (--out, default run.output_dir/run.name/bench): report.json (summary: verdicts, compile,
+execute and correct rates, fast_p for p = 0, 1, 1.5, 2, speedups, pass@k; per-turn curves; one
+row per evaluated turn) and PNG plots. Numbers are defined in pipeline/bench_metrics.py.
+
+Answers (--answers DIR): for task id T, the files DIR/T.cu or DIR/T.py (one sample), every file
+in DIR/T/ (several samples), the same with '/' in T written '__', and for KernelBench tasks
+`level_<L>_problem_<N>_sample_<S>_kernel.py` (KernelBench's own naming). A task without an answer
+counts as a sample with verdict `missing`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import sys
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pipeline.bench_metrics import (COMPILED_VERDICTS, EXECUTED_VERDICTS, FAST_P_THRESHOLDS, Outcome,
+                                    final_outcomes, summarize, turn_curves)
+from pipeline.config import ConfigError, RunConfig, load_config
+from pipeline.records import EvalResult, Task
+from pipeline.rollout.generation import GenerationError
+from pipeline.rollout.tiny_model import ModelPathError
+from pipeline.tasks import TaskError, load_candidate_file, load_kernelbench, load_tasks
+
+ANSWER_SUFFIXES = (".cu", ".py")
+
+
+class BenchError(ValueError):
+    """A bench invocation that cannot run; the message names the problem and the fix."""
+
+
+# ---- outcomes ------------------------------------------------------------------------------------
+
+def outcome_of(result: EvalResult, sample: int, turn: int) -> Outcome:
+    """The benchmark's view of one evaluation. A `rejected` candidate compiled (or ran) only when the
+    evaluator got past that stage before rejecting it, which its stage times record."""
+    verdict = result.verdict
+    compiled = verdict in COMPILED_VERDICTS or (verdict == "rejected" and "compile" in result.stage_s)
+    executed = verdict in EXECUTED_VERDICTS or (verdict == "rejected" and "load" in result.stage_s)
+    return Outcome(result.task_id, sample, turn, verdict, result.speedup, result.speedup_compiled, compiled, executed)
+
+
+def outcomes_from_episodes(episodes) -> list[Outcome]:
+    """One Outcome per evaluated turn of every episode (EpisodeOutcome, rollout/episodes.py)."""
+    return [outcome_of(r, ep.trajectory.group_index, t) for ep in episodes for t, r in enumerate(ep.results)]
+
+
+# ---- task selection ---------------------------------------------------------------------------------
+
+def suite_tasks(suite: str, kernelbench_dir: str | None, levels: list[int], source: str, limit: int) -> list[Task]:
+    """The tasks of a suite (module docstring), the first `limit` of them when limit > 0."""
+    if suite == "kernelbench":
+        if not kernelbench_dir:
+            raise BenchError("--suite kernelbench needs --kernelbench-dir DIR, a clone of "
+                             "github.com/ScalingIntelligence/KernelBench")
+        tasks = load_kernelbench(kernelbench_dir, levels)
+    else:
+        tasks = [t for t in load_tasks(source) if t.kind == "c2cuda"]
+    if not tasks:
+        raise BenchError(f"suite {suite} has no tasks (source '{kernelbench_dir or source}'); point it at tasks "
+                         "of that kind")
+    return tasks[:limit] if limit > 0 else tasks
+
+
+def answer_files(answers_dir: Path, task: Task) -> list[Path]:
+    """The answer files of one task (module docstring), sorted."""
+    found: list[Path] = []
+    for key in {task.id, task.id.replace("/", "__")}:
+        found += [answers_dir / f"{key}{s}" for s in ANSWER_SUFFIXES if (answers_dir / f"{key}{s}").is_file()]
+        if (answers_dir / key).is_dir():
+            found += [f for f in (answers_dir / key).iterdir() if f.suffix in ANSWER_SUFFIXES and f.is_file()]
+    m = re.fullmatch(r"kernelbench/level(\d+)/(\d+)_.*", task.id)
+    if m:
+        found += answers_dir.glob(f"level_{m.group(1)}_problem_{m.group(2)}_sample_*_kernel.py")
+    return sorted(set(found))
+
+
+# ---- running -----------------------------------------------------------------------------------------
+
+def run_model(cfg: RunConfig, tasks: list[Task], queue) -> list:
+    """Episodes of every task with the generator `cfg.model.path` names; EpisodeOutcomes in task order."""
+    from pipeline.rollout.generation import make_generator
+    from pipeline.rollout.scheduler import EpisodeScheduler, ThreadQueue
+    from pipeline.rollout.conversation import ChatFormat
+
+    generator = make_generator(cfg.model, cfg.rollout, cfg.run.seed)
+    try:
+        with ThreadQueue(generator.generate, 1) as generation:
+            scheduler = EpisodeScheduler(cfg.rollout, ChatFormat(generator.tokenizer), generator.max_model_len_tokens,
+                                         generation, queue)
+            episodes, _ = scheduler.run(tasks)
+    finally:
+        generator.close()
+    return episodes
+
+
+def run_answers(tasks: list[Task], answers_dir: Path, queue) -> tuple[list[Outcome], list[dict]]:
+    """Evaluate every answer file; tasks without one get a `missing` outcome."""
+    outcomes, rows, tickets = [], [], {}
+    for task in tasks:
+        files = answer_files(answers_dir, task)
+        if not files:
+            outcomes.append(Outcome(task.id, 0, 0, "missing"))
+            rows.append({"task": task.id, "sample": 0, "turn": 0, "verdict": "missing", "file": None})
+            continue
+        cands = [load_candidate_file(f, task) for f in files]
+        tickets[queue.submit(task, cands)] = (task, files)
+    while tickets:
+        ticket, results = queue.next_completed()
+        task, files = tickets.pop(ticket)
+        if not isinstance(results, list):
+            raise RuntimeError(f"the evaluation of {task.id} was lost on every retry: {results}")
+        for k, (f, r) in enumerate(zip(files, results)):
+            outcomes.append(outcome_of(r, k, 0))
+            rows.append(_row(r, k, 0) | {"file": str(f)})
+    return outcomes, rows
+
+
+def _row(result: EvalResult, sample: int, turn: int) -> dict:
+    return {"task": result.task_id, "sample": sample, "turn": turn, "verdict": result.verdict,
+            "reason": result.reason[:300], "speedup": result.speedup, "speedup_compiled": result.speedup_compiled,
+            "gpu": result.gpu}
+
+
+def build_report(outcomes: list[Outcome], rows: list[dict], meta: dict) -> dict:
+    """The JSON report: headline numbers of each sample's best turn, per-turn curves, rows, metadata."""
+    return {"meta": meta, "summary": summarize(final_outcomes(outcomes)), "per_turn": turn_curves(outcomes),
+            "outcomes": [asdict(o) for o in outcomes], "rows": rows}
+
+
+def write_plots(report: dict, out_dir: Path) -> list[Path]:
+    """fast_p bars, the verdict histogram, the speedup distribution and (multi-turn) the per-turn curves."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s, written = report["summary"], []
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    keys = [f"{p:g}" for p in FAST_P_THRESHOLDS]
+    x = range(len(keys))
+    a.bar([i - 0.2 for i in x], [s["fast_p"][k] for k in keys], 0.4, label="per sample")
+    a.bar([i + 0.2 for i in x], [s["fast_p_best"][k] for k in keys], 0.4, label="best of samples")
+    a.set_xticks(list(x), [f"fast_{k}" for k in keys])
+    a.set_ylim(0, 1)
+    a.set_title(f"fast_p vs {report['meta']['baseline']}")
+    a.legend()
+    b.bar(list(s["verdicts"]), list(s["verdicts"].values()))
+    b.set_title("verdicts")
+    b.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    written.append(out_dir / "fast_p_verdicts.png")
+    fig.savefig(written[-1], dpi=110)
+    plt.close(fig)
+    speedups = [o["speedup"] for o in report["outcomes"] if o["verdict"] == "correct" and o["speedup"]]
+    if speedups:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.hist(speedups, bins=30)
+        ax.axvline(1.0, color="k", linestyle="--")
+        ax.set_xlabel(f"speedup vs {report['meta']['baseline']}")
+        ax.set_title("correct samples")
+        written.append(out_dir / "speedups.png")
+        fig.savefig(written[-1], dpi=110)
+        plt.close(fig)
+    if len(report["per_turn"]) > 1:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        turns = [c["turn"] for c in report["per_turn"]]
+        for key in ("compile_rate", "execute_rate", "correct_rate", "fast_1"):
+            ax.plot(turns, [c[key] for c in report["per_turn"]], marker="o", label=key)
+        ax.set_xlabel("turn")
+        ax.set_ylim(0, 1)
+        ax.legend()
+        written.append(out_dir / "per_turn.png")
+        fig.savefig(written[-1], dpi=110)
+        plt.close(fig)
+    return written
+
+
+def run_bench(cfg: RunConfig, tasks: list[Task], out_dir: Path, *, suite: str, answers_dir: Path | None = None,
+              queue=None) -> dict:
+    """Sample (or read answers), evaluate, write report.json and plots into out_dir; returns the report.
+    `queue` is an evaluation WorkQueue; without one, the Ray pools of `cfg` are started for this call."""
+    if queue is None:
+        from actors.bench import evaluation_queue
+        with evaluation_queue(cfg) as (queue, _):
+            return run_bench(cfg, tasks, out_dir, suite=suite, answers_dir=answers_dir, queue=queue)
+    if answers_dir is not None:
+        outcomes, rows = run_answers(tasks, answers_dir, queue)
+    else:
+        episodes = run_model(cfg, tasks, queue)
+        outcomes = outcomes_from_episodes(episodes)
+        rows = [_row(r, ep.trajectory.group_index, t) for ep in episodes for t, r in enumerate(ep.results)]
+    kinds = {t.kind for t in tasks}
+    meta = {"suite": suite, "model": None if answers_dir else cfg.model.path,
+            "answers": str(answers_dir) if answers_dir else None, "tasks": len(tasks),
+            "samples_per_task": None if answers_dir else cfg.rollout.samples_per_task,
+            "turns": 1 if answers_dir else cfg.rollout.max_turns, "temperature": cfg.rollout.temperature,
+            "baseline": "naive CUDA" if kinds == {"c2cuda"} else "PyTorch eager",
+            "compiled_baseline": "torch.compile" if cfg.eval.compile_baseline and "torch2cuda" in kinds else None,
+            "gpus": sorted({r.get("gpu") for r in rows if r.get("gpu")}), "machine": platform.node(),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    report = build_report(outcomes, rows, meta)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2))
+    report["plots"] = [str(p) for p in write_plots(report, out_dir)]
+    return report
+
+
+def print_summary(report: dict) -> None:
+    s = report["summary"]
+    print(f"{s['tasks']} tasks, {s['samples']} samples (best turn of each); verdicts: "
+          + ", ".join(f"{k} {v}" for k, v in s["verdicts"].items()))
+    print(f"compile {s['compile_rate']:.1%}  execute {s['execute_rate']:.1%}  correct {s['correct_rate']:.1%}  "
+          + "  ".join(f"fast_{k} {v:.1%}" for k, v in s["fast_p"].items()))
+    sp = s["speedup"]
+    if sp["n"]:
+        print(f"speedup vs {report['meta']['baseline']} over {sp['n']} correct: mean {sp['mean']:.3f}, "
+              f"geomean {sp['geomean']:.3f}")
+    if s.get("speedup_compiled", {}).get("n"):
+        print(f"speedup vs torch.compile: geomean {s['speedup_compiled']['geomean']:.3f}")
+    print("  ".join(f"{k} {v:.3f}" for k, v in s["pass_at_k"].items()))
+    for c in report["per_turn"] if len(report["per_turn"]) > 1 else []:
+        print(f"  turn {c['turn']}: correct {c['correct_rate']:.1%}, fast_1 {c['fast_1']:.1%}")
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise BenchError(f"--levels {text!r} is not a comma-separated list of numbers; write e.g. --levels 1,2") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cudaperf bench", description=__doc__.split("\n\n")[0])
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--model", help="policy directory (Hugging Face model + tokenizer), or 'tiny'")
+    what.add_argument("--answers", help="directory of ready answers named after task ids (no model)")
+    p.add_argument("--suite", required=True, choices=["kernelbench", "c2cuda"])
+    p.add_argument("--kernelbench-dir", help="KernelBench checkout (suite kernelbench)")
+    p.add_argument("--levels", default=None, help="KernelBench levels, e.g. 1,2 (default tasks.kernelbench_levels)")
+    p.add_argument("--tasks", default="generated:test", help="task source of the c2cuda suite (default "
+                   "generated:test; 'builtin' for the built-in tasks)")
+    p.add_argument("--turns", type=int, default=None, help="turns per episode (default rollout.max_turns)")
+    p.add_argument("--samples", type=int, default=None, help="samples per task (default rollout.samples_per_task)")
+    p.add_argument("--limit", type=int, default=0, help="only the first N tasks (0: all)")
+    p.add_argument("--out", default=None, help="report directory (default run.output_dir/run.name/bench)")
+    p.add_argument("--config", default=None, help="YAML run configuration (eval, compile, rollout, model sections)")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args, overrides = build_parser().parse_known_args(argv)
+    bad = [o for o in overrides if o.startswith("-") or "=" not in o]
+    if bad:
+        print(f"cudaperf bench: unknown argument(s) {' '.join(bad)}; see cudaperf bench -h", file=sys.stderr)
+        return 2
+    pre = ["eval.compile_baseline=true"] if args.suite == "kernelbench" else []  # user overrides come later and win
+    if args.model:
+        pre.append(f"model.path={args.model}")
+    if args.turns is not None:
+        pre.append(f"rollout.max_turns={args.turns}")
+    if args.samples is not None:
+        pre.append(f"rollout.samples_per_task={args.samples}")
+    try:
+        cfg = load_config(args.config, pre + overrides)
+        levels = _levels(args.levels) if args.levels else cfg.tasks.kernelbench_levels
+        tasks = suite_tasks(args.suite, args.kernelbench_dir, levels, args.tasks, args.limit)
+        answers = Path(args.answers).expanduser() if args.answers else None
+        if answers is not None and not answers.is_dir():
+            raise BenchError(f"--answers {args.answers} is not a directory; pass the directory holding the answers")
+        out = Path(args.out) if args.out else Path(cfg.run.output_dir) / cfg.run.name / "bench"
+        report = run_bench(cfg, tasks, out, suite=args.suite, answers_dir=answers)
+    except (ConfigError, TaskError, BenchError, ModelPathError, GenerationError) as e:
+        print(f"cudaperf bench: {e}", file=sys.stderr)
+        return 2
+    print_summary(report)
+    print(f"report written to {out / 'report.json'}")
+    return 0

@@ -1,0 +1,323 @@
+"""`cudaperf sft --config FILE [section.key=value ...]`: the supervised warm start of the policy.
+
+In: the tasks of `tasks.source` (the dataset's train split, `generated:train`, for real runs;
+`builtin` in tests), the policy `model.path` ('tiny' starts from a random model), the `sft`,
+`learner` and `rollout` sections. Out: a Hugging Face checkpoint (model + tokenizer) in
+`<sft.output_dir>/hf` that `model.path` can point at (`cudaperf train` starts from it), the
+DeepSpeed state beside it, `sft_log.jsonl` (one line per optimizer step) and, with
+`sft.heldout_source`, a benchmark of the result on held-out tasks (bench.py).
+
+Two modes, one training loop (the RL learner, pipeline/rl/learner.py, with the cross-entropy loss
+of pipeline/rl/loss.py: the loss is on response tokens only):
+- supervised: (prompt, implementation) pairs. The prompt is the episode's opening, built by
+  pipeline/rollout/prompts.py through the chat template exactly as in RL; the response is the
+  implementation in the answer format parsing.py reads back, ended by the end-of-turn token. Only
+  implementations in the policy's format (c2cuda, light) are used. `keep_fastest_per_task` keeps
+  the fastest ones: measured times (pipeline/data/measured/) where every kept implementation of a
+  task was measured correct, strategy order otherwise; the log says which. `rename_copies_per_pair`
+  adds copies of c2cuda pairs with the function renamed throughout, so the policy learns to take
+  the name from the prompt. Pairs longer than model.max_model_len_tokens are dropped (counted).
+- rejection: per round, sample every task (rollout settings, multi-turn as in RL), evaluate with
+  the evaluator pools, and train on the turns whose verdict is in `sft.rejection_keep`, as the
+  policy sampled them (its own tokens, its own context).
+One learner rank (this process; bf16 on a GPU, fp32 on CPU).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from pipeline.config import ConfigError, RunConfig, SFTSection, load_config
+from pipeline.records import Implementation, Task
+from pipeline.rl.batch import TrainSequence, make_microbatches
+from pipeline.rollout.parsing import answer_text, extract_code
+from pipeline.rollout.prompts import candidate_format, entry_point, opening_messages
+from pipeline.tasks import TaskError, load_tasks
+
+# Strategy labels from plain to most optimised: the order used when no measured times exist.
+STRATEGY_RANK = {"naive": 0, "coalesced": 1, "grid_stride": 1, "thread_coarsening": 2, "vectorized": 2,
+                 "shared_privatization": 3, "tiled_shared": 3, "warp_shuffle": 3, "register_tiling": 4}
+UNKNOWN_STRATEGY_RANK = 2
+NAME_WORDS = ("scale", "add", "sum", "vec", "mat", "row", "col", "reduce", "norm", "map", "apply", "fused", "op",
+              "acc", "prod", "diff", "calc", "compute", "update", "transform", "blend", "mix", "step", "pass")
+
+
+class SFTError(ValueError):
+    """An SFT run that cannot start; the message names the problem and the fix."""
+
+
+# ---- pairs -------------------------------------------------------------------------------------------
+
+def measured_times(task_ids: set[str]) -> dict[tuple[str, str], float | None]:
+    """(task id, implementation) -> geometric mean of median ms over the timed configurations, or None
+    for an implementation measured incorrect. Empty when no measurement files exist."""
+    from pipeline.data.measured import MeasurementsError, load_measurements
+    try:
+        table = load_measurements()
+    except MeasurementsError:
+        return {}
+    logs: dict[tuple[str, str], list[float]] = {}
+    wrong: set[tuple[str, str]] = set()
+    for row in table.select(["task_id", "impl_name", "correct", "median_ms"]).to_pylist():
+        key = (row["task_id"], row["impl_name"])
+        if row["task_id"] not in task_ids:
+            continue
+        if not row["correct"]:
+            wrong.add(key)
+        elif row["median_ms"]:
+            logs.setdefault(key, []).append(math.log(row["median_ms"]))
+    out: dict[tuple[str, str], float | None] = {k: math.exp(sum(v) / len(v)) for k, v in logs.items()}
+    out.update(dict.fromkeys(wrong))
+    return out
+
+
+def fastest_first(task: Task, impls: list[Implementation],
+                  measured: dict[tuple[str, str], float | None]) -> tuple[list[Implementation], str]:
+    """`impls` fastest first, and 'measured' or 'strategy' for how; measured-incorrect ones are dropped."""
+    keys = [(task.id, i.name) for i in impls]
+    if impls and all(k in measured for k in keys):
+        ok = [i for i, k in zip(impls, keys) if measured[k] is not None]
+        return sorted(ok, key=lambda i: measured[(task.id, i.name)]), "measured"
+    order = sorted(range(len(impls)), key=lambda j: (-STRATEGY_RANK.get(impls[j].strategy, UNKNOWN_STRATEGY_RANK), -j))
+    return [impls[j] for j in order], "strategy"
+
+
+def renamed(task: Task, impl: Implementation, name: str) -> tuple[Task, Implementation]:
+    """A c2cuda task and implementation with the function renamed to `name` everywhere it is a whole word."""
+    pattern = re.compile(rf"\b{re.escape(task.function)}\b")
+    sub = lambda text: pattern.sub(name, text)
+    new_task = task.model_copy(update={"id": f"{task.id}~{name}", "function": name, "reference": sub(task.reference),
+                                       "description": sub(task.description), "implementations": []})
+    return new_task, impl.model_copy(update={"code": sub(impl.code)})
+
+
+def random_name(rng: random.Random) -> str:
+    words = rng.sample(NAME_WORDS, rng.randint(2, 3))
+    return "_".join(words) + (str(rng.randint(0, 99)) if rng.random() < 0.3 else "")
+
+
+def supervised_pairs(tasks: list[Task], cfg: SFTSection, seed: int,
+                     measured: dict[tuple[str, str], float | None]) -> tuple[list[tuple[Task, str]], dict]:
+    """(task as prompted, answer text) pairs per the module docstring, and counts of what was chosen."""
+    rng = random.Random(seed)
+    pairs, stats = [], Counter()
+    for task in tasks:
+        impls = [i for i in task.implementations if i.format == candidate_format(task)]
+        if not impls:
+            stats["tasks_without_usable_implementation"] += 1
+            continue
+        if cfg.keep_fastest_per_task:
+            impls, how = fastest_first(task, impls, measured)
+            impls = impls[:cfg.keep_fastest_per_task]
+            stats[f"order_{how}"] += 1
+        for impl in impls:
+            variants = [(task, impl)]
+            if task.kind == "c2cuda":
+                variants += [renamed(task, impl, random_name(rng)) for _ in range(cfg.rename_copies_per_pair)]
+            for t, i in variants:
+                text = answer_text(i.code)
+                if extract_code(text, entry_point(t)).code is None:  # the policy's format must parse back
+                    stats["unparseable_implementations"] += 1
+                    continue
+                pairs.append((t, text))
+    stats["pairs"] = len(pairs)
+    return pairs, dict(stats)
+
+
+def encode_pairs(pairs: list[tuple[Task, str]], chat, max_len: int) -> tuple[list[TrainSequence], int]:
+    """Token sequences (opening prompt ids + answer ids + end of turn) and how many were too long."""
+    seqs, too_long = [], 0
+    for k, (task, text) in enumerate(pairs):
+        prompt = chat.opening_ids(*opening_messages(task))
+        response = chat.encode(text) + [chat.eos_id]
+        if len(prompt) + len(response) > max_len:
+            too_long += 1
+            continue
+        seqs.append(TrainSequence(prompt + response, len(prompt), [0.0] * len(response), 0.0, (task.id, k)))
+    return seqs, too_long
+
+
+def rejection_sequences(episodes, keep: list[str]) -> list[TrainSequence]:
+    """The turns whose verdict is in `keep`, as the policy sampled them (its context, its tokens)."""
+    seqs = []
+    for ep in episodes:
+        for t, (turn, result) in enumerate(zip(ep.trajectory.turns, ep.results)):
+            if result.verdict in keep and turn.response_ids:
+                seqs.append(TrainSequence(list(turn.prompt_ids) + list(turn.response_ids), len(turn.prompt_ids),
+                                          [0.0] * len(turn.response_ids), 0.0, (ep.trajectory.episode_id, t)))
+    return seqs
+
+
+# ---- training ---------------------------------------------------------------------------------------
+
+def train(learner, seqs: list[TrainSequence], cfg: RunConfig, log_file, deadline: float | None,
+          pad_id: int, seed: int) -> list[dict]:
+    """`sft.epochs` shuffled passes of `sft.sequences_per_step` sequences per optimizer step, until the
+    deadline; one JSON line per step into `log_file`. Returns the step metrics."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    rng = random.Random(seed)
+    per_step = cfg.sft.sequences_per_step
+    steps_per_epoch = math.ceil(len(seqs) / per_step)
+    history = []
+    with Progress(TextColumn("sft"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[status]}")) as bar:
+        progress = bar.add_task("sft", total=steps_per_epoch * cfg.sft.epochs, status="")
+        for epoch in range(cfg.sft.epochs):
+            order = list(seqs)
+            rng.shuffle(order)
+            for start in range(0, len(order), per_step):
+                if deadline is not None and time.monotonic() > deadline:
+                    return history
+                mbs = make_microbatches(order[start:start + per_step], cfg.learner.max_tokens_per_microbatch, pad_id)
+                metrics = learner.train_step(mbs, loss="sft")
+                metrics["epoch"] = epoch
+                history.append(metrics)
+                log_file.write(json.dumps(metrics) + "\n")
+                log_file.flush()
+                bar.update(progress, advance=1, status=f"loss {metrics['loss']:.3f}")
+                if len(history) % cfg.sft.log_every_steps == 0:
+                    bar.console.log(f"step {len(history)} epoch {epoch} loss {metrics['loss']:.4f} "
+                                    f"{metrics['tokens_per_s']:.0f} tok/s")
+    return history
+
+
+def make_learner(cfg: RunConfig, model_path: Path, tokenizer):
+    """One learner rank in this process (a world of one: nccl on a GPU, gloo on CPU)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from pipeline.rl.distributed import free_port, init_process_group
+    from pipeline.rl.learner import Learner
+
+    if cfg.learner.ranks != 1:
+        raise SFTError(f"learner.ranks = {cfg.learner.ranks}: cudaperf sft runs one learner rank; set learner.ranks=1")
+    init_process_group(0, 1, free_port(), backend="nccl" if torch.cuda.is_available() else "gloo")
+    build = lambda: AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
+    return Learner(cfg.learner, cfg.rl, build, tokenizer=tokenizer, temperature=1.0, seed=cfg.run.seed)
+
+
+def run_sft(cfg: RunConfig) -> dict:
+    """The whole run (module docstring); returns a summary that is also written to sft_summary.json."""
+    from pipeline.rollout.conversation import ChatFormat
+    from pipeline.rollout.tiny_model import load_tokenizer, resolve_model_path
+
+    out = Path(cfg.sft.output_dir) if cfg.sft.output_dir else Path(cfg.run.output_dir) / cfg.run.name / "sft"
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    deadline = t0 + cfg.sft.max_train_s if cfg.sft.max_train_s else None
+    tasks = [t for t in load_tasks(cfg.tasks.source, cfg.tasks.kernelbench_levels) if t.kind in cfg.tasks.kinds]
+    if not tasks:
+        raise SFTError(f"tasks.source '{cfg.tasks.source}' holds no tasks of kinds {cfg.tasks.kinds}; point it at "
+                       "the training tasks")
+    model_path = resolve_model_path(cfg.model)
+    tokenizer = load_tokenizer(model_path)
+    chat = ChatFormat(tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    summary: dict = {"mode": cfg.sft.mode, "tasks": len(tasks), "task_source": cfg.tasks.source,
+                     "start_model": str(model_path)}
+    learner = make_learner(cfg, model_path, tokenizer)
+    summary["parameters"] = learner.info["parameters"]
+    summary["precision"] = learner.info["precision"]
+    history: list[dict] = []
+    with open(out / "sft_log.jsonl", "w") as log_file:
+        if cfg.sft.mode == "supervised":
+            measured = measured_times({t.id for t in tasks}) if cfg.sft.keep_fastest_per_task else {}
+            pairs, stats = supervised_pairs(tasks, cfg.sft, cfg.run.seed, measured)
+            seqs, too_long = encode_pairs(pairs, chat, cfg.model.max_model_len_tokens)
+            summary.update(stats, too_long=too_long, sequences=len(seqs), tokens_per_epoch=sum(map(len, seqs)))
+            print(f"sft: {len(seqs)} sequences ({summary['tokens_per_epoch']} tokens) from {len(tasks)} tasks; "
+                  f"{too_long} longer than {cfg.model.max_model_len_tokens} tokens dropped; {stats}")
+            if not seqs:
+                raise SFTError("no training pairs: the tasks have no implementations in the policy's format, or every "
+                               "pair is longer than model.max_model_len_tokens; raise it or use other tasks")
+            history += train(learner, seqs, cfg, log_file, deadline, pad_id, cfg.run.seed)
+        else:
+            history += rejection_rounds(cfg, learner, tasks, model_path, out, log_file, deadline, pad_id, summary)
+    summary.update(steps=len(history), train_s=round(time.monotonic() - t0, 1),
+                   first_loss=history[0]["loss"] if history else None,
+                   last_loss=history[-1]["loss"] if history else None,
+                   tokens_trained=sum(m["policy_tokens"] for m in history))
+    learner.save_checkpoint(out, run_state={"sft": summary})
+    summary["checkpoint"] = str(out / "hf")
+    print(f"sft: {summary['steps']} steps in {summary['train_s']} s, loss {summary['first_loss']} -> "
+          f"{summary['last_loss']}; checkpoint (model.path) {summary['checkpoint']}")
+    if cfg.sft.heldout_source:
+        summary["heldout"] = heldout_check(cfg, Path(summary["checkpoint"]), out)
+    (out / "sft_summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def rejection_rounds(cfg: RunConfig, learner, tasks: list[Task], model_path: Path, out: Path, log_file,
+                     deadline: float | None, pad_id: int, summary: dict) -> list[dict]:
+    """Sample, evaluate, keep, train; the generator gets the learner's weights after every round."""
+    from actors.bench import evaluation_queue
+    from pipeline.bench import outcomes_from_episodes
+    from pipeline.bench_metrics import summarize
+    from pipeline.rollout.conversation import ChatFormat
+    from pipeline.rollout.generation import make_generator
+    from pipeline.rollout.scheduler import EpisodeScheduler, ThreadQueue
+
+    model_cfg = cfg.model.model_copy(update={"path": str(model_path)})
+    generator = make_generator(model_cfg, cfg.rollout, cfg.run.seed)
+    history, rounds = [], []
+    try:
+        with evaluation_queue(cfg) as (queue, _), ThreadQueue(generator.generate, 1) as generation:
+            scheduler = EpisodeScheduler(cfg.rollout, ChatFormat(generator.tokenizer),
+                                         generator.max_model_len_tokens, generation, queue)
+            for r in range(cfg.sft.rejection_rounds):
+                episodes, _ = scheduler.run(tasks, step=r)
+                kept = rejection_sequences(episodes, cfg.sft.rejection_keep)
+                verdicts = summarize(outcomes_from_episodes(episodes))["verdicts"]
+                rounds.append({"round": r, "verdicts": verdicts, "kept_turns": len(kept)})
+                print(f"sft rejection round {r}: verdicts {verdicts}; training on {len(kept)} turns")
+                if kept:
+                    history += train(learner, kept, cfg, log_file, deadline, pad_id, cfg.run.seed + r)
+                    generator.update_weights(learner.state_dict_for_export().items(), version=r + 1)
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+    finally:
+        generator.close()
+    summary["rounds"] = rounds
+    return history
+
+
+def heldout_check(cfg: RunConfig, checkpoint: Path, out: Path) -> dict:
+    """Sample the new checkpoint on `sft.heldout_source` (single turn) and report its rates (bench.py)."""
+    from pipeline.bench import print_summary, run_bench
+
+    tasks = [t for t in load_tasks(cfg.sft.heldout_source) if t.kind in cfg.tasks.kinds]
+    bench_cfg = cfg.model_copy(update={
+        "model": cfg.model.model_copy(update={"path": str(checkpoint)}),
+        "rollout": cfg.rollout.model_copy(update={"samples_per_task": cfg.sft.heldout_samples_per_task,
+                                                  "max_turns": 1})})
+    report = run_bench(bench_cfg, tasks, out / "heldout_bench", suite=f"heldout:{cfg.sft.heldout_source}")
+    print(f"held-out check on {cfg.sft.heldout_source}:")
+    print_summary(report)
+    s = report["summary"]
+    return {k: s[k] for k in ("tasks", "samples", "verdicts", "compile_rate", "execute_rate", "correct_rate")}
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="cudaperf sft", description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default=None, help="YAML run configuration (sections sft, learner, model, tasks, ...)")
+    args, overrides = p.parse_known_args(argv)
+    bad = [o for o in overrides if o.startswith("-") or "=" not in o]
+    if bad:
+        print(f"cudaperf sft: unknown argument(s) {' '.join(bad)}; see cudaperf sft -h", file=sys.stderr)
+        return 2
+    from pipeline.rollout.generation import GenerationError
+    from pipeline.rollout.tiny_model import ModelPathError
+    try:
+        run_sft(load_config(args.config, overrides))
+    except (ConfigError, TaskError, SFTError, ModelPathError, GenerationError) as e:
+        print(f"cudaperf sft: {e}", file=sys.stderr)
+        return 2
+    return 0

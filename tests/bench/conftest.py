@@ -1,0 +1,38 @@
+"""Bench and SFT fixtures: a tiny model per session, and the environment restored after the
+in-process learner (which sets the process-group variables) and Ray."""
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import ModelSection
+
+BUILTIN = Path(__file__).resolve().parents[2] / "pipeline" / "builtin_tasks"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def restore_environment():
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="session")
+def small_task_dir(tmp_path_factory) -> Path:
+    """Two short c2cuda tasks and one light torch2cuda task, as a task source directory."""
+    d = tmp_path_factory.mktemp("tasks")
+    for rel in ("c2cuda/saxpy.yaml", "c2cuda/gather.yaml", "torch2cuda/relu.yaml"):
+        shutil.copy(BUILTIN / rel, d / rel.replace("/", "_"))
+    return d
+
+
+@pytest.fixture(scope="session")
+def model_cfg(tiny_dir) -> ModelSection:
+    return ModelSection(tiny_dir=tiny_dir, max_model_len_tokens=2048)

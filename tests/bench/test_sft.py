@@ -1,0 +1,86 @@
+"""cudaperf sft on CPU with the tiny model: pairs in the RL prompt format, the loss falls, the
+checkpoint loads as a policy; rejection mode trains on the policy's own kept samples."""
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import SFTSection
+from pipeline.records import Implementation
+from pipeline.rollout.parsing import extract_code
+from pipeline.rollout.prompts import entry_point, opening_messages
+from pipeline.sft import fastest_first, main, renamed, supervised_pairs
+from pipeline.tasks import load_tasks
+
+pytestmark = pytest.mark.slow
+
+
+def test_pairs_rename_and_order(small_task_dir):
+    tasks = load_tasks(small_task_dir)
+    pairs, stats = supervised_pairs(tasks, SFTSection(rename_copies_per_pair=2, keep_fastest_per_task=2), 0, {})
+    assert stats["order_strategy"] == 3 and stats["pairs"] == len(pairs)
+    saxpy = [(t, a) for t, a in pairs if t.id.startswith("c2cuda/saxpy")]
+    assert len(saxpy) == 2 * 3  # two fastest implementations, each plus two renamed copies
+    for task, answer in pairs:  # every answer parses back to code defining the task's entry point
+        assert extract_code(answer, entry_point(task)).code is not None
+    for task, answer in saxpy[1:3]:
+        assert task.function != "saxpy" and task.function in opening_messages(task)[1]
+        assert "saxpy(" not in answer and f"{task.function}(" in answer
+    # measured times win over strategy order, and an implementation measured incorrect is dropped
+    task = next(t for t in tasks if t.id == "c2cuda/saxpy")
+    names = [i.name for i in task.implementations]
+    measured = {(task.id, names[0]): 1.0, (task.id, names[1]): None}
+    measured.update({(task.id, n): 2.0 for n in names[2:]})
+    ordered, how = fastest_first(task, task.implementations, measured)
+    assert how == "measured" and [i.name for i in ordered][0] == names[0] and names[1] not in [i.name for i in ordered]
+    strategy, how = fastest_first(task, [Implementation(name="a", strategy="naive", format="c2cuda", code=""),
+                                         Implementation(name="b", strategy="vectorized", format="c2cuda", code="")], {})
+    assert how == "strategy" and [i.name for i in strategy] == ["b", "a"]
+    new_task, new_impl = renamed(task, task.implementations[0], "fused_op")
+    assert new_task.function == "fused_op" and "fused_op" in new_task.reference and "fused_op" in new_impl.code
+
+
+def test_supervised_sft_lowers_loss_and_writes_a_policy(small_task_dir, tiny_dir, tmp_path):
+    out = tmp_path / "sft"
+    rc = main(["--config", "configs/local.yaml", f"tasks.source={small_task_dir}", f"model.tiny_dir={tiny_dir}",
+               f"sft.output_dir={out}", "sft.epochs=6", "sft.sequences_per_step=4", "sft.rename_copies_per_pair=1",
+               "learner.lr=0.003", "sft.log_every_steps=100"])
+    assert rc == 0
+    log = [json.loads(line) for line in (out / "sft_log.jsonl").read_text().splitlines()]
+    assert len(log) >= 6 and all(m["policy_tokens"] > 0 for m in log)
+    first_epoch = [m["loss"] for m in log if m["epoch"] == 0]
+    last_epoch = [m["loss"] for m in log if m["epoch"] == 5]
+    assert sum(last_epoch) / len(last_epoch) < 0.8 * sum(first_epoch) / len(first_epoch)
+    summary = json.loads((out / "sft_summary.json").read_text())
+    assert summary["sequences"] > 0 and summary["checkpoint"] == str(out / "hf")
+    # the checkpoint is a policy `model.path` can name: both generator backends' loader and the learner's
+    from pipeline.config import ModelSection, RolloutSection
+    from pipeline.rollout.generation import GenerationRequest, SamplingSpec, make_generator
+    gen = make_generator(ModelSection(path=str(out / "hf"), max_model_len_tokens=2048),
+                         RolloutSection(backend="transformers", device="cpu"), seed=0)
+    result = gen.generate([GenerationRequest([1, 2, 3], 2)], SamplingSpec(max_new_tokens=8))
+    assert len(result.samples[0]) == 2 and gen.tokenizer.chat_template
+    gen.close()
+
+
+def test_rejection_mode_trains_on_kept_samples(small_task_dir, tiny_dir, tmp_path):
+    """On CPU nothing is correct, so the test keeps format-valid compiled samples (not_executed): the
+    round must sample, evaluate through the pools and report what it kept."""
+    out = tmp_path / "rej"
+    rc = main(["--config", "configs/local.yaml", f"tasks.source={small_task_dir}", f"model.tiny_dir={tiny_dir}",
+               f"sft.output_dir={out}", "sft.mode=rejection", "sft.rejection_keep=[not_executed]",
+               "rollout.backend=transformers", "rollout.samples_per_task=2", "rollout.max_turns=1",
+               "rollout.max_new_tokens=16", "compile.workers=1"])
+    assert rc == 0
+    summary = json.loads((out / "sft_summary.json").read_text())
+    (round0,) = summary["rounds"]
+    assert sum(round0["verdicts"].values()) == 3 * 2
+    assert round0["kept_turns"] == round0["verdicts"].get("not_executed", 0)
+    assert summary["steps"] == (1 if round0["kept_turns"] else 0)
+    assert (out / "hf" / "config.json").is_file()
+
+
+def test_bad_arguments_are_one_line_errors(capsys):
+    assert main(["--config", "configs/local.yaml", "sft.mode=wrong"]) == 2
+    assert "sft.mode" in capsys.readouterr().err
+    assert main(["--bogus"]) == 2
