@@ -567,8 +567,12 @@ def is_kernelbench_checkout(path: str | Path) -> bool:
 
 
 def load_tasks(source: str | Path, kernelbench_levels: Iterable[int] = (1, 2)) -> list[Task]:
-    """Tasks from 'builtin' (pipeline/builtin_tasks/), a directory of task YAML files (recursively),
-    a single task YAML file, or a KernelBench checkout; sorted by id. Duplicate ids are an error."""
+    """Tasks from 'builtin' (pipeline/builtin_tasks/), 'generated' or 'generated:<split>' (the
+    generated dataset, pipeline/data/generate.py, optionally one split: train, val or test), a
+    directory of task YAML files (recursively), a single task YAML file, or a KernelBench checkout;
+    sorted by id. Duplicate ids are an error."""
+    if str(source) == "generated" or str(source).startswith("generated:"):
+        return load_generated(str(source).partition(":")[2])
     if str(source) == "builtin":
         files = _task_files(BUILTIN_DIR)
         if not files:
@@ -591,6 +595,16 @@ def load_tasks(source: str | Path, kernelbench_levels: Iterable[int] = (1, 2)) -
     tasks = [load_task_file(f) for f in files]
     _check_unique(tasks)
     return sorted(tasks, key=lambda t: t.id)
+
+
+def load_generated(split: str = "", seed: int = 0) -> list[Task]:
+    """The generated tasks (all, or those of one split by family), sorted by id."""
+    from pipeline.data.generate import cached_tasks
+    from pipeline.data.splits import SPLITS, split_of_family
+    if split and split not in SPLITS:
+        raise TaskError(f"task source 'generated:{split}' names an unknown split; use 'generated' or "
+                        f"'generated:<split>' with split one of {', '.join(SPLITS)}.")
+    return [t for t in cached_tasks(seed) if not split or split_of_family(t.family, seed) == split]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,0 +1,10 @@
+"""The task generators, one module per group of computation families.
+
+Each module exposes `generate(rng: numpy.random.Generator) -> list[Task]`; `MODULES` is the plain
+registry that `pipeline.data.generate.generate_tasks` walks in order.
+"""
+from pipeline.data.families import elementwise
+
+MODULES = {
+    "elementwise": elementwise,
+}
