@@ -297,6 +297,31 @@ class TrainSection(Section):
     progress_bar: bool = Field(True, description="show a progress bar over the steps on the terminal")
 
 
+class DataSection(Section):
+    """The task dataset, `cudaperf data build | stats | measure | card` (pipeline/data/)."""
+    source: str = Field("generated", description="task source of the data commands: 'generated' (the task generators), "
+                        "'builtin', or a directory of task YAML files")
+    split_seed: int = Field(0, description="seed of the train/val/test split by family (pipeline/data/splits.py)")
+    measured_dir: str = Field("", description="directory of the measurement Parquet files, one per shard; '' is the "
+                              "package's pipeline/data/measured/")
+    measure_warmup_trials: int = Field(2, ge=0, description="untimed calls before each timing round")
+    measure_trials: int = Field(20, ge=1, description="timed calls per implementation and timing configuration, over "
+                                "all rounds")
+    measure_rounds: int = Field(2, ge=1, description="rounds per timing configuration; each round times every "
+                                "implementation of the task in turn, so drift affects all alike")
+    measure_budget_s: float = Field(0.5, gt=0, description="a round stops adding trials of one implementation after "
+                                    "this long (at least 5 trials)")
+    compile_workers: int = Field(0, ge=0, description="nvcc processes at once while measuring; 0 uses every CPU core")
+    gpu_workers: int = Field(2, ge=1, description="measurement processes sharing the GPU: checks overlap, timing is "
+                             "exclusive")
+    lookahead_tasks: int = Field(64, ge=1, description="tasks compiled ahead of the GPU")
+    task_timeout_s: float = Field(300.0, gt=0, description="a task's measurement is abandoned after this long and its "
+                                  "worker restarted")
+    tasks_per_worker: int = Field(200, ge=1, description="a worker process is replaced after this many tasks (it keeps "
+                                  "every library it loaded)")
+    checkpoint_s: float = Field(60.0, gt=0, description="seconds between rewrites of the shard file while measuring")
+
+
 class RunConfig(Section):
     run: RunSection = Field(default_factory=RunSection)
     tasks: TasksSection = Field(default_factory=TasksSection)
@@ -307,6 +332,7 @@ class RunConfig(Section):
     reward: RewardSection = Field(default_factory=RewardSection)
     rl: RLSection = Field(default_factory=RLSection)
     learner: LearnerSection = Field(default_factory=LearnerSection)
+    data: DataSection = Field(default_factory=DataSection)
     sft: SFTSection = Field(default_factory=SFTSection)
     train: TrainSection = Field(default_factory=TrainSection)
     ranker: RankerSection = Field(default_factory=RankerSection)

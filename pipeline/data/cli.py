@@ -1,0 +1,181 @@
+"""`cudaperf data build | stats | card | measure`: the task dataset from the command line.
+
+  cudaperf data build   [--source S]                  generate the tasks, print counts and checks
+  cudaperf data stats   [--source S] [--measured DIR] [--card DIR]   the dataset card's table
+  cudaperf data card    [--source S] [--measured DIR] [--out DIR]    the card (markdown + plots)
+  cudaperf data measure --shard K/N [--minutes M] [--out DIR] [--source S] [--retry-failed] [--compile-only]
+
+Every subcommand takes --config FILE and section.key=value overrides (e.g. data.gpu_workers=3).
+Exit status: 0 done, 1 a check failed or a shard is incomplete, 2 a usage error (one line).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+
+from pipeline.config import ConfigError, RunConfig, load_config
+
+MIN_C2CUDA, MIN_TORCH2CUDA, MIN_FAMILIES, MAX_FAMILY_SHARE = 3000, 1000, 40, 0.05
+MIN_CONFIGS, MIN_IMPLS, MIN_TEST_IMPLS = 3, 3, 5
+
+
+class UsageError(Exception):
+    pass
+
+
+def _tasks(cfg: RunConfig, source: str | None):
+    from pipeline.data.reader import DataError, load_source
+    from pipeline.tasks import TaskError
+    try:
+        return load_source(source or cfg.data.source)
+    except (DataError, TaskError) as e:
+        raise UsageError(str(e)) from None
+
+
+def _measurements(cfg: RunConfig, path: str | None):
+    from pipeline.data.measured import MeasurementsError, load_measurements
+    try:
+        return load_measurements(path or cfg.data.measured_dir or None)
+    except MeasurementsError:
+        if path:
+            raise
+        return None
+
+
+def build_checks(tasks, split_seed: int) -> list[tuple[bool, str]]:
+    """(passed, line) for every requirement on the generated task set."""
+    from pipeline.data.splits import FRACTIONS, balanced_seed, shares_ok, split_of_task, split_shares
+    kinds = Counter(t.kind for t in tasks)
+    fams = Counter(t.family for t in tasks)
+    biggest = max(fams.items(), key=lambda kv: kv[1]) if fams else ("-", 0)
+    checks = [(kinds["c2cuda"] >= MIN_C2CUDA, f"c2cuda tasks {kinds['c2cuda']} >= {MIN_C2CUDA}"),
+              (kinds["torch2cuda"] >= MIN_TORCH2CUDA, f"torch2cuda tasks {kinds['torch2cuda']} >= {MIN_TORCH2CUDA}"),
+              (len(fams) >= MIN_FAMILIES, f"families {len(fams)} >= {MIN_FAMILIES}"),
+              (biggest[1] <= MAX_FAMILY_SHARE * len(tasks),
+               f"largest family {biggest[0]} has {biggest[1]} tasks ({biggest[1] / max(len(tasks), 1):.1%}) "
+               f"<= {MAX_FAMILY_SHARE:.0%}")]
+    few_cfg = [t.id for t in tasks if len(t.configs) < MIN_CONFIGS]
+    checks.append((not few_cfg, f"every task has >= {MIN_CONFIGS} input configurations"
+                   + (f" (not: {', '.join(few_cfg[:5])}{' ...' if len(few_cfg) > 5 else ''})" if few_cfg else "")))
+    need = {t.id: MIN_TEST_IMPLS if split_of_task(t, split_seed) == "test" else MIN_IMPLS for t in tasks}
+    few_impl = [t.id for t in tasks if len(t.implementations) < need[t.id]]
+    checks.append((not few_impl, f"every task has >= {MIN_IMPLS} implementations (>= {MIN_TEST_IMPLS} in test "
+                   f"families)" + (f" (not: {', '.join(few_impl[:5])}{' ...' if len(few_impl) > 5 else ''})"
+                                   if few_impl else "")))
+    bad_naive = [t.id for t in tasks if t.kind == "c2cuda" and (not t.implementations
+                                                               or t.implementations[0].strategy != "naive")]
+    checks.append((not bad_naive, "every c2cuda task lists its naive baseline first"
+                   + (f" (not: {', '.join(bad_naive[:5])})" if bad_naive else "")))
+    try:
+        from pipeline.data.generate import normalised_reference
+        refs = Counter(normalised_reference(t) for t in tasks)
+        dups = sum(c - 1 for c in refs.values() if c > 1)
+        checks.append((dups == 0, f"no two tasks share a normalised reference ({dups} duplicates)"))
+    except ImportError:
+        pass
+    shares = split_shares(fams, split_seed)
+    ok = shares_ok(shares)
+    line = "split shares of families " + ", ".join(f"{s} {v:.0%} (aim {FRACTIONS[s]:.0%})" for s, v in shares.items())
+    if not ok and fams:
+        try:
+            line += f"; data.split_seed={balanced_seed(fams)} balances them"
+        except ValueError as e:
+            line += f"; {e}"
+    checks.append((ok, line))
+    return checks
+
+
+def cmd_build(cfg: RunConfig, args) -> int:
+    from pipeline.data.card import format_stats, kernelbench_overlap, task_counts
+    tasks = _tasks(cfg, args.source)
+    print(format_stats(task_counts(tasks, cfg.data.split_seed, kernelbench_overlap(tasks)), None).split("\n\n")[0])
+    checks = build_checks(tasks, cfg.data.split_seed)
+    print()
+    for ok, line in checks:
+        print(f"{'PASS' if ok else 'FAIL'}  {line}")
+    return 0 if all(ok for ok, _ in checks) else 1
+
+
+def cmd_stats(cfg: RunConfig, args, card_dir: str | None) -> int:
+    from pipeline.data.card import format_stats, kernelbench_overlap, measurement_stats, task_counts, write_card
+    from pipeline.data.reader import generator_version
+    tasks = _tasks(cfg, args.source)
+    table = _measurements(cfg, args.measured)
+    counts = task_counts(tasks, cfg.data.split_seed, kernelbench_overlap(tasks))
+    mstats = measurement_stats(table) if table is not None and table.num_rows else None
+    print(format_stats(counts, mstats))
+    if card_dir:
+        source = args.source or cfg.data.source
+        print(f"\nwrote {write_card(card_dir, counts, mstats, source, generator_version(source))}")
+    return 0
+
+
+def cmd_measure(cfg: RunConfig, args) -> int:
+    from pipeline.data.measure import MeasureError, measure_shard, parse_shard
+    from pipeline.data.measured import MEASURED_DIR
+    from pipeline.data.reader import generator_version
+    source = args.source or cfg.data.source
+    try:
+        shard = parse_shard(args.shard)
+        tasks = _tasks(cfg, source)
+        summary = measure_shard(cfg, tasks, shard, args.out or cfg.data.measured_dir or MEASURED_DIR,
+                                minutes=args.minutes, retry_failed=args.retry_failed, compile_only=args.compile_only,
+                                generator_version=generator_version(source))
+    except MeasureError as e:
+        raise UsageError(str(e)) from None
+    print("\n".join(summary.lines()))
+    return 0 if summary.compile_only or summary.complete else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cudaperf data", description="build, measure and summarise the task dataset")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p):
+        p.add_argument("--config", default=None, help="YAML run configuration")
+        p.add_argument("--source", default=None, help="task source (default data.source: generated)")
+        p.epilog = "Any number of section.key=value overrides may follow."
+        return p
+    common(sub.add_parser("build", help="generate the tasks and check the counts"))
+    p = common(sub.add_parser("stats", help="print the dataset card's table"))
+    p.add_argument("--measured", default=None, help="measurement Parquet file or directory (default data.measured_dir)")
+    p.add_argument("--card", default=None, metavar="DIR", help="also write the dataset card (markdown + plots) here")
+    p = common(sub.add_parser("card", help="write the dataset card (markdown + plots)"))
+    p.add_argument("--measured", default=None, help="measurement Parquet file or directory (default data.measured_dir)")
+    p.add_argument("--out", default="pipeline/data/card", help="directory of the card")
+    p = common(sub.add_parser("measure", help="compile, verify and time a shard of tasks on this GPU"))
+    p.add_argument("--shard", default="0/1", help="K/N: measure shard K of N (tasks assigned by a hash of their id)")
+    p.add_argument("--minutes", type=float, default=None, help="stop starting tasks after this many minutes")
+    p.add_argument("--out", default=None, help="directory of the shard's Parquet file (default data.measured_dir)")
+    p.add_argument("--retry-failed", action="store_true", help="measure again tasks with a failed implementation")
+    p.add_argument("--compile-only", action="store_true", help="only compile and analyse (no GPU needed)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    unknown = [e for e in extra if e.startswith("-") or "=" not in e]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        try:
+            cfg = load_config(args.config, extra)
+        except ConfigError as e:
+            raise UsageError(str(e)) from None
+        if args.command == "build":
+            return cmd_build(cfg, args)
+        if args.command == "stats":
+            return cmd_stats(cfg, args, args.card)
+        if args.command == "card":
+            return cmd_stats(cfg, args, args.out)
+        return cmd_measure(cfg, args)
+    except UsageError as e:
+        print(f"cudaperf data: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

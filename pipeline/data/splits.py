@@ -1,0 +1,68 @@
+"""Train, validation and test splits of the task dataset, by computation family.
+
+In: a family name (or a Task) and a seed. Out: 'train', 'val' or 'test' ('kernelbench' for
+KernelBench problems, which are a benchmark and never trained on).
+Every task of a family lands in the same split, so the splits share no family: a model is tested
+on computations it has never seen. The split of a family depends only on its name and the seed
+(a hash, no list of families), so adding a family never moves another one. The shares are
+therefore expected values (70/15/15 % of families); `split_shares` reports the real ones and
+`balanced_seed` finds the first seed whose shares are within a tolerance, for `data build`.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from typing import Iterable
+
+from pipeline.records import Task
+
+SPLITS = ("train", "val", "test")
+FRACTIONS = {"train": 0.70, "val": 0.15, "test": 0.15}
+KERNELBENCH_SPLIT = "kernelbench"
+
+
+def _unit(family: str, seed: int) -> float:
+    """A number in [0, 1) fixed by the family name and the seed."""
+    digest = hashlib.sha256(f"cudaperf-split\0{seed}\0{family}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0 ** 64
+
+
+def split_of_family(family: str, seed: int = 0) -> str:
+    """The split every task of `family` belongs to under `seed`."""
+    if not family:
+        raise ValueError("split_of_family() needs a family name; every Task must have its family set")
+    u = _unit(family, seed)
+    if u < FRACTIONS["test"]:
+        return "test"
+    if u < FRACTIONS["test"] + FRACTIONS["val"]:
+        return "val"
+    return "train"
+
+
+def split_of_task(task: Task, seed: int = 0) -> str:
+    """A task's split: KernelBench problems form their own split; others follow their family."""
+    if task.id.startswith("kernelbench/"):
+        return KERNELBENCH_SPLIT
+    return split_of_family(task.family, seed)
+
+
+def split_shares(families: Iterable[str], seed: int = 0) -> dict[str, float]:
+    """Share of the distinct `families` in each split (0 for an empty split)."""
+    fams = sorted(set(families))
+    counts = Counter(split_of_family(f, seed) for f in fams)
+    return {s: counts[s] / len(fams) if fams else 0.0 for s in SPLITS}
+
+
+def shares_ok(shares: dict[str, float], tolerance: float = 0.05) -> bool:
+    """Whether every split holds its intended share of families within `tolerance`."""
+    return all(abs(shares[s] - FRACTIONS[s]) <= tolerance + 1e-12 for s in SPLITS)
+
+
+def balanced_seed(families: Iterable[str], tolerance: float = 0.05, start: int = 0, tries: int = 10_000) -> int:
+    """The first seed from `start` whose family shares are all within `tolerance` of FRACTIONS."""
+    fams = sorted(set(families))
+    for seed in range(start, start + tries):
+        if shares_ok(split_shares(fams, seed), tolerance):
+            return seed
+    raise ValueError(f"no seed in [{start}, {start + tries}) splits these {len(fams)} families within "
+                     f"{tolerance:.0%} of {FRACTIONS}; widen the tolerance or add families")

@@ -1,0 +1,93 @@
+"""The task stream: filters, seeded order, save and resume (plain and through a real local Ray)."""
+from pathlib import Path
+
+import pytest
+
+from pipeline.data.reader import DataError, TaskReader, load_source, task_of_row
+from pipeline.data.splits import split_of_task
+
+KERNELBENCH = str(Path(__file__).parents[1] / "data" / "kernelbench")
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return load_source("builtin") + load_source(KERNELBENCH)
+
+
+def ids(rows):
+    return [r["task_id"] for r in rows]
+
+
+def test_filters_by_kind_family_and_split(tasks):
+    r = TaskReader(tasks, kinds=["c2cuda"])
+    assert len(r) == 12 and all(row["kind"] == "c2cuda" for row in r.rows())
+    r = TaskReader(tasks, families=["blas1_axpy", "activation_relu"])
+    assert sorted(ids(r.rows())) == ["c2cuda/saxpy", "torch2cuda/relu"]
+    r = TaskReader(tasks, splits=["kernelbench"])
+    assert len(r) == 3 and all(t.startswith("kernelbench/") for t in ids(r.rows()))
+    test = TaskReader(tasks, splits=["test"])
+    assert len(test) > 0 and all(split_of_task(task_of_row(row)) == "test" for row in test.rows())
+    train_fams = {row["family"] for row in TaskReader(tasks, splits=["train"]).rows()}
+    assert train_fams.isdisjoint({row["family"] for row in test.rows()})
+
+
+def test_seeded_order(tasks):
+    a, b, c = (list(ids(TaskReader(tasks, seed=s).rows())) for s in (1, 1, 2))
+    assert a == b and a != c and sorted(a) == sorted(c) == sorted(t.id for t in tasks)
+    assert ids(TaskReader(tasks, shuffle=False).rows()) == sorted(t.id for t in tasks)
+
+
+def test_resume_gives_exactly_the_remaining_tasks_and_epochs_roll_over(tasks):
+    r = TaskReader(tasks, seed=7)
+    full = list(r.rows(epochs=2))
+    n = len(r)
+    for row in full[:10]:
+        r.consumed(row)
+    state = r.state()
+    again = TaskReader(tasks, seed=7).restore(state)
+    rest = list(again.rows(epochs=1))
+    assert ids(rest) == ids(full[10:n])
+    for row in rest:
+        again.consumed(row)
+    assert again.state()["epoch"] == 1 and again.state()["position"] == 0
+    assert ids(again.rows()) == ids(full[n:])
+    assert ids(full[n:]) != ids(full[:n])  # a new order each epoch
+
+
+def test_a_state_of_another_selection_is_refused(tasks):
+    state = TaskReader(tasks, seed=1).state()
+    with pytest.raises(DataError, match="another task selection"):
+        TaskReader(tasks, seed=2).restore(state)
+    with pytest.raises(DataError, match="another task selection"):
+        TaskReader(tasks, seed=1, kinds=["c2cuda"]).restore(state)
+    with pytest.raises(DataError, match="malformed"):
+        TaskReader(tasks, seed=1).restore({"position": 3})
+
+
+def test_unknown_split_of_generated_source_is_a_clear_error():
+    with pytest.raises((DataError, ValueError), match="split|generated"):
+        load_source("generated:holdout")
+
+
+def test_ray_data_stream_resumes_from_a_saved_position(tasks):
+    ray = pytest.importorskip("ray")
+    from actors.data import task_dataset
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        reader = TaskReader.from_sources(["builtin", KERNELBENCH], seed=3)
+        expected = ids(reader.rows())
+        seen = []
+        for row in task_dataset(reader, rows_per_block=4).iter_rows():
+            task = task_of_row(row)
+            assert task.id == row["task_id"]
+            seen.append(task.id)
+            reader.consumed(row)
+            if len(seen) == 9:
+                break
+        saved = reader.state()
+        resumed = TaskReader(tasks, seed=3).restore(saved)
+        rest = [row["task_id"] for row in task_dataset(resumed, rows_per_block=4).iter_rows()]
+        assert seen == expected[:9]
+        assert rest == expected[9:]
+    finally:
+        ray.shutdown()

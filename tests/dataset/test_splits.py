@@ -1,0 +1,42 @@
+"""Splits by family: deterministic, disjoint, near the intended shares, KernelBench apart."""
+import pytest
+
+from pipeline.data.splits import (FRACTIONS, SPLITS, balanced_seed, shares_ok, split_of_family, split_of_task,
+                                  split_shares)
+
+
+def test_deterministic_and_seeded():
+    fams = [f"family_{i}" for i in range(200)]
+    first = [split_of_family(f, 0) for f in fams]
+    assert first == [split_of_family(f, 0) for f in fams]
+    assert first != [split_of_family(f, 1) for f in fams]
+    assert set(first) == set(SPLITS)
+
+
+def test_shares_close_to_fractions_over_many_families():
+    shares = split_shares([f"f{i}" for i in range(4000)], seed=0)
+    for s in SPLITS:
+        assert abs(shares[s] - FRACTIONS[s]) < 0.03, shares
+
+
+def test_balanced_seed_gives_every_split_its_share():
+    fams = [f"op_{i}" for i in range(45)]
+    seed = balanced_seed(fams)
+    shares = split_shares(fams, seed)
+    assert shares_ok(shares) and 0.10 <= shares["test"] <= 0.20, shares
+    assert all(abs(shares[s] - FRACTIONS[s]) <= 0.05 + 1e-9 for s in SPLITS)
+
+
+def test_tasks_follow_their_family_and_kernelbench_is_apart(builtin_tasks):
+    tasks = list(builtin_tasks.values())
+    by_family = {}
+    for t in tasks:
+        by_family.setdefault(t.family, set()).add(split_of_task(t))
+    assert all(len(s) == 1 for s in by_family.values())
+    kb = tasks[0].model_copy(update={"id": "kernelbench/level1/19_ReLU"})
+    assert split_of_task(kb) == "kernelbench"
+
+
+def test_a_task_without_family_is_an_error():
+    with pytest.raises(ValueError, match="family"):
+        split_of_family("")
