@@ -1,0 +1,131 @@
+"""`cudaperf rank train | eval`: train the pairwise rankers, and judge them on held-out families.
+
+  cudaperf rank train [--data PATH] [--out DIR] [--rankers gbt,neural] [--test-families A,B]
+                      [--config FILE] [section.key=value ...]
+  cudaperf rank eval  [--data PATH] [--checkpoints DIR] [--report DIR] [--cv K] [--test-families A,B]
+                      [--rankers gbt,neural] [--config FILE] [section.key=value ...]
+
+--data: the measured dataset (a Parquet file or directory; default pipeline/data/measured/) or an
+evaluator benchmark JSON (benchmarks/results/evaluator_h200.json, the built-in tasks' speedups).
+train: fits each ranker on the non-test families and writes `OUT/<kind>/vNNNN/` (default OUT:
+run.output_dir/run.name/ranker). eval: scores the test families with the latest checkpoints
+(or, with --cv K, trains fresh rankers in K folds by family) next to the heuristics, and writes
+report.md, accuracy.png and metrics.json to --report (default OUT/report).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pipeline.config import ConfigError, load_config
+
+
+def _parser(prog: str, train: bool) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"cudaperf rank {prog}", epilog="Any number of section.key=value overrides "
+                                "may follow.")
+    p.add_argument("--config", default=None, help="YAML run configuration")
+    p.add_argument("--data", default=None, help="measured Parquet file or directory, or an evaluator benchmark JSON")
+    p.add_argument("--rankers", default="gbt,neural", help="comma-separated: gbt, neural")
+    p.add_argument("--test-families", default=None, help="comma-separated families held out (default: the rows' "
+                   "split, else pipeline/data/splits.py)")
+    p.add_argument("--out", default=None, help="checkpoint root (default run.output_dir/run.name/ranker)")
+    if not train:
+        p.add_argument("--checkpoints", default=None, help="checkpoint root to evaluate (default --out)")
+        p.add_argument("--report", default=None, help="report directory (default OUT/report)")
+        p.add_argument("--cv", type=int, default=0, help="K-fold cross-validation by family, training fresh "
+                       "rankers per fold (for small data)")
+    return p
+
+
+def _fail(msg: str) -> int:
+    print(f"cudaperf rank: {msg}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in ("train", "eval"):
+        return _fail("give a subcommand: `cudaperf rank train` or `cudaperf rank eval` (add -h for options)")
+    sub = argv[0]
+    parser = _parser(sub, sub == "train")
+    args, extra = parser.parse_known_args(argv[1:])
+    bad = [e for e in extra if e.startswith("-") or "=" not in e]
+    if bad:
+        parser.error(f"unrecognized arguments: {' '.join(bad)}")
+    try:
+        cfg = load_config(args.config, extra)
+    except ConfigError as e:
+        return _fail(str(e))
+    from pipeline.ranker.checkpoint import CheckpointError
+    from pipeline.ranker.dataset import RankDataError
+    from pipeline.ranker.train import RANKER_KINDS
+    kinds = [k.strip() for k in args.rankers.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in RANKER_KINDS]
+    if unknown or not kinds:
+        return _fail(f"--rankers {args.rankers}: known rankers are {', '.join(RANKER_KINDS)}")
+    out = Path(args.out) if args.out else Path(cfg.run.output_dir) / cfg.run.name / "ranker"
+    families = [f for f in args.test_families.split(",") if f] if args.test_families else None
+    try:
+        return (_train if sub == "train" else _eval)(args, cfg, kinds, out, families)
+    except (RankDataError, CheckpointError) as e:
+        return _fail(str(e))
+
+
+def _train(args, cfg, kinds, out: Path, families) -> int:
+    from pipeline.ranker.checkpoint import save_checkpoint
+    from pipeline.ranker.train import prepare_data, train_split
+    data = prepare_data(args.data, cfg.ranker, cfg.compile, families, cfg.run.seed)
+    trained = train_split(data, cfg.ranker, kinds, cfg.run.seed)
+    test_families = sorted({im.family for im in data.impls if im.split == "test"})
+    for kind, (ranker, metrics) in trained.items():
+        path = save_checkpoint(ranker, out / kind, data.subset(lambda im: im.split != "test").content_hash(),
+                               metrics, {"data_source": data.source, "test_families": test_families,
+                                         "min_gap": cfg.ranker.min_gap})
+        print(f"{kind}: checkpoint {path}")
+    return 0
+
+
+def _eval(args, cfg, kinds, out: Path, families) -> int:
+    from pipeline.ranker.checkpoint import load_ranker, read_manifest, resolve
+    from pipeline.ranker.evaluate import write_report
+    from pipeline.ranker.train import best_heuristic, cross_validate, evaluate_rankers, prepare_data
+    report_dir = Path(args.report) if args.report else out / "report"
+    notes = []
+    if args.cv:
+        # the folds assign the splits, so no split function is needed to load
+        data = prepare_data(args.data, cfg.ranker, cfg.compile, [], cfg.run.seed)
+        results = cross_validate(data, cfg.ranker, kinds, args.cv, cfg.run.seed)
+        notes.append(f"{args.cv}-fold cross-validation by family over {len(data.families())} families "
+                     f"({len(data.impls)} implementations, {data.source})")
+    else:
+        root = Path(args.checkpoints) if args.checkpoints else out
+        rankers, manifests = {}, {}
+        for kind in kinds:
+            rankers[kind], manifests[kind] = load_ranker(root / kind, cfg.ranker.feature_cache_dir)
+        if families is None:  # hold out what training held out
+            families = read_manifest(root / kinds[0]).get("test_families") or None
+        data = prepare_data(args.data, cfg.ranker, cfg.compile, families, cfg.run.seed)
+        for kind, m in manifests.items():
+            notes.append(f"{kind}: {resolve(root / kind)} (data hash {m['data_hash']})")
+        notes.append(f"test families: {', '.join(sorted({im.family for im in data.impls if im.split == 'test'}))}")
+        results = evaluate_rankers(data, rankers, cfg.ranker.min_gap)
+    name, acc = best_heuristic(results)
+    notes.append(f"pairs kept at a gap of at least {cfg.ranker.min_gap}x; best heuristic at gap >= 1.5x: {name}"
+                 + (f" ({acc:.1%})" if acc is not None else ""))
+    path = write_report(results, report_dir, "Ranker evaluation on held-out families", notes)
+    for rname, m in results.items():
+        ge = m["gap_ge_1.5"]["all"]
+        tau = m["kendall_tau"]
+        print(f"{rname:26s} pairs {m['pairs']:5d}  accuracy {_pct(m['accuracy'])}  gap>=1.5x {_pct(ge['accuracy'])} "
+              f"({ge['n']})  tau {'-' if tau is None else f'{tau:.3f}'}")
+    print(f"report: {path}")
+    return 0
+
+
+def _pct(x) -> str:
+    return "   -  " if x is None else f"{x:6.1%}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
