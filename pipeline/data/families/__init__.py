@@ -3,8 +3,9 @@
 Each module exposes `generate(rng: numpy.random.Generator) -> list[Task]`; `MODULES` is the plain
 registry that `pipeline.data.generate.generate_tasks` walks in order.
 """
-from pipeline.data.families import elementwise
+from pipeline.data.families import elementwise, reductions
 
 MODULES = {
     "elementwise": elementwise,
+    "reductions": reductions,
 }
