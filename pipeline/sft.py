@@ -217,6 +217,12 @@ def run_sft(cfg: RunConfig) -> dict:
     if not tasks:
         raise SFTError(f"tasks.source '{cfg.tasks.source}' holds no tasks of kinds {cfg.tasks.kinds}; point it at "
                        "the training tasks")
+    heldout = []
+    if cfg.sft.heldout_source:  # checked before training, so a bad source fails now rather than after it
+        heldout = [t for t in load_tasks(cfg.sft.heldout_source) if t.kind in cfg.tasks.kinds]
+        if not heldout:
+            raise SFTError(f"sft.heldout_source '{cfg.sft.heldout_source}' holds no tasks of kinds {cfg.tasks.kinds}; "
+                           "point it at held-out tasks or set sft.heldout_source='' to skip the check")
     model_path = resolve_model_path(cfg.model)
     tokenizer = load_tokenizer(model_path)
     chat = ChatFormat(tokenizer)
@@ -249,8 +255,8 @@ def run_sft(cfg: RunConfig) -> dict:
     summary["checkpoint"] = str(out / "hf")
     print(f"sft: {summary['steps']} steps in {summary['train_s']} s, loss {summary['first_loss']} -> "
           f"{summary['last_loss']}; checkpoint (model.path) {summary['checkpoint']}")
-    if cfg.sft.heldout_source:
-        summary["heldout"] = heldout_check(cfg, Path(summary["checkpoint"]), out)
+    if heldout:
+        summary["heldout"] = heldout_check(cfg, heldout, Path(summary["checkpoint"]), out)
     (out / "sft_summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
@@ -289,11 +295,10 @@ def rejection_rounds(cfg: RunConfig, learner, tasks: list[Task], model_path: Pat
     return history
 
 
-def heldout_check(cfg: RunConfig, checkpoint: Path, out: Path) -> dict:
-    """Sample the new checkpoint on `sft.heldout_source` (single turn) and report its rates (bench.py)."""
+def heldout_check(cfg: RunConfig, tasks: list[Task], checkpoint: Path, out: Path) -> dict:
+    """Sample the new checkpoint on the held-out tasks (single turn) and report its rates (bench.py)."""
     from pipeline.bench import print_summary, run_bench
 
-    tasks = [t for t in load_tasks(cfg.sft.heldout_source) if t.kind in cfg.tasks.kinds]
     bench_cfg = cfg.model_copy(update={
         "model": cfg.model.model_copy(update={"path": str(checkpoint)}),
         "rollout": cfg.rollout.model_copy(update={"samples_per_task": cfg.sft.heldout_samples_per_task,

@@ -44,7 +44,9 @@ def test_supervised_sft_lowers_loss_and_writes_a_policy(small_task_dir, tiny_dir
     out = tmp_path / "sft"
     rc = main(["--config", "configs/local.yaml", f"tasks.source={small_task_dir}", f"model.tiny_dir={tiny_dir}",
                f"sft.output_dir={out}", "sft.epochs=6", "sft.sequences_per_step=4", "sft.rename_copies_per_pair=1",
-               "learner.lr=0.003", "sft.log_every_steps=100"])
+               "sft.keep_fastest_per_task=1", "learner.lr=0.003", "sft.log_every_steps=100",
+               f"sft.heldout_source={small_task_dir}", "sft.heldout_samples_per_task=1",
+               "rollout.backend=transformers", "rollout.max_new_tokens=16", "compile.workers=1"])
     assert rc == 0
     log = [json.loads(line) for line in (out / "sft_log.jsonl").read_text().splitlines()]
     assert len(log) >= 6 and all(m["policy_tokens"] > 0 for m in log)
@@ -52,7 +54,10 @@ def test_supervised_sft_lowers_loss_and_writes_a_policy(small_task_dir, tiny_dir
     last_epoch = [m["loss"] for m in log if m["epoch"] == 5]
     assert sum(last_epoch) / len(last_epoch) < 0.8 * sum(first_epoch) / len(first_epoch)
     summary = json.loads((out / "sft_summary.json").read_text())
-    assert summary["sequences"] > 0 and summary["checkpoint"] == str(out / "hf")
+    assert summary["sequences"] == 2 * 2 + 1 and summary["checkpoint"] == str(out / "hf")
+    heldout = summary["heldout"]  # the new policy sampled on held-out tasks through bench (CPU: never correct)
+    assert heldout["tasks"] == 3 and heldout["samples"] == 3 and heldout["correct_rate"] == 0.0
+    assert (out / "heldout_bench" / "report.json").is_file()
     # the checkpoint is a policy `model.path` can name: both generator backends' loader and the learner's
     from pipeline.config import ModelSection, RolloutSection
     from pipeline.rollout.generation import GenerationRequest, SamplingSpec, make_generator
@@ -84,3 +89,20 @@ def test_bad_arguments_are_one_line_errors(capsys):
     assert main(["--config", "configs/local.yaml", "sft.mode=wrong"]) == 2
     assert "sft.mode" in capsys.readouterr().err
     assert main(["--bogus"]) == 2
+
+
+def test_rejection_sequences_keep_the_policys_own_tokens():
+    from pipeline.records import EvalResult, Trajectory, Turn
+    from pipeline.rollout.episodes import EpisodeOutcome
+    from pipeline.sft import rejection_sequences
+
+    def result(verdict):
+        return EvalResult(task_id="t", candidate_hash="h", format="c2cuda", verdict=verdict)
+    turns = [Turn(prompt_ids=[1, 2], response_ids=[5, 6, 7], logprobs=[0.0] * 3),
+             Turn(prompt_ids=[1, 2, 5, 6, 7, 9], response_ids=[8], logprobs=[0.0]),
+             Turn(prompt_ids=[1, 2, 5, 6, 7, 9, 8, 9], response_ids=[], logprobs=[])]
+    ep = EpisodeOutcome(Trajectory(task_id="t", episode_id="e", turns=turns),
+                        results=[result("correct"), result("incorrect"), result("correct")])
+    seqs = rejection_sequences([ep], ["correct"])
+    assert [(s.input_ids, s.prompt_len, s.key) for s in seqs] == [([1, 2, 5, 6, 7], 2, ("e", 0))]  # empty turn 2 skipped
+    assert [s.key for s in rejection_sequences([ep], ["correct", "incorrect"])] == [("e", 0), ("e", 1)]
