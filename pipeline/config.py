@@ -315,7 +315,7 @@ class DataSection(Section):
     gpu_workers: int = Field(2, ge=1, description="measurement processes sharing the GPU: checks overlap, timing is "
                              "exclusive")
     lookahead_tasks: int = Field(64, ge=1, description="tasks compiled ahead of the GPU")
-    task_timeout_s: float = Field(300.0, gt=0, description="a task's measurement is abandoned after this long and its "
+    task_timeout_s: float = Field(120.0, gt=0, description="a task's measurement is abandoned after this long and its "
                                   "worker restarted")
     tasks_per_worker: int = Field(200, ge=1, description="a worker process is replaced after this many tasks (it keeps "
                                   "every library it loaded)")

@@ -204,13 +204,17 @@ class WorkerPool:
         self.startup_timeout_s = startup_timeout_s
         self.ctx = mp.get_context("spawn")  # a fresh interpreter: CUDA never inherited through fork
         self.restarts = 0
-        self.workers = [self._start() for _ in range(n)]
+        spawned = [self._spawn() for _ in range(n)]  # started together: each takes seconds to import torch
+        self.workers = [self._ready(*p) for p in spawned]
 
-    def _start(self) -> Worker:
+    def _spawn(self):
         parent, child = self.ctx.Pipe()
         proc = self.ctx.Process(target=worker_main, args=(child, self.settings, self.worker_class), daemon=True)
         proc.start()
         child.close()
+        return proc, parent
+
+    def _ready(self, proc, parent) -> Worker:
         if not parent.poll(self.startup_timeout_s):
             proc.kill()
             raise MeasureError(f"a measurement worker did not start within {self.startup_timeout_s:.0f} s; check "
@@ -218,13 +222,17 @@ class WorkerPool:
         try:
             msg = parent.recv()
         except EOFError:
-            raise MeasureError(f"a measurement worker died while starting (exit {proc.join(5) or proc.exitcode}); "
-                               "run the GPU tests (pytest -m gpu tests/dataset) to see why") from None
+            proc.join(5)
+            raise MeasureError(f"a measurement worker died while starting (exit {proc.exitcode}); run the GPU "
+                               "tests (pytest -m gpu tests/dataset) to see why") from None
         if msg["event"] != "ready":
             proc.join(5)
             raise MeasureError(f"a measurement worker could not start: {msg['error']}; run on a host with an "
                                "NVIDIA GPU and driver")
         return Worker(proc, parent, msg["info"])
+
+    def _start(self) -> Worker:
+        return self._ready(*self._spawn())
 
     @property
     def info(self) -> dict:
@@ -406,15 +414,16 @@ def measure_shard(cfg: RunConfig, tasks: list[Task], shard: tuple[int, int], out
             while todo:  # (nothing to do: straight to the summary)
                 stopping = time.monotonic() > deadline
                 while queue and not stopping and len(compiling) < cfg.data.lookahead_tasks:
-                    compiling.append(compilers.submit(prepare_task, queue.popleft(), evaluator))
+                    task = queue.popleft()
+                    compiling.append((task, compilers.submit(prepare_task, task, evaluator)))
                 if stopping:  # no new task starts; those being compiled are dropped
-                    for f in compiling:
+                    for _, f in compiling:
                         f.cancel()
                     compiling.clear()
                 if compile_only:
                     if not compiling:
                         break
-                    prep = compiling.popleft().result()
+                    prep = _prepared(*compiling.popleft())
                     summary.measured += 1
                     summary.impls_correct += len(prep.artifacts)
                     summary.impls_failed += len(prep.failures)
@@ -422,6 +431,9 @@ def measure_shard(cfg: RunConfig, tasks: list[Task], shard: tuple[int, int], out
                     continue
                 for w in pool.idle():
                     job = retry.popleft() if retry else _next_prepared(compiling)
+                    while job is not None and job.prep.task_error:  # nothing of it can run (e.g. its C reference)
+                        finished(task_rows(job.prep, None, {}, "", ctx))
+                        job = _next_prepared(compiling)
                     if job is None:
                         break
                     pool.submit(w, job)
@@ -443,6 +455,9 @@ def measure_shard(cfg: RunConfig, tasks: list[Task], shard: tuple[int, int], out
                 if now - last_write > cfg.data.checkpoint_s:
                     write(False)
                     last_write = now
+        except BaseException:
+            write(False)  # what is finished is kept; the rerun continues from there
+            raise
         finally:
             if pool is not None:
                 pool.close()
@@ -457,12 +472,22 @@ def measure_shard(cfg: RunConfig, tasks: list[Task], shard: tuple[int, int], out
     return summary
 
 
+def _prepared(task: Task, future: Future) -> PreparedTask:
+    """A finished compilation; an unexpected error in it fails that task only (nvcc missing stops all)."""
+    try:
+        return future.result()
+    except MeasureError:
+        raise
+    except Exception as e:  # a task whose data our code cannot handle: recorded, the shard goes on
+        return PreparedTask(task, task_error=f"preparing it failed: {type(e).__name__}: {e}")
+
+
 def _next_prepared(compiling: deque) -> Job | None:
     """The first task whose compilation is done (any order: the GPU should never wait for one)."""
-    for f in compiling:
-        if f.done():
-            compiling.remove(f)
-            return Job(f.result())
+    for item in compiling:
+        if item[1].done():
+            compiling.remove(item)
+            return Job(_prepared(*item))
     return None
 
 
@@ -470,7 +495,7 @@ def _wait_first(compiling: deque, timeout: float) -> None:
     from concurrent.futures import FIRST_COMPLETED
     from concurrent.futures import wait as wait_futures
     if compiling:
-        wait_futures(list(compiling), timeout, return_when=FIRST_COMPLETED)
+        wait_futures([f for _, f in compiling], timeout, return_when=FIRST_COMPLETED)
 
 
 def _handle(pool: WorkerPool, w: Worker, msg: dict, retry: deque, finished, ctx: RowContext) -> None:

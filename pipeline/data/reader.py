@@ -19,9 +19,9 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Iterable, Iterator
 
-from pipeline.data.splits import SPLITS, split_of_task
+from pipeline.data.splits import split_of_task
 from pipeline.records import Task
-from pipeline.tasks import TaskError, load_tasks
+from pipeline.tasks import load_tasks
 
 
 class DataError(ValueError):
@@ -37,18 +37,7 @@ def load_source(source: str, kernelbench_levels: Iterable[int] = (1, 2)) -> list
     if _generated(source) and importlib.util.find_spec("pipeline.data.generate") is None:
         raise DataError("the task generators are not built yet (pipeline/data/generate.py is missing); use "
                         "--source builtin or a directory of task YAML files")
-    try:
-        return load_tasks(source, kernelbench_levels)
-    except TaskError:
-        if not _generated(source):
-            raise
-    # load_tasks without the 'generated' sources yet: the same meaning, built here
-    from pipeline.data.generate import generate_tasks
-    split = source.partition(":")[2]
-    if split and split not in SPLITS:
-        raise DataError(f"task source '{source}': '{split}' is not a split; use generated:train, generated:val or "
-                        f"generated:test")
-    return [t for t in generate_tasks(0) if not split or split_of_task(t) == split]
+    return load_tasks(source, kernelbench_levels)
 
 
 def generator_version(source: str) -> str:
