@@ -58,9 +58,16 @@ FORBIDDEN = re.compile(r"roofline|time|_ms\b|_s\b|speedup|measured|achieved|ncu|
                        r"struct\.score|pragma|launch_bounds", re.IGNORECASE)
 """Names that must never be read: timing- or profile-derived, or decorations (see the docstring)."""
 
-_bad = [n for n in FEATURE_NAMES if FORBIDDEN.search(n)]
-if _bad:  # a programming error: someone put a run-time quantity on the list
-    raise RuntimeError(f"ranker feature allow-list holds run-time or decoration features {_bad}; remove them")
+
+
+def check_allow_list(names) -> None:
+    """Raise if a name on a feature list looks timing-derived or is a decoration (a programming error)."""
+    bad = [n for n in names if FORBIDDEN.search(n)]
+    if bad:
+        raise RuntimeError(f"ranker feature allow-list holds run-time or decoration features {bad}; remove them")
+
+
+check_allow_list(FEATURE_NAMES)
 
 ANALYSIS_VERSION = "1"
 """Bump when pipeline/structure changes what `features()` returns, so cached features are recomputed."""

@@ -1,0 +1,46 @@
+"""Pair construction: same task and configuration, the noise threshold, orientation and tags."""
+import pytest
+
+from pipeline.ranker.dataset import Impl, RankData
+from pipeline.ranker.pairs import make_pairs
+
+
+def _data():
+    def impl(task, name, strategy, times):
+        return Impl(task, "fam", "train", "c2cuda", name, strategy, "c2cuda", f"// {name}", {}, times)
+    return RankData([
+        impl("t1", "naive", "naive", {"large": 10.0, "odd": 4.0}),
+        impl("t1", "tiled_16", "tiled_shared", {"large": 5.0, "odd": 3.9}),
+        impl("t1", "tiled_32", "tiled_shared", {"large": 4.5, "odd": 1.0}),
+        impl("t2", "naive", "naive", {"large": 1.0}),
+        impl("t2", "vec", "vectorized", {"large": 1.19}),
+    ], {})
+
+
+def test_pairs_keep_only_gaps_beyond_noise_within_task_and_config():
+    data = _data()
+    pairs = make_pairs(data, min_gap=1.2)
+    got = {(p.task_id, p.config, data.impls[p.faster].name, data.impls[p.slower].name) for p in pairs}
+    assert got == {
+        ("t1", "large", "tiled_16", "naive"), ("t1", "large", "tiled_32", "naive"),  # 2x, 2.22x
+        ("t1", "odd", "tiled_32", "naive"), ("t1", "odd", "tiled_32", "tiled_16"),  # 4x, 3.9x
+    }  # tiled_32 vs tiled_16 on large (1.11x), naive vs tiled_16 on odd (1.03x) and t2 (1.19x) are noise
+    for p in pairs:
+        assert p.gap >= 1.2
+        assert data.impls[p.faster].times_ms[p.config] * p.gap == pytest.approx(data.impls[p.slower].times_ms[p.config])
+
+
+def test_pair_tags_strategy_or_parameter_variant():
+    data = _data()
+    kinds = {(data.impls[p.faster].name, data.impls[p.slower].name, p.config): p.kind for p in make_pairs(data)}
+    assert kinds[("tiled_32", "tiled_16", "odd")] == "variant"
+    assert kinds[("tiled_32", "naive", "odd")] == "strategy"
+    assert kinds[("tiled_16", "naive", "large")] == "strategy"
+
+
+def test_threshold_is_configurable_and_checked():
+    data = _data()
+    assert len(make_pairs(data, 1.0)) == 7  # every pair of distinct times: 3 + 3 + 1
+    assert len(make_pairs(data, 3.0)) == 2
+    with pytest.raises(ValueError, match="min_gap"):
+        make_pairs(data, 0.9)
