@@ -3,13 +3,16 @@
 In: a family name (or a Task) and a seed. Out: 'train', 'val' or 'test' ('kernelbench' for
 KernelBench problems, which are a benchmark and never trained on).
 Every task of a family lands in the same split, so the splits share no family: a model is tested
-on computations it has never seen. The split of a family depends only on its name and the seed
-(a hash, no list of families), so adding a family never moves another one. The shares are
-therefore expected values (70/15/15 % of families); `split_shares` reports the real ones and
-`balanced_seed` finds the first seed whose shares are within a tolerance, for `data build`.
+on computations it has never seen. The families of the generated dataset are ranked by a hash of
+(seed, family) and cut at exact shares (15 % test, 15 % val, the rest train), so the test split
+always gets its share however many families there are. A family the generators do not make (a
+new one, or one of the built-in tasks) falls back to the same hash against the shares as
+thresholds, which needs no list but only meets the shares on average; `split_shares` reports
+the real shares of any set of families and `balanced_seed` finds a seed that meets them.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import Counter
 from typing import Iterable
@@ -27,10 +30,33 @@ def _unit(family: str, seed: int) -> float:
     return int.from_bytes(digest[:8], "big") / 2.0 ** 64
 
 
+@functools.lru_cache(maxsize=8)
+def _dataset_splits(seed: int) -> dict[str, str]:
+    """family -> split for the generated dataset's families, by rank at exact shares."""
+    try:
+        from pipeline.data.generate import cached_tasks
+    except ImportError:
+        return {}
+    return assign_splits({t.family for t in cached_tasks(0)}, seed)
+
+
+def assign_splits(families, seed: int = 0) -> dict[str, str]:
+    """Splits for a known set of families: ranked by hash, test and val each round(15 %) of them
+    (at least one each from 3 families on), the rest train."""
+    ranked = sorted(set(families), key=lambda f: (_unit(f, seed), f))
+    n = len(ranked)
+    n_test = max(1 if n >= 3 else 0, round(FRACTIONS["test"] * n))
+    n_val = max(1 if n >= 3 else 0, round(FRACTIONS["val"] * n))
+    return {f: "test" if i < n_test else "val" if i < n_test + n_val else "train" for i, f in enumerate(ranked)}
+
+
 def split_of_family(family: str, seed: int = 0) -> str:
     """The split every task of `family` belongs to under `seed`."""
     if not family:
         raise ValueError("split_of_family() needs a family name; every Task must have its family set")
+    known = _dataset_splits(seed)
+    if family in known:
+        return known[family]
     u = _unit(family, seed)
     if u < FRACTIONS["test"]:
         return "test"

@@ -40,3 +40,19 @@ def test_tasks_follow_their_family_and_kernelbench_is_apart(builtin_tasks):
 def test_a_task_without_family_is_an_error():
     with pytest.raises(ValueError, match="family"):
         split_of_family("")
+
+
+def test_known_families_get_exact_shares():
+    from pipeline.data.splits import assign_splits
+    for n in (3, 7, 18, 45, 60):
+        fams = [f"fam{i}" for i in range(n)]
+        counts = {s: list(assign_splits(fams, 0).values()).count(s) for s in SPLITS}
+        assert counts["test"] == max(1, round(0.15 * n)) == counts["val"] and sum(counts.values()) == n
+    assert assign_splits(["a", "b", "c", "d"], 1) == assign_splits(["d", "c", "b", "a"], 1)
+
+
+def test_the_generated_dataset_has_a_test_share():
+    from pipeline.data.generate import cached_tasks
+    fams = {t.family for t in cached_tasks(0)}
+    shares = split_shares(fams, 0)
+    assert len(fams) >= 3 and 0.10 <= shares["test"] <= 0.20 + 1 / len(fams) and shares["val"] > 0, shares
