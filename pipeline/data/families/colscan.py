@@ -137,7 +137,7 @@ def _col_impls(dt: DType, mp: str, op: str, fin: str, args) -> list[Impl]:
                STEP="\n".join(f"        acc.{c} = comb(acc.{c}, fmap(v.{c}));" for c in lanes),
                STORE="\n".join(f"    output[{dt.width} * q + {k}] = finish(acc.{c}, rows);" for k, c in enumerate(lanes)))
     head = tfill(dedent(_DEV), dt, **ctx)
-    atomic = tfill(_ATOMIC_HELPER["sum" if op == "sum" else "cas"], dt, **ctx).replace("combine(", "comb(")
+    atomic = tfill(_ATOMIC_HELPER["sum" if op == "sum" else "cas"], dt, **ctx).replace("combine(cur, v)", "comb(cur, v)")
 
     def code(t):
         return tfill(dedent(t), dt, **ctx)
