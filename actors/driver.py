@@ -28,11 +28,13 @@ import numpy as np
 import ray
 import torch
 
+from actors.data import task_dataset
 from actors.evaluation import make_evaluator_pool
 from actors.generation import PoolQueue, WeightState, make_generator_pool
 from actors.learner import LearnerGroup
 from actors.verify import evaluator_gpus, start_ray
 from pipeline.config import ConfigError, RunConfig
+from pipeline.data.reader import TaskReader, task_of_row
 from pipeline.records import Task
 from pipeline.rl.batch import sequences_from_trajectories, split_across_ranks
 from pipeline.rl.step import busy_fractions, prepare_step, rollout_metrics
@@ -44,44 +46,33 @@ from pipeline.rollout.tiny_model import load_tokenizer, resolve_model_path
 
 
 class TaskStream:
-    """The run's tasks as an endless stream through Ray Data: each epoch a permutation seeded by
-    (seed, epoch); `position` counts tasks handed out, which is all a checkpoint needs to resume."""
+    """The run's tasks, streamed through Ray Data (actors/data.py) from a `TaskReader`, which keeps the
+    seeded order and the position a checkpoint saves (`reader.state()`)."""
 
-    def __init__(self, tasks: list[Task], seed: int, position: int = 0):
-        if not tasks:
+    def __init__(self, reader: TaskReader):
+        if not len(reader):
             raise ConfigError("the task stream is empty; check tasks.source and tasks.kinds")
-        self.tasks, self.seed, self.position = tasks, seed, position
+        self.reader = reader
         self._rows = None
-
-    def _epoch_rows(self, epoch: int, start: int):
-        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.tasks))
-        ctx = ray.data.DataContext.get_current()
-        ctx.execution_options.preserve_order = True
-        ctx.enable_progress_bars = False
-        ctx.print_on_execution_start = False
-        ds = ray.data.from_items([{"index": int(i)} for i in order[start:]])
-        return ds.iter_rows()
 
     def take(self, n: int) -> list[Task]:
         out = []
         while len(out) < n:
-            epoch, offset = divmod(self.position, len(self.tasks))
             if self._rows is None:
-                self._rows = iter(self._epoch_rows(epoch, offset))
+                self._rows = iter(task_dataset(self.reader).iter_rows())
             row = next(self._rows, None)
-            if row is None:  # epoch finished: the next one starts with a new permutation
+            if row is None:  # the epoch ended; the reader already points at the next one
                 self._rows = None
                 continue
-            out.append(self.tasks[row["index"]])
-            self.position += 1
-            if self.position % len(self.tasks) == 0:
-                self._rows = None
+            out.append(task_of_row(row))
+            self.reader.consumed(row)
         return out
 
 
-def load_run_tasks(cfg: RunConfig) -> list[Task]:
-    from pipeline.tasks import load_tasks
-    return [t for t in load_tasks(cfg.tasks.source, cfg.tasks.kernelbench_levels) if t.kind in cfg.tasks.kinds]
+def task_reader(cfg: RunConfig) -> TaskReader:
+    """The run's task selection (tasks.source, tasks.kinds) in the order seeded by run.seed."""
+    return TaskReader.from_sources(cfg.tasks.source, cfg.tasks.kernelbench_levels, kinds=cfg.tasks.kinds,
+                                   seed=cfg.run.seed)
 
 
 def check_placement(cfg: RunConfig) -> None:
@@ -105,7 +96,7 @@ def evaluator_busy_s(outcomes) -> float:
 
 def run_training(cfg: RunConfig, run_dir: Path, resume_from: Path | None = None) -> list[dict]:
     """Train for `train.steps` steps (from the checkpoint `resume_from`, if given); returns each step's metrics."""
-    tasks = load_run_tasks(cfg)
+    reader = task_reader(cfg)
     model_path = resolve_model_path(cfg.model)  # built here once, so actors find the tiny model ready
     start_ray(cfg.compile.workers + cfg.rollout.generator_actors + cfg.learner.ranks + 1)
     check_placement(cfg)
@@ -125,7 +116,9 @@ def run_training(cfg: RunConfig, run_dir: Path, resume_from: Path | None = None)
         random.seed(cfg.run.seed)
         np.random.seed(cfg.run.seed)
         torch.manual_seed(cfg.run.seed)
-    stream = TaskStream(tasks, cfg.run.seed, state.tasks_consumed)
+    if state.reader:
+        reader.restore(state.reader)
+    stream = TaskStream(reader)
     scheduler = EpisodeScheduler(cfg.rollout, ChatFormat(load_tokenizer(model_path)), cfg.model.max_model_len_tokens,
                                  PoolQueue(generators, "generate"), PoolQueue(evaluators, "evaluate"),
                                  generation_slots=generators.size,
@@ -156,7 +149,7 @@ def run_training(cfg: RunConfig, run_dir: Path, resume_from: Path | None = None)
                 pending = None
             sequences = sequences_from_trajectories(trajectories)
             refs = learners.submit_train(split_across_ranks(sequences, learners.size)) if sequences else None
-            pending = (step, metrics, refs, stream.position)
+            pending = (step, metrics, refs, reader.state())
             if cfg.rl.staleness_steps == 0 or step == cfg.train.steps - 1:
                 finished.append(finish(pending, learners, generators, weights, state))
                 pending = None
@@ -196,5 +189,5 @@ def finish(pending, learners: LearnerGroup, generators, weights: WeightState, st
         t0 = time.perf_counter()
         weights.broadcast(generators, learners.export_ref(), weights.version + 1)
         row["time/sync_s"] = time.perf_counter() - t0
-    state.step, state.tasks_consumed, state.weight_version = step + 1, position, weights.version
+    state.step, state.reader, state.weight_version = step + 1, position, weights.version
     return step, row

@@ -54,7 +54,7 @@ def _unpack(text: str):
 class RunState:
     """The driver's state after `step` steps: what a resumed run needs besides weights and optimizer."""
     step: int = 0
-    tasks_consumed: int = 0  # position in the task stream
+    reader: dict = field(default_factory=dict)  # the task stream's position (TaskReader.state())
     weight_version: int = 0
     rng: dict[str, str] = field(default_factory=dict)  # driver RNG states (python, numpy, torch), pickled
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pipeline.config import ConfigError, load_config
 from pipeline.rl.tracking import latest_checkpoint
+from pipeline.data.reader import DataError
 from pipeline.tasks import TaskError
 
 
@@ -63,7 +64,7 @@ def main(argv: list[str]) -> int:
     from actors.driver import run_training  # Ray is imported only once the arguments are good
     try:
         rows = run_training(cfg, run_dir, resume)
-    except (ConfigError, TaskError) as e:  # placement and task-source problems the user can fix
+    except (ConfigError, TaskError, DataError) as e:  # placement and task-source problems the user can fix
         print(f"cudaperf train: {e}", file=sys.stderr)
         return 2
     if rows:

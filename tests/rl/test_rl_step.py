@@ -1,0 +1,112 @@
+"""A step's bookkeeping without Ray: rewards on turns (lost episodes left out), metrics by hand, busy
+fractions, the run state's RNG round trip, the metrics log on resume, and LoRA merging."""
+import json
+import math
+import random
+
+import pytest
+import torch
+
+from pipeline.config import RewardSection, RLSection
+from pipeline.records import EvalResult, Trajectory, Turn
+from pipeline.rl.step import busy_fractions, prepare_step, rollout_metrics
+from pipeline.rl.tracking import MetricsLog, RunState, checkpoint_dir, latest_checkpoint, read_metrics
+from pipeline.rl.update import merge_lora
+from pipeline.rollout.episodes import EpisodeOutcome
+
+
+def result(verdict, speedup=None, score=None):
+    return EvalResult(task_id="t", candidate_hash="h", format="c2cuda", verdict=verdict, speedup=speedup,
+                      features={} if score is None else {"struct.score": score})
+
+
+def outcome(episode, verdicts, results=None, stop="turn_budget"):
+    turns = [Turn(prompt_ids=[1, 2], response_ids=[3] * (k + 1), logprobs=[-0.5] * (k + 1), verdict=v,
+                  speedup=r.speedup if r else None) for k, (v, r) in enumerate(zip(verdicts, results or [None] * 9))]
+    traj = Trajectory(task_id="t", episode_id=episode, turns=turns, stop_reason=stop)
+    return EpisodeOutcome(traj, [None] * len(turns), list(results or []))
+
+
+def test_rewards_returns_and_metrics_by_hand():
+    cfg = RewardSection()  # compile_error -0.3, correct 1 + 0.5 log(speedup) + 0.2 score, format -0.5
+    a = outcome("a", ["compile_error", "correct"], [result("compile_error"), result("correct", 2.0, 0.5)],
+                stop="success")
+    b = outcome("b", ["format_error", "format_error"], [result("format_error"), result("format_error")])
+    lost = outcome("c", ["not_executed"], [], stop="error")  # its evaluation was lost: no result
+    trajs = prepare_step([a, b, lost], cfg, RLSection(gamma=0.5, normalise_by_std=False))
+    assert [t.episode_id for t in trajs] == ["a", "b"]
+    correct = 1.0 + 0.5 * math.log(2.0) + 0.2 * 0.5
+    assert [t.reward for t in trajs[0].turns] == pytest.approx([-0.3, correct])
+    assert trajs[0].turns[1].reward_terms == pytest.approx({"base": 1.0, "speedup": 0.5 * math.log(2.0),
+                                                           "struct": 0.1, "ranker": 0.0})
+    assert [t.return_ for t in trajs[0].turns] == pytest.approx([-0.3 + 0.5 * correct, correct])
+    assert [t.return_ for t in trajs[1].turns] == pytest.approx([-0.75, -0.5])
+    # group (t, turn 0) = {a: -0.3 + 0.5 c, b: -0.75}: mean-centred without std
+    gap = (-0.3 + 0.5 * correct) - (-0.75)
+    assert trajs[0].turns[0].advantage == pytest.approx(gap / 2)
+    assert trajs[1].turns[0].advantage == pytest.approx(-gap / 2)
+
+    m = rollout_metrics([a, b, lost], trajs)
+    assert m["rollout/episodes"] == 3 and m["rollout/lost_episodes"] == 1 and m["rollout/turns"] == 4
+    assert m["reward/turn_mean"] == pytest.approx((-0.3 + correct - 1.0) / 4)
+    assert m["reward/episode_mean"] == pytest.approx((-0.3 + correct - 1.0) / 2)
+    assert m["correct/turn_fraction"] == 0.25 and m["correct/episode_fraction"] == 0.5
+    assert m["speedup/correct_geomean"] == pytest.approx(2.0) and m["speedup/best_mean"] == pytest.approx(2.0)
+    assert m["rollout/turns_used_mean"] == 2.0 and m["rollout/response_tokens_mean"] == 1.5
+    assert m["verdict/format_error"] == 0.5 and m["stop/error"] == 1.0 and m["stop/success"] == 1.0
+    assert m["reward/speedup_mean"] == pytest.approx(0.5 * math.log(2.0) / 4)
+
+
+def test_not_executed_earns_compile_and_structure_terms_only():
+    out = outcome("a", ["not_executed"], [result("not_executed", score=0.5)])
+    (traj,) = prepare_step([out], RewardSection(compiled_value=0.1, w_struct=0.4), RLSection())
+    assert traj.turns[0].reward == pytest.approx(0.1 + 0.2)
+    assert rollout_metrics([out], [traj])["correct/turn_fraction"] == 0.0
+
+
+def test_busy_fractions():
+    got = busy_fractions({"generator": 3.0, "evaluator": 2.0, "learner": 1.0},
+                         {"generator": 2, "evaluator": 4, "learner": 1}, wall_s=5.0)
+    assert got == pytest.approx({"busy/generator": 0.3, "busy/evaluator": 0.1, "busy/learner": 0.2})
+    with pytest.raises(ValueError, match="must be positive"):
+        busy_fractions({}, {}, 0.0)
+
+
+def test_run_state_restores_every_rng():
+    random.seed(1), torch.manual_seed(1)
+    state = RunState(step=3, reader={"epoch": 0, "position": 2}, weight_version=3)
+    state.capture_rng()
+    expected = (random.random(), torch.rand(3), __import__("numpy").random.rand())
+    restored = RunState.from_dict(json.loads(json.dumps(state.to_dict())))
+    random.seed(99), torch.manual_seed(99)
+    restored.restore_rng()
+    again = (random.random(), torch.rand(3), __import__("numpy").random.rand())
+    assert again[0] == expected[0] and torch.equal(again[1], expected[1]) and again[2] == expected[2]
+    assert restored.step == 3 and restored.reader == {"epoch": 0, "position": 2}
+
+
+def test_metrics_log_drops_steps_after_the_resumed_checkpoint(tmp_path):
+    log = MetricsLog(tmp_path)
+    for step in (1, 2, 3):
+        log.write(step, {"reward/turn_mean": step / 10, "speedup/correct_geomean": float("nan")})
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3]
+    assert read_metrics(tmp_path)[0]["speedup/correct_geomean"] is None  # NaN is written as null
+    resumed = MetricsLog(tmp_path, resume_after_step=2)
+    resumed.write(3, {"reward/turn_mean": 0.5})
+    assert [(r["step"], r["reward/turn_mean"]) for r in read_metrics(tmp_path)] == [(1, 0.1), (2, 0.2), (3, 0.5)]
+    assert latest_checkpoint(tmp_path) is None
+    for step in (1, 2):
+        checkpoint_dir(tmp_path, step).mkdir(parents=True)
+    (checkpoint_dir(tmp_path, 1) / "run_state.json").write_text("{}")  # step 2 never completed
+    assert latest_checkpoint(tmp_path) == checkpoint_dir(tmp_path, 1)
+
+
+def test_merge_lora_by_hand():
+    w, a, b = torch.ones(2, 3), torch.arange(3.0).reshape(1, 3), torch.tensor([[1.0], [2.0]])
+    named = {"base_model.model.model.layers.0.mlp.up_proj.base_layer.weight": w,
+             "base_model.model.model.layers.0.mlp.up_proj.lora_A.default.weight": a,
+             "base_model.model.model.layers.0.mlp.up_proj.lora_B.default.weight": b,
+             "base_model.model.lm_head.weight": torch.zeros(4, 3)}
+    merged = dict(merge_lora(named, scale=0.5))
+    assert set(merged) == {"model.layers.0.mlp.up_proj.weight", "lm_head.weight"}
+    assert torch.equal(merged["model.layers.0.mlp.up_proj.weight"], w + 0.5 * b @ a)

@@ -1,0 +1,35 @@
+"""cluster.yaml passes Ray's own cluster-config validation (what `ray up` runs), and the validator does
+reject a broken copy, so the check can fail."""
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+CLUSTER_YAML = Path(__file__).parents[1] / "cluster.yaml"
+
+
+def validate(cfg: dict) -> None:
+    from ray.autoscaler._private.util import prepare_config, validate_config
+    validate_config(prepare_config(copy.deepcopy(cfg)))
+
+
+def test_cluster_yaml_is_valid_and_has_every_role():
+    cfg = yaml.safe_load(CLUSTER_YAML.read_text())
+    validate(cfg)
+    types = cfg["available_node_types"]
+    assert {"generators", "evaluators", "learners", "compilers"} <= set(types)
+    assert cfg["head_node_type"] in types
+    for role in ("generators", "evaluators", "learners", "compilers"):
+        assert f"{role[:-1]}_node" in types[role]["resources"], role
+
+
+def test_validator_rejects_broken_configs():
+    cfg = yaml.safe_load(CLUSTER_YAML.read_text())
+    bad_head = {**cfg, "head_node_type": "nope"}
+    with pytest.raises(ValueError, match="head_node_type"):
+        validate(bad_head)
+    misspelt = copy.deepcopy(cfg)
+    misspelt["available_node_types"]["compilers"]["min_worker"] = 1
+    with pytest.raises(Exception, match="min_worker"):
+        validate(misspelt)
