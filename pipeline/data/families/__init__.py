@@ -3,11 +3,12 @@
 Each module exposes `generate(rng: numpy.random.Generator) -> list[Task]`; `MODULES` is the plain
 registry that `pipeline.data.generate.generate_tasks` walks in order.
 """
-from pipeline.data.families import colscan, elementwise, reductions, rows
+from pipeline.data.families import colscan, elementwise, layout, reductions, rows
 
 MODULES = {
     "elementwise": elementwise,
     "reductions": reductions,
     "rows": rows,
     "colscan": colscan,
+    "layout": layout,
 }
