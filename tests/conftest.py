@@ -35,6 +35,19 @@ def builtin_tasks():
     return {t.id: t for t in load_tasks("builtin")}
 
 
+@pytest.fixture(scope="session")
+def one_rank_group():
+    """Join a world of one (gloo, DeepSpeed's CPU accelerator) for in-process learners; the environment
+    is restored after."""
+    import os
+    saved = dict(os.environ)
+    from pipeline.rl.distributed import free_port, init_process_group
+    init_process_group(0, 1, free_port())
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
 def pytest_runtest_logreport(report):
     """With CUDAPERF_TEST_FAILURES=FILE, append each failure the moment it happens, so a run
     stopped at a time limit on the GPU machine still says what failed and why."""
