@@ -1,0 +1,107 @@
+"""Does the structural score track measured speed? Default weights against weights fitted on H200 times.
+
+    python benchmarks/structure_score_fit.py [--results benchmarks/results/evaluator_h200.json]
+                                             [--out benchmarks/results/structure_score_fit.json]
+
+Measured figures: the evaluator benchmark's per-implementation speedups of the built-in tasks on
+the H200 (within a task, time is proportional to 1 / speedup over the same baseline). Features:
+`analyze_source` on each implementation, with ptxas run here (nvcc), so only what exists before
+the kernel runs; the roofline component (a measured quantity) is left out. A file's components
+are the traffic-weighted mean over its kernels. Reported for the default weights and for weights
+fitted with `fit_weights`, the latter leave-one-task-out (fitted on the other tasks, scored on the
+held-out one): share of within-task pairs (time ratio >= 1.05) ordered correctly, and the mean
+Spearman correlation within tasks between score and speed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipeline.structure.analyze import analyze_source  # noqa: E402
+from pipeline.structure.score import (COMPONENTS, Sample, ScoreWeights, fit_weights, rank_agreement,  # noqa: E402
+                                      structural_score, weights_dict)
+from pipeline.tasks import load_tasks  # noqa: E402
+
+
+def file_components(code: str) -> dict:
+    a = analyze_source(code, arch="sm_90")
+    total: dict[str, float] = {}
+    norm: dict[str, float] = {}
+    for k in a.kernels:
+        w = 1.0 + k.traffic
+        for c, v in k.components.items():
+            if c == "roofline":
+                continue
+            total[c] = total.get(c, 0.0) + w * v
+            norm[c] = norm.get(c, 0.0) + w
+    return {c: total[c] / norm[c] for c in total}
+
+
+def spearman(xs: list[float], ys: list[float]) -> float | None:
+    import numpy as np
+    from scipy.stats import spearmanr
+    if len(xs) < 2 or len(set(xs)) < 2 or len(set(ys)) < 2:
+        return None
+    return float(spearmanr(np.array(xs), np.array(ys)).statistic)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--results", default=str(ROOT / "benchmarks/results/evaluator_h200.json"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/structure_score_fit.json"))
+    args = ap.parse_args()
+    measured = json.loads(Path(args.results).read_text())
+    tasks = {t.id: t for t in load_tasks("builtin")}
+    samples: list[Sample] = []
+    for key, r in measured["ours"]["per_candidate"].items():
+        task_id, name = key.rsplit("/", 1)
+        if r["verdict"] != "correct" or not r.get("speedup"):
+            continue
+        impl = next(i for i in tasks[task_id].implementations if i.name == name)
+        samples.append(Sample(task_id, file_components(impl.code), 1.0 / r["speedup"]))
+    by_task: dict[str, list[Sample]] = {}
+    for s in samples:
+        by_task.setdefault(s.task_id, []).append(s)
+
+    def evaluate(weights_for) -> dict:
+        rhos = []
+        for tid, items in by_task.items():
+            w = weights_for(tid)
+            rho = spearman([structural_score(s.components, w) for s in items], [1.0 / s.time_ms for s in items])
+            if rho is not None:
+                rhos.append(rho)
+        agree = sum(rank_agreement(by_task[t], weights_for(t)) * _npairs(by_task[t]) for t in by_task
+                    if _npairs(by_task[t])) / sum(_npairs(by_task[t]) for t in by_task)
+        return {"pair_agreement": agree, "mean_spearman_within_task": sum(rhos) / len(rhos), "tasks_with_rho": len(rhos)}
+
+    fitted_all = fit_weights(samples)
+    loo = {t: fit_weights([s for s in samples if s.task_id != t]) for t in by_task}
+    report = {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "measured_on": measured["machine"]["nvidia_smi"], "implementations": len(samples), "tasks": len(by_task),
+        "components": [c for c in COMPONENTS if c != "roofline"],
+        "default": {"weights": weights_dict(ScoreWeights()), **evaluate(lambda t: ScoreWeights())},
+        "fitted_leave_one_task_out": evaluate(lambda t: loo[t]),
+        "fitted_on_all": {"weights": weights_dict(fitted_all), **evaluate(lambda t: fitted_all)},
+    }
+    Path(args.out).write_text(json.dumps(report, indent=2))
+    for k in ("default", "fitted_leave_one_task_out", "fitted_on_all"):
+        r = report[k]
+        print(f"{k:<28} pair agreement {r['pair_agreement']:.3f}  mean within-task Spearman "
+              f"{r['mean_spearman_within_task']:+.3f} over {r['tasks_with_rho']} tasks")
+    print("fitted weights:", {c: round(v, 3) for c, v in weights_dict(fitted_all).items() if c in COMPONENTS})
+
+
+def _npairs(items) -> int:
+    from pipeline.structure.score import _pairs
+    return len(_pairs(items, 1.05))
+
+
+if __name__ == "__main__":
+    main()
