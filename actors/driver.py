@@ -20,6 +20,7 @@ Placement comes from the config: `rollout.generator_actors` x `train.generator_g
 """
 from __future__ import annotations
 
+import logging
 import random
 import time
 from pathlib import Path
@@ -54,6 +55,10 @@ class TaskStream:
             raise ConfigError("the task stream is empty; check tasks.source and tasks.kinds")
         self.reader = reader
         self._rows = None
+        ctx = ray.data.DataContext.get_current()  # one small dataset per epoch: no progress output for it
+        ctx.enable_progress_bars = False
+        ctx.print_on_execution_start = False
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
 
     def take(self, n: int) -> list[Task]:
         out = []
