@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -26,6 +27,8 @@ def wait_for_dashboard(port: int, head: subprocess.Popen, timeout_s: float = 120
             raise RuntimeError(f"ray start --head exited with status {head.returncode}")
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/api/version", timeout=2)
+            return
+        except urllib.error.HTTPError:  # it answered (with token authentication on, possibly 401)
             return
         except OSError:
             time.sleep(1)
