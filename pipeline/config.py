@@ -269,7 +269,9 @@ class RankerSection(Section):
     neural_lr: float = Field(3e-3, gt=0, description="neural: peak AdamW learning rate (one-cycle schedule)")
     neural_hidden: int = Field(128, ge=8, description="neural: width of the scoring MLP")
     neural_embed_dim: int = Field(64, ge=8, description="neural: size of the code vector")
-    neural_pairs_per_batch: int = Field(256, ge=1, description="neural: pairs per optimizer step")
+    neural_pairs_per_batch: int = Field(512, ge=1, description="neural: pairs per optimizer step")
+    neural_max_steps: int = Field(2000, ge=1, description="neural: optimizer steps at most (ends the last epoch "
+                                  "early; bounds training time on large data)")
     minilm_max_chunks: int = Field(2, ge=1, description="neural, minilm encoder: 256-token windows of the code "
                                    "embedded (the rest is not read)")
 
