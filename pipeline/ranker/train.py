@@ -33,6 +33,7 @@ def make_ranker(kind: str, cfg, seed: int = 0) -> Ranker:
         from pipeline.ranker.neural import NeuralRanker
         return NeuralRanker(cfg.neural_encoder, cfg.neural_epochs, cfg.neural_lr, hidden=cfg.neural_hidden,
                             embed_dim=cfg.neural_embed_dim, pairs_per_batch=cfg.neural_pairs_per_batch,
+                            max_steps=cfg.neural_max_steps,
                             minilm_max_chunks=cfg.minilm_max_chunks, seed=seed, threads=cfg.threads,
                             cache_dir=cfg.feature_cache_dir)
     raise ValueError(f"ranker '{kind}' is not known: use one of {', '.join(RANKER_KINDS)}")
