@@ -3,7 +3,7 @@
 Each module exposes `generate(rng: numpy.random.Generator) -> list[Task]`; `MODULES` is the plain
 registry that `pipeline.data.generate.generate_tasks` walks in order.
 """
-from pipeline.data.families import colscan, elementwise, filters, gemm, geometry, layout, misc, reductions, rows, sparse
+from pipeline.data.families import colscan, elementwise, filters, gemm, geometry, imaging, layout, misc, reductions, rows, sparse
 
 MODULES = {
     "elementwise": elementwise,
@@ -16,4 +16,5 @@ MODULES = {
     "sparse": sparse,
     "geometry": geometry,
     "misc": misc,
+    "imaging": imaging,
 }
