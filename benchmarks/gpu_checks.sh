@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check of the project in one script, for the H200 test machine:
-#   bash benchmarks/gpu_checks.sh [verify] [tests] [bench] [structure] [generation]
+#   bash benchmarks/gpu_checks.sh [verify] [tests] [bench] [structure] [generation] [train]
 # Logs and JSON go to $OUT (or ./gpu-out). Prints a summary table at the end.
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
@@ -17,6 +17,9 @@ for step in $steps; do
     structure) timeout 200 python3 -m pipeline.structure.validate_gpu --out "$OUT/structure_h200.json" > "$OUT/structure.log" 2>&1 ;;
     generation) timeout 300 python3 benchmarks/generation_throughput.py --out "$OUT/generation_h200.json" \
                   > "$OUT/generation.log" 2>&1 ;;
+    train) timeout 290 python3 -m pipeline.cli train --config configs/h200.yaml run.output_dir="$OUT/runs" \
+             train.wandb_mode=disabled train.progress_bar=false compile.cache_dir=$CUDAPERF_TEST_COMPILE_CACHE \
+             > "$OUT/train.log" 2>&1 ;;
   esac
   status[$step]="rc=$? $(( $(date +%s) - t0 ))s"
 done
@@ -28,4 +31,5 @@ for step in $steps; do printf '%-10s %s\n' "$step" "${status[$step]}"; done
 [ -f "$OUT/bench.log" ] && tail -8 "$OUT/bench.log"
 [ -f "$OUT/structure.log" ] && tail -30 "$OUT/structure.log"
 [ -f "$OUT/generation.log" ] && grep -E "tokens/s|wrote|Error" "$OUT/generation.log" | tail -8
+[ -f "$OUT/train.log" ] && grep -E "^step |Error|error:|run directory" "$OUT/train.log" | tail -12
 exit 0

@@ -46,6 +46,17 @@ def resolve_resume(path: str) -> Path:
     return found
 
 
+def step_line(row: dict) -> str:
+    """One line per step: reward, correctness, turns, verdicts, learner loss, busy fractions, time."""
+    get = lambda k: row.get(k, float("nan"))
+    verdicts = " ".join(f"{k.split('/')[1]}={v:.2f}" for k, v in sorted(row.items()) if k.startswith("verdict/"))
+    return (f"step {row['step']}: reward {get('reward/turn_mean'):.3f} correct {get('correct/turn_fraction'):.2f} "
+            f"turns {get('rollout/turns_used_mean'):.2f} [{verdicts}] loss {get('learner/loss'):.4f} "
+            f"ratio {get('learner/ratio_mean_first'):.4f} busy gen {get('busy/generator'):.2f} "
+            f"eval {get('busy/evaluator'):.2f} learn {get('busy/learner'):.2f} step {get('time/step_s'):.1f}s "
+            f"(rollout {get('time/rollout_s'):.1f}s, update {get('learner/update_s'):.1f}s)")
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -67,6 +78,8 @@ def main(argv: list[str]) -> int:
     except (ConfigError, TaskError, DataError) as e:  # placement and task-source problems the user can fix
         print(f"cudaperf train: {e}", file=sys.stderr)
         return 2
+    for row in rows:
+        print(step_line(row))
     if rows:
         last = rows[-1]
         keys = [k for k in sorted(last) if k.split("/")[0] in ("reward", "correct", "speedup", "busy", "learner")
