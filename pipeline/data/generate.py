@@ -58,7 +58,8 @@ def cached_tasks(seed: int = 0) -> tuple[Task, ...]:
 _C_KEEP = set("""auto break case char const continue default do double else enum extern float for goto if inline
 int long register restrict return short signed sizeof static struct switch typedef union unsigned void volatile
 while size_t int64_t int32_t uint32_t uint64_t""".split())
-_C_TOKEN = re.compile(r"[A-Za-z_]\w*|\d+\.?\d*(?:[eE][-+]?\d+)?[fFuUlL]*|\.\d+(?:[eE][-+]?\d+)?[fF]?|\S")
+_C_TOKEN = re.compile(r"0[xX][0-9a-fA-F]+[uUlL]*|[A-Za-z_]\w*|\d+\.?\d*(?:[eE][-+]?\d+)?[fFuUlL]*"
+                      r"|\.\d+(?:[eE][-+]?\d+)?[fF]?|\S")
 
 
 def _normalise_c(src: str) -> str:

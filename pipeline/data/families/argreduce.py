@@ -232,8 +232,7 @@ def argreduce_tasks(rng) -> list:
         for op in ("max", "min"):
             e = Elementwise(FLOAT, ["x"], "index", [f"r = {UNARY[u].c};"], UNARY[u].flops)
             out.append(_c(e, op, u))
-            if (k + (op == "min")) % 2 == 0:
-                out.append(_t(u, op))
+            out.append(_t(u, op))
     for name, stmt in _INT_MAPS.items():
         for op in ("max", "min"):
             e = Elementwise(INT, ["x"], "index", [stmt], 2, init="randint(-1000, 1000)")

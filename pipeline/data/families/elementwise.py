@@ -194,14 +194,14 @@ def unary_tasks(rng) -> list:
 def binary_tasks(rng) -> list:
     out = []
     for b in BINARY.values():
-        epis = pick(rng, UNBOUNDED_SAFE, 6)
+        epis = pick(rng, UNBOUNDED_SAFE, 9)
         for k, u in enumerate(epis):
             steps = [f"r = {b.c.replace('${a}', '${a}')};", f"r = {UNARY[u].c.replace('${x}', 'r')};"]
             dt = FLOAT if k % 2 == 0 else DOUBLE
             e = Elementwise(dt, ["a", "b"], "c", steps, b.flops + UNARY[u].flops)
             out.append(_c_task("elementwise_binary", f"{b.name}_{u}_{dt.name}", e,
                                f"c = {u}(a {b.name} b) element-wise, {dt.name}"))
-            if k < 3:
+            if k < 4:
                 e = Elementwise(FLOAT, ["a", "b"], "c", steps, e.flops,
                                 tsteps=[f"r = {bin_t(b.name, 'a', 'b')}", f"r = {UNARY[u].texpr('r')}"])
                 out.append(_torch_task("elementwise_binary", f"{b.name}_{u}", e, f"{u}(a {b.name} b) element-wise"))
@@ -212,7 +212,7 @@ def fused_tasks(rng) -> list:
     """r = u2(u1(a) op1 b) op2 c: three inputs, two operators, two activations."""
     out, seen = [], set()
     ops = ["add", "mul", "sub", "max", "min", "safe_div", "mul_add_half"]
-    while len(out) < 96:
+    while len(out) < 150:
         o1, o2 = (ops[i] for i in rng.integers(0, len(ops), 2))
         u1, u2 = (UNBOUNDED_SAFE[i] for i in rng.integers(1, len(UNBOUNDED_SAFE), 2))
         key = (o1, o2, u1, u2)
@@ -253,7 +253,7 @@ def blas1_tasks(rng) -> list:
     values = {"alpha": 1.75, "beta": -0.5}
     out = []
     for name, ins, o, stmt, fl, scal in forms:
-        for k, post in enumerate(pick(rng, posts, 4)):
+        for k, post in enumerate(posts):
             dt = (FLOAT, DOUBLE)[k % 2]
             steps = [stmt] + ([] if post == "identity" else [f"r = {UNARY[post].c.replace('${x}', 'r')};"])
             e = Elementwise(dt, ins, o, steps, fl + UNARY[post].flops, [(s, values[s]) for s in scal])
@@ -265,11 +265,11 @@ def blas1_tasks(rng) -> list:
 def polynomial_tasks(rng) -> list:
     """Horner evaluation of seeded polynomials and rational functions p(x) / (1 + q x^2)."""
     out = []
-    for k in range(36):
-        degree = 2 + k % 12
+    for k in range(110):
+        degree = 2 + k % 15
         coef = [round(float(c), 3) for c in rng.uniform(-1, 1, degree + 1)]
         rational = k % 3 == 2
-        dt = (FLOAT, DOUBLE)[k % 2] if k < 30 else FLOAT
+        dt = (FLOAT, DOUBLE)[k % 2] if k < 84 else FLOAT
         steps = [f"r = {dt.lit(coef[0])};"] + [f"r = r * ${{x}} + {dt.lit(c)};" for c in coef[1:]]
         tsteps = [f"r = torch.full_like(x, {coef[0]})"] + [f"r = r * x + {c}" for c in coef[1:]]
         if rational:
@@ -280,7 +280,7 @@ def polynomial_tasks(rng) -> list:
         e = Elementwise(dt, ["x"], "y", steps, 2 * degree + 3 * rational, init="uniform(-1, 1)",
                         tsteps=tsteps if dt is FLOAT else ())
         tol = Tolerance(rtol=1e-4, atol=1e-4) if dt is FLOAT else dt.tol
-        if k >= 30:
+        if k >= 84:
             out.append(_torch_task("polynomial", f"{kind}{degree}_{k}", e, f"degree-{degree} {kind} function", tol))
         else:
             out.append(_c_task("polynomial", f"{kind}{degree}_{k}_{dt.name}", e,
@@ -330,7 +330,7 @@ def hash_tasks(rng) -> list:
     """Unsigned 32-bit mixing: xorshift rounds, multiply-xorshift finalisers, key-seeded mixes (exact)."""
     out = []
     for k, (a, b, c) in enumerate(_XORSHIFT):
-        for rounds in (1, 3):
+        for rounds in (1, 2, 3, 5):
             step = f"r ^= r << {a}; r ^= r >> {b}; r ^= r << {c};"
             steps = ["r = ${x};"] + [step] * rounds
             if k % 2:
@@ -339,7 +339,7 @@ def hash_tasks(rng) -> list:
             e = Elementwise(UINT, ins, "h", steps, 6 * rounds, init="randint(0, 4294967296)")
             out.append(_c_task("integer_hash", f"xorshift_{a}_{b}_{c}_r{rounds}", e,
                                f"{rounds} xorshift round(s) ({a}, {b}, {c}) of each unsigned element"))
-    for k, (m1, m2) in enumerate([(m1, m2) for m1 in _MULTS for m2 in _MULTS if m1 != m2][:12]):
+    for k, (m1, m2) in enumerate([(m1, m2) for m1 in _MULTS for m2 in _MULTS if m1 != m2][:20]):
         s1, s2, s3 = 15 + k % 3, 13 - k % 4, 16
         steps = ["r = ${x};", f"r ^= r >> {s1};", f"r *= {m1};", f"r ^= r >> {s2};", f"r *= {m2};", f"r ^= r >> {s3};"]
         e = Elementwise(UINT, ["x"], "h", steps, 6, init="randint(0, 4294967296)")

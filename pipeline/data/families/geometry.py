@@ -157,7 +157,7 @@ def _dist_impls(dt, upd, fin, args):
 
 def distance_tasks(rng) -> list:
     out = []
-    gammas = [0.5, 0.1, 0.02]
+    gammas = [0.5, 0.1, 0.02, 1.0]
     for k, (name, (upd, fin, tex)) in enumerate(METRICS.items()):
         params = gammas if "${G}" in fin else [None]
         for g in params:

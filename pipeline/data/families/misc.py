@@ -381,8 +381,8 @@ static void run(${{SIG}}, cudaStream_t stream) {{
 def complex_tasks(rng) -> list:
     out = []
     ops = dict(COMPLEX)
-    for iters in (4, 8, 16, 32, 64):
-        for scale in (0.5, 1.0):
+    for iters in (4, 8, 16, 32, 64, 128):
+        for scale in (0.5, 1.0, 1.5):
             body, name = _contract(iters, scale)
             ops[name] = (body, None, 2)
     for k, (name, (body, tex, nin)) in enumerate(ops.items()):

@@ -233,7 +233,7 @@ def sum_tasks(rng) -> list:
     for k, u in enumerate(_SUM_MAPS):
         for dt in (FLOAT, DOUBLE):
             out.append(c_task("reduce_sum", f"{u}_{dt.name}", Reduction(_map(u, dt), "sum"), f"sum of {u}(x), {dt.name}"))
-        if k % 2 == 0:
+        if True:
             r = Reduction(_map(u, FLOAT), "sum", tforward=[f"return torch.sum({UNARY[u].texpr('x')})"])
             out.append(t_task("reduce_sum", u, r, f"sum of {u}(x) over a vector"))
     return out
@@ -242,14 +242,15 @@ def sum_tasks(rng) -> list:
 def minmax_tasks(rng) -> list:
     out = []
     maps = ["identity", "abs", "square", "sin", "cos", "tanhshrink", "sq_plus_x", "gelu", "silu", "mish", "softsign",
-            "log1p_abs", "cube", "neg_exp_sq", "atan", "hardswish"]
+            "log1p_abs", "cube", "neg_exp_sq", "atan", "hardswish", "tanh", "sigmoid", "softplus", "relu", "exp",
+            "erf", "inv_sqrt1p", "elu", "selu", "hardtanh"]
     for k, u in enumerate(maps):
         for op in ("max", "min"):
             dt = (FLOAT, DOUBLE)[(k + (op == "min")) % 2]
             e = _map(u, dt)
             e.init = "uniform(-3, 3)"
             out.append(c_task("reduce_minmax", f"{op}_{u}_{dt.name}", Reduction(e, op), f"{op} of {u}(x), {dt.name}"))
-            if (k + (op == "max")) % 2 == 0:
+            if True:
                 r = Reduction(_map(u, FLOAT), op, tforward=[f"return torch.{op}({UNARY[u].texpr('x')})"])
                 out.append(t_task("reduce_minmax", f"{op}_{u}", r, f"{op} of {u}(x) over a vector"))
     return out

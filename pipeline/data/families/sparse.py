@@ -42,7 +42,8 @@ def _gather_impls(dt, op, form, args, idx_t="int"):
 
 def gather_tasks(rng) -> list:
     out = []
-    ops = ["identity", "relu", "square", "abs", "tanh", "sigmoid", "exp", "gelu", "sin", "softsign", "scale_shift", "silu"]
+    ops = ["identity", "relu", "square", "abs", "tanh", "sigmoid", "exp", "gelu", "sin", "softsign", "scale_shift", "silu",
+           "cos", "softplus", "atan", "erf"]
     for k, u in enumerate(ops):
         for form in ("plain", "weighted", "add"):
             for dt in ((FLOAT, DOUBLE) if (k + len(form)) % 2 else (FLOAT,)):
@@ -64,8 +65,7 @@ def gather_tasks(rng) -> list:
                 out.append(c2cuda_task("gather", variant, fn, ref, args, cfgs, f"{UNARY[u].flops + 1}*n", nb,
                                        _gather_impls(dt, UNARY[u].c, form, args), TOL if dt is FLOAT else DTOL,
                                        f"out[i] = {u}(x[idx[i]]){' * w[i]' if form == 'weighted' else ' + y[i]' if form == 'add' else ''}"))
-            if (k + len(form)) % 3 == 0:
-                out.append(_gather_torch(u, form))
+            out.append(_gather_torch(u, form))
     return out
 
 

@@ -471,7 +471,9 @@ static void run(${SIG}, cudaStream_t stream) {
 """
 _INT_BINS = {"mod": "(int)((unsigned)v % (unsigned)bins)", "affine_mod": "(int)(((unsigned)v * 7u + 3u) % (unsigned)bins)",
              "shift_mod": "(int)(((unsigned)v >> 4) % (unsigned)bins)", "xor_mod": "(int)(((unsigned)v ^ ((unsigned)v >> 7)) % (unsigned)bins)",
-             "mul_hash": "(int)(((unsigned)v * 2654435761u >> 7) % (unsigned)bins)"}
+             "mul_hash": "(int)(((unsigned)v * 2654435761u >> 7) % (unsigned)bins)",
+             "digit_sum": "(int)(((unsigned)v % 10u + (unsigned)v / 10u % 10u + (unsigned)v / 100u % 10u) % (unsigned)bins)",
+             "high_bits": "(int)(((unsigned)v >> 12) % (unsigned)bins)", "square_mod": "(int)(((unsigned)v * (unsigned)v) % (unsigned)bins)"}
 # only correctly rounded operations (no library functions, nothing a compiler may fuse), so the
 # C reference and the kernels put every value in the same bin
 _FLOAT_BINS = {"uniform": "min((int)(v * (float)bins), bins - 1)",
