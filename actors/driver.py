@@ -147,7 +147,6 @@ def run_training(cfg: RunConfig, run_dir: Path, resume_from: Path | None = None)
                             "rollout/sequences_per_call": stats.mean_sequences_per_call,
                             "pool/restarts": float(generators.restarts + evaluators.restarts)})
             busy = {"generator": stats.generation_s, "evaluator": evaluator_busy_s(outcomes)}
-            learner_before = learners.busy_s
             finished = []
             if pending is not None:  # staleness >= 1: the previous step trained while this one rolled out
                 finished.append(finish(pending, learners, generators, weights, state))
@@ -158,12 +157,11 @@ def run_training(cfg: RunConfig, run_dir: Path, resume_from: Path | None = None)
             if cfg.rl.staleness_steps == 0 or step == cfg.train.steps - 1:
                 finished.append(finish(pending, learners, generators, weights, state))
                 pending = None
-            busy["learner"] = learners.busy_s - learner_before
             window_s = time.perf_counter() - t0
+            busy["learner"] = learners.busy_s(t0, t0 + window_s)
             for done_step, row in finished:  # busy fractions: of the iteration in which the update finished
                 row.update(busy_fractions(busy, actors, window_s))
                 row["time/step_s"] = window_s
-                row.update({"rollout/weight_version_trained": float(state.weight_version)})
                 rows.append({"step": done_step + 1, **row})
                 log.write(done_step + 1, row)
                 wandb.log(done_step + 1, row)
@@ -194,5 +192,6 @@ def finish(pending, learners: LearnerGroup, generators, weights: WeightState, st
         t0 = time.perf_counter()
         weights.broadcast(generators, learners.export_ref(), weights.version + 1)
         row["time/sync_s"] = time.perf_counter() - t0
+    row["learner/weight_version"] = float(weights.version)  # the version this step's update produced
     state.step, state.reader, state.weight_version = step + 1, position, weights.version
     return step, row

@@ -94,7 +94,7 @@ class LearnerGroup:
         addr, port = ray.get(self.actors[0].address.remote())
         self.info = ray.get([a.setup.remote(learner_cfg, rl_cfg, str(model_path), temperature, addr, port,
                                             gpus_per_rank > 0, seed) for a in self.actors])[0]
-        self.busy_s = 0.0  # seconds the ranks spent in train and export calls (wall, rank-parallel)
+        self.busy: list[tuple[float, float]] = []  # (start, end) perf_counter times of updates and exports
 
     @property
     def size(self) -> int:
@@ -104,13 +104,13 @@ class LearnerGroup:
         """Start one update; each rank gets its share. Collect with `finish_train`."""
         if len(per_rank) != len(self.actors):
             raise ValueError(f"LearnerGroup: {len(per_rank)} shares for {len(self.actors)} ranks")
-        self._started = time.perf_counter()
         return [a.train.remote(share) for a, share in zip(self.actors, per_rank)]
 
     def finish_train(self, refs: list[ray.ObjectRef]) -> dict[str, float]:
         """Wait for an update started by `submit_train`; rank 0's metrics (they are reduced over ranks)."""
         metrics = ray.get(refs)[0]
-        self.busy_s += metrics["learner/update_s"]
+        end = time.perf_counter()  # the update ended at the latest now, and ran for update_s
+        self.busy.append((end - metrics["learner/update_s"], end))
         return metrics
 
     def export_ref(self) -> ray.ObjectRef:
@@ -118,8 +118,12 @@ class LearnerGroup:
         t0 = time.perf_counter()
         refs = [a.export_weights.remote() for a in self.actors]
         ray.wait(refs, num_returns=len(refs), fetch_local=False)
-        self.busy_s += time.perf_counter() - t0
+        self.busy.append((t0, time.perf_counter()))
         return refs[0]
+
+    def busy_s(self, start: float, end: float) -> float:
+        """Seconds of [start, end] (perf_counter times) in which the ranks were updating or exporting."""
+        return sum(max(0.0, min(e, end) - max(s, start)) for s, e in self.busy)
 
     def save(self, directory: str | Path, run_state: dict) -> None:
         ray.get([a.save.remote(str(directory), run_state) for a in self.actors])

@@ -9,8 +9,10 @@ Touches nothing else; no Ray.
 An episode whose generation or evaluation was lost on every retry (stop_reason 'error') has a
 last turn without a result: it is not trained on and is counted in `rollout/lost_episodes`.
 Busy fractions are a role's busy seconds over the step's wall time times its actor count
-(generators: the engines' own generation time; evaluators: time inside `evaluate`; learner:
-time inside training and weight export), so 1.0 means every actor of the role never idled.
+(generators: the engines' own generation time; evaluators: the stage times of freshly evaluated
+candidates, not of cached ones; learner:
+the part of the step's window in which an update or a weight export ran), so 1.0 means every actor
+of the role never idled.
 """
 from __future__ import annotations
 
