@@ -27,14 +27,15 @@ _INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"][^>\"]+[>\"]\s*$", re.M)
 _DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)", re.M)
 
 
-def sample_tasks(tasks: list[Task], n: int) -> list[Task]:
-    """About n tasks spread evenly over (family, kind) groups, evenly spaced within each (deterministic)."""
+def sample_tasks(tasks: list[Task], n: int = 0, per_group: int = 0) -> list[Task]:
+    """About n tasks (or `per_group` tasks of every (family, kind) group) spread evenly over the
+    groups and evenly spaced within each (deterministic)."""
     groups: dict[tuple[str, str], list[Task]] = {}
     for t in sorted(tasks, key=lambda t: t.id):
         groups.setdefault((t.family, t.kind), []).append(t)
     if not groups:
         return []
-    per = max(1, -(-n // len(groups)))
+    per = per_group or max(1, -(-n // len(groups)))
     out: list[Task] = []
     for key in sorted(groups):
         g = groups[key]

@@ -61,7 +61,8 @@ def gather_tasks(rng) -> list:
                 big = (1 << 24) if dt is FLOAT else (1 << 23)
                 cfgs = configs([{"n": 1000, "m": 100}, {"n": 4099, "m": 5000}, {"n": 100003, "m": 7}],
                                [{"n": big, "m": 1 << 20}, {"n": big * 5 // 8 + 1, "m": 10000019}])
-                nb = f"{dt.size}*n + 4*n{' + ' + str(dt.size) + '*n' if form != 'plain' else ''} + {dt.size}*n"
+                # x is read at most once from DRAM (min(m, n) elements); idx, the second input and out stream
+                nb = f"{dt.size}*min(m, n) + 4*n{' + ' + str(dt.size) + '*n' if form != 'plain' else ''} + {dt.size}*n"
                 out.append(c2cuda_task("gather", variant, fn, ref, args, cfgs, f"{UNARY[u].flops + 1}*n", nb,
                                        _gather_impls(dt, UNARY[u].c, form, args), TOL if dt is FLOAT else DTOL,
                                        f"out[i] = {u}(x[idx[i]]){' * w[i]' if form == 'weighted' else ' + y[i]' if form == 'add' else ''}"))
@@ -85,7 +86,8 @@ def _gather_torch(u, form):
               + "(float*)outputs[0], stream);")
     cfgs = configs([{"n": 1000, "m": 100}, {"n": 4099, "m": 5000}, {"n": 100003, "m": 7}],
                    [{"n": 1 << 24, "m": 1 << 20}, {"n": 10000019, "m": 999999}])
-    return torch_task("gather", f"{form}_{u}", module.source(), cfgs, f"{UNARY[u].flops + 1}*n", "16*n",
+    nbytes = f"4*min(m, n) + {16 if form != 'plain' else 12}*n"  # 8-byte indices
+    return torch_task("gather", f"{form}_{u}", module.source(), cfgs, f"{UNARY[u].flops + 1}*n", nbytes,
                       _gather_impls(FLOAT, UNARY[u].c, form, args, "long long"), launch, TOL,
                       f"{u}(x[idx]){' * s' if form == 'weighted' else ' + s' if form == 'add' else ''}")
 

@@ -55,7 +55,7 @@ static void run(${SIG}, cudaStream_t stream) {
 }
 """
 _E_BLOCK = """
-// One block of 128 threads per output row; the row's ids are read once into shared memory.
+// One block of 128 threads per output row, striding along the columns.
 __global__ void __launch_bounds__(128) emb_block(${SIG}) {
     int i = blockIdx.x;
     for (int d = threadIdx.x; d < D; d += 128) out[(size_t)i * D + d] = emb(${PNAMES}, D, i, d);
@@ -151,7 +151,7 @@ def embedding_tasks(rng) -> list:
             cfgs = configs([{"n": 7, "D": 33, "V": 50}, {"n": 300, "D": 64, "V": 1000}, {"n": 1000, "D": 5, "V": 3}],
                            [{"n": 32768, "D": 512, "V": 50000}, {"n": 20001, "D": 257, "V": 30011}])
             out.append(c2cuda_task("embedding", variant, fn, ref, args, cfgs, f"{J + 2}*n*D",
-                                   f"{dt.size}*n*D*{J + 1} + {4 * J}*n", _emb_impls(dt, J, scale, extra, u, args),
+                                   f"{dt.size}*D*(n + min(V, {J}*n)) + {4 * J}*n", _emb_impls(dt, J, scale, extra, u, args),
                                    TOL if dt is FLOAT else DTOL, f"{kind} of {J} row(s) x {scale:g}"
                                    f"{' + ' + extra if extra else ''}, then {u}"))
             if (k + e) % 4 == 0:
@@ -194,7 +194,7 @@ def _emb_torch(J, scale, extra, u):
         n = "n"
     impls = _emb_impls(FLOAT, J, scale, extra, u, args)
     variant = f"j{J}_s{round(scale, 3)}_{extra or 'plain'}_{u}".replace(".", "p")
-    return torch_task("embedding", variant, module.source(), cfgs, f"{J + 2}*{n}*dim", f"4*{n}*dim*{J + 1} + {8 * J}*{n}",
+    return torch_task("embedding", variant, module.source(), cfgs, f"{J + 2}*{n}*dim", f"4*dim*({n} + min(vocab, {J}*{n})) + {8 * J}*{n}",
                       impls, launch, TOL, f"sum of {J} embedding row(s) x {scale:g}{' + ' + extra if extra else ''}, {u}")
 
 
