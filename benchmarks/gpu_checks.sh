@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check of the project in one script, for the H200 test machine:
-#   bash benchmarks/gpu_checks.sh [verify] [tests] [bench] [structure] [generation] [train]
+#   bash benchmarks/gpu_checks.sh [verify] [tests] [bench] [structure] [generation] [train] [sft] [train_sft]
+# (sft: a short warm start, SFT_S seconds of training; train_sft: two RL steps starting from it)
 # Logs and JSON go to $OUT (or ./gpu-out). Prints a summary table at the end.
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
@@ -20,6 +21,12 @@ for step in $steps; do
     train) timeout 290 python3 -m pipeline.cli train --config configs/h200.yaml run.output_dir="$OUT/runs" \
              train.wandb_mode=disabled train.progress_bar=false compile.cache_dir=$CUDAPERF_TEST_COMPILE_CACHE \
              > "$OUT/train.log" 2>&1 ;;
+    sft) timeout $(( ${SFT_S:-270} + 120 )) python3 -m pipeline.cli sft --config configs/sft_h200.yaml \
+           sft.max_train_s=${SFT_S:-270} sft.heldout_source= run.output_dir="$OUT/runs" > "$OUT/sft.log" 2>&1 ;;
+    train_sft) timeout ${TRAIN_SFT_S:-290} python3 -m pipeline.cli train --config configs/h200.yaml run.name=h200_sft \
+                 model.path="$OUT/runs/sft_h200/sft/hf" tasks.source=generated:val rollout.max_new_tokens=1280 rollout.max_turns=2 \
+                 model.max_model_len_tokens=2560 run.output_dir="$OUT/runs" train.wandb_mode=disabled \
+                 train.progress_bar=false compile.cache_dir=$CUDAPERF_TEST_COMPILE_CACHE > "$OUT/train_sft.log" 2>&1 ;;
   esac
   status[$step]="rc=$? $(( $(date +%s) - t0 ))s"
 done
@@ -32,4 +39,7 @@ for step in $steps; do printf '%-10s %s\n' "$step" "${status[$step]}"; done
 [ -f "$OUT/structure.log" ] && tail -30 "$OUT/structure.log"
 [ -f "$OUT/generation.log" ] && grep -E "tokens/s|wrote|Error" "$OUT/generation.log" | tail -8
 [ -f "$OUT/train.log" ] && grep -E "^step |Error|error:|run directory" "$OUT/train.log" | tail -12
+[ -f "$OUT/sft.log" ] && grep -E "^sft|Error|error:" "$OUT/sft.log" | tail -8
+[ -f "$OUT/runs/sft_h200/sft/sft_summary.json" ] && head -c 1500 "$OUT/runs/sft_h200/sft/sft_summary.json" && echo
+[ -f "$OUT/train_sft.log" ] && grep -E "^step |Error|error:|verdicts" "$OUT/train_sft.log" | tail -12
 exit 0
