@@ -1,6 +1,7 @@
 """CPU checks of generated tasks: every implementation compiles, every reference runs.
 
     check_compile(tasks, workers, batch) -> list[str]        # one line per implementation that fails nvcc
+    check_gate(tasks) -> list[str]                            # one line per implementation the static gate rejects
     check_c_references(tasks, workers) -> list[str]          # C references: gcc, run on small configs
     check_torch_references(tasks) -> list[str]               # PyTorch references: run on CPU, small configs
     sample_tasks(tasks, n) -> list[Task]                      # a spread over families
@@ -100,6 +101,20 @@ def check_compile(tasks: list[Task], workers: int = 2, batch: int = 40, progress
                       flush=True)
     if progress:
         print(file=sys.stderr)
+    return failures
+
+
+def check_gate(tasks: list[Task]) -> list[str]:
+    """Run the evaluator's static gate on every implementation; one line per rejected one."""
+    from pipeline.evaluation.gate import check_candidate
+    from pipeline.records import Candidate
+    failures = []
+    for t in tasks:
+        for impl in t.implementations:
+            cand = Candidate(task_id=t.id, code=impl.code, format=impl.format)
+            errors = [f.message for f in check_candidate(cand, t) if f.severity == "error"]
+            if errors:
+                failures.append(f"{t.id}/{impl.name}: {errors[0]}")
     return failures
 
 

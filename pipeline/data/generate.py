@@ -9,6 +9,7 @@ Checks that need only a CPU (run them after changing a generator):
     python -m pipeline.data.generate --stats
     python -m pipeline.data.generate --check-compile [--sample N] [--workers 2]
     python -m pipeline.data.generate --check-references [--sample N]
+    python -m pipeline.data.generate --check-gate
 
 --check-compile builds every implementation with nvcc for the configured architecture, many per
 nvcc call (each implementation wrapped in its own namespace); --check-references compiles every
@@ -176,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--stats", action="store_true", help="print counts by kind and family")
     p.add_argument("--check-compile", action="store_true", help="compile every implementation with nvcc")
-    p.add_argument("--check-references", action="store_true", help="compile and run every C reference on small configs")
+    p.add_argument("--check-references", action="store_true", help="compile and run every C reference on small configs "
+                   "and every PyTorch reference on CPU")
+    p.add_argument("--check-gate", action="store_true", help="run the static gate on every implementation")
     p.add_argument("--sample", type=int, default=0, help="check only this many tasks (spread over families)")
     p.add_argument("--family", default="", help="check only this family")
     p.add_argument("--workers", type=int, default=2, help="parallel compiler processes")
@@ -189,16 +192,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.sample:
         tasks = checks.sample_tasks(tasks, args.sample)
     status = 0
-    if args.stats or not (args.check_compile or args.check_references):
+    if args.stats or not (args.check_compile or args.check_references or args.check_gate):
         s = summary(tasks)
         for key in ("tasks", "c2cuda", "torch2cuda", "families", "largest_family", "implementations",
                     "min_implementations", "kernelbench_overlap"):
             print(f"{key}: {s[key]}")
         for fam, n in s["family_counts"].items():
             print(f"  {fam}: {n}")
+    if args.check_gate:
+        failures = checks.check_gate(tasks)
+        print(f"static gate: {sum(len(t.implementations) for t in tasks)} checked, {len(failures)} rejected")
+        for f in failures:
+            print("  " + f)
+        status |= bool(failures)
     if args.check_references:
         failures = checks.check_c_references(tasks, workers=args.workers)
         print(f"C references: {sum(t.kind == 'c2cuda' for t in tasks)} checked, {len(failures)} failed")
+        for f in failures:
+            print("  " + f)
+        status |= bool(failures)
+        failures = checks.check_torch_references(tasks)
+        print(f"PyTorch references: {sum(t.kind == 'torch2cuda' for t in tasks)} run on CPU, {len(failures)} failed")
         for f in failures:
             print("  " + f)
         status |= bool(failures)
