@@ -82,8 +82,10 @@ def _is_odd_size(value) -> bool:
 def test_every_task_is_complete_and_valid(tasks):
     for t in tasks:
         assert validate_task(t) == [], t.id
+        assert re.fullmatch(r"(c2cuda|torch2cuda)/\w+/\w+", t.id), t.id
         kind, family, variant = t.id.split("/")
         assert kind == t.kind and family == t.family and variant
+        assert t.kind == "torch2cuda" or t.function.isidentifier(), t.id
         assert len(t.configs) >= 3, t.id
         assert any(c.time for c in t.configs) and any(c.check and not c.time for c in t.configs), t.id
         assert any(_is_odd_size(v) for c in t.configs for v in c.params.values()), f"{t.id}: no size off the block grid"

@@ -219,9 +219,19 @@ class Impl:
     body: str
 
 
+_NAME = re.compile(r"[A-Za-z0-9_]+")
+
+
+def _check_names(family: str, variant: str, function: str = "") -> None:
+    if not (_NAME.fullmatch(family) and _NAME.fullmatch(variant)) or (function and not function.isidentifier()):
+        raise ValueError(f"generated task {family}/{variant} (function {function!r}) has a name that is not a plain "
+                         f"identifier; build names from letters, digits and underscores only")
+
+
 def c2cuda_task(family: str, variant: str, function: str, reference: str, args: list[ArgSpec],
                 cfgs: list[InputConfig], flops: str, nbytes: str, impls: list[Impl], tol: Tolerance,
                 description: str) -> Task:
+    _check_names(family, variant, function)
     entry = c2cuda_entry(function, args)
     return Task(id=f"c2cuda/{family}/{variant}", kind="c2cuda", family=family, description=description,
                 reference=reference, function=function, args=args, configs=cfgs,
@@ -232,6 +242,7 @@ def c2cuda_task(family: str, variant: str, function: str, reference: str, args: 
 
 def torch_task(family: str, variant: str, reference: str, cfgs: list[InputConfig], flops: str, nbytes: str,
                impls: list[Impl], launch_body: str, tol: Tolerance, description: str) -> Task:
+    _check_names(family, variant)
     entry = light_entry(launch_body)
     return Task(id=f"torch2cuda/{family}/{variant}", kind="torch2cuda", family=family, description=description,
                 reference=reference, configs=cfgs, work=WorkModel(flops=flops, bytes=nbytes), tolerance=tol,

@@ -161,9 +161,9 @@ def image_filter_tasks(rng) -> list:
         if kind == "pair":
             posts = POSTS2
         elif kind == "unsharp":
-            posts = {f"amount{a}": (f"xc + {a}${{C}} * (xc - a0)", f"x + {a} * (x - a0)") for a in (0.5, 1.0, 1.5, 2.0)}
+            posts = {f"amount{a}".replace(".", "p"): (f"xc + {a}${{C}} * (xc - a0)", f"x + {a} * (x - a0)") for a in (0.5, 1.0, 1.5, 2.0)}
         elif kind == "boost":
-            posts = {f"amount{a}": (f"fmin${{F}}(fmax${{F}}(xc - {a}${{C}} * a0, 0.0${{C}}), 1.0${{C}})",
+            posts = {f"amount{a}".replace(".", "p"): (f"fmin${{F}}(fmax${{F}}(xc - {a}${{C}} * a0, 0.0${{C}}), 1.0${{C}})",
                                     f"torch.clamp(x - {a} * a0, 0.0, 1.0)") for a in (0.25, 0.5, 1.0)}
         else:
             posts = {p: POSTS[p] for p in ("id", "clamp01", "abs", "square", "times_center")}
