@@ -72,7 +72,8 @@ def load_ranker(path: str | Path, cache_dir: str = "") -> tuple[Ranker, dict]:
     directory = resolve(path)
     manifest = json.loads((directory / "manifest.json").read_text())
     if manifest.get("format") != FORMAT:
-        raise CheckpointError(f"{directory}: checkpoint format {manifest.get('format')} is not {FORMAT}; train it again")
+        raise CheckpointError(f"{directory}: checkpoint format {manifest.get('format')} is not {FORMAT}; "
+                              "train it again")
     if manifest["feature_names"] != list(FEATURE_NAMES):
         raise CheckpointError(f"{directory}: trained on another feature list than this code's; train it again with "
                               "`cudaperf rank train`")

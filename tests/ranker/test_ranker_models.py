@@ -80,3 +80,27 @@ def test_data_hash_changes_with_times(synthetic):
     other = copy.deepcopy(synthetic)
     other.impls[0].times_ms["large"] *= 2
     assert other.content_hash() != synthetic.content_hash()
+
+
+def test_minilm_encoder_embeds_code_offline_and_caches(tmp_path):
+    from pipeline.ranker.neural import minilm_embeddings
+    codes = ["__global__ void k(float* a) { a[threadIdx.x] = 0; }", "int main() { return 0; }"]
+    first = minilm_embeddings(codes, cache_dir=tmp_path)
+    assert first.shape == (2, 384)
+    np.testing.assert_allclose(np.linalg.norm(first, axis=1), 1.0, rtol=1e-5)
+    assert not np.allclose(first[0], first[1])
+    assert len(list(tmp_path.glob("*.npy"))) == 2
+    np.testing.assert_array_equal(minilm_embeddings(codes, cache_dir=tmp_path), first)
+
+
+def test_neural_ranker_with_minilm_encoder_learns_the_rule(synthetic, ranker_cfg, tmp_path):
+    from pipeline.ranker.train import make_ranker
+    cfg = ranker_cfg.model_copy(update={"neural_encoder": "minilm", "feature_cache_dir": str(tmp_path)})
+    results = evaluate_rankers(synthetic, train_and_keep(synthetic, cfg), cfg.min_gap, heuristics=False)
+    assert results["neural"]["accuracy"] >= 0.85, results["neural"]
+    assert make_ranker("neural", cfg).settings["encoder"] == "minilm"
+
+
+def train_and_keep(data, cfg):
+    from pipeline.ranker.train import train_split
+    return {k: r for k, (r, _) in train_split(data, cfg, ["neural"], log=lambda *_: None).items()}

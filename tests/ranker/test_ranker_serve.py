@@ -18,7 +18,8 @@ def service(tmp_path, synthetic, trained):
     # put the baseline features in the cache as nvcc would, so no compiler runs here
     cache = FeatureCache(tmp_path, workers=1)
     for im in synthetic.impls:
-        path = tmp_path / source_key(im.code, im.format, "sm_90")[:2] / f"{source_key(im.code, im.format, 'sm_90')}.json"
+        key = source_key(im.code, im.format, "sm_90")
+        path = tmp_path / key[:2] / f"{key}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(im.features))
     return RankerService(trained["gbt"][0], cache, max_batch=3)
@@ -44,7 +45,8 @@ def test_preferences_for_results_feed_the_reward(service, synthetic):
     cands = [Candidate(task_id=task.id, code=im.code, format="c2cuda") for im in (fast, naive, fast)]
     results = [EvalResult(task_id=task.id, candidate_hash="h", format="c2cuda", verdict="correct", speedup=2.0,
                           features={**fast.features, "roofline.fraction": 0.5}),
-               EvalResult(task_id=task.id, candidate_hash="h", format="c2cuda", verdict="correct", speedup=1.0, features=naive.features),
+               EvalResult(task_id=task.id, candidate_hash="h", format="c2cuda", verdict="correct", speedup=1.0,
+                          features=naive.features),
                EvalResult(task_id=task.id, candidate_hash="h", format="c2cuda", verdict="incorrect")]
     prefs = service.preferences_for_results(task, cands, results)
     assert prefs[2] is None
