@@ -181,14 +181,15 @@ def main(argv: list[str] | None = None) -> int:
                    "and every PyTorch reference on CPU")
     p.add_argument("--check-gate", action="store_true", help="run the static gate on every implementation")
     p.add_argument("--sample", type=int, default=0, help="check only this many tasks (spread over families)")
-    p.add_argument("--family", default="", help="check only this family")
+    p.add_argument("--family", default="", help="check only these families (comma-separated)")
     p.add_argument("--workers", type=int, default=2, help="parallel compiler processes")
     p.add_argument("--batch", type=int, default=40, help="implementations per nvcc call")
     args = p.parse_args(argv)
     from pipeline.data import checks
     tasks = generate_tasks(args.seed)
     if args.family:
-        tasks = [t for t in tasks if t.family == args.family]
+        families = set(args.family.split(","))
+        tasks = [t for t in tasks if t.family in families]
     if args.sample:
         tasks = checks.sample_tasks(tasks, args.sample)
     status = 0

@@ -183,10 +183,10 @@ def image_filter_tasks(rng) -> list:
 
 
 def generate(rng) -> list:
-    return (const_stencil_tasks(rng, 1, [("star", 1), ("star", 2), ("star", 3), ("star", 4)], 130, "stencil_1d")
+    return (const_stencil_tasks(rng, 1, [("star", 1), ("star", 2), ("star", 3), ("star", 4)], 180, "stencil_1d")
             + const_stencil_tasks(rng, 2, [("star", 1), ("star", 2), ("box", 1), ("box", 2), ("cross", 1), ("cross", 2)],
-                                  150, "stencil_2d")
-            + const_stencil_tasks(rng, 3, [("star", 1), ("star", 2), ("box", 1), ("cross", 1)], 120, "stencil_3d")
+                                  200, "stencil_2d")
+            + const_stencil_tasks(rng, 3, [("star", 1), ("star", 2), ("box", 1), ("cross", 1)], 160, "stencil_3d")
             + conv_tasks(rng, 1, [3, 5, 7, 9, 11, 15], 120)
             + conv_tasks(rng, 2, [3, 5, 7], 120)
             + conv_tasks(rng, 3, [3, 5], 75)
