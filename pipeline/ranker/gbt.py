@@ -46,7 +46,7 @@ def pairwise_logistic_grad(preds: np.ndarray, faster: np.ndarray, slower: np.nda
 class GBTRanker(Ranker):
     kind = "gbt"
 
-    def __init__(self, trees: int = 300, learning_rate: float = 0.05, leaves: int = 15, min_data_in_leaf: int = 5,
+    def __init__(self, trees: int = 800, learning_rate: float = 0.05, leaves: int = 4, min_data_in_leaf: int = 5,
                  feature_fraction: float = 0.8, seed: int = 0, threads: int = 2):
         self.settings = dict(trees=trees, learning_rate=learning_rate, leaves=leaves,
                              min_data_in_leaf=min_data_in_leaf, feature_fraction=feature_fraction, seed=seed,
