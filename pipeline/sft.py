@@ -204,6 +204,11 @@ def make_learner(cfg: RunConfig, model_path: Path, tokenizer):
     return Learner(cfg.learner, cfg.rl, build, tokenizer=tokenizer, temperature=1.0, seed=cfg.run.seed)
 
 
+def training_deadline(cfg: RunConfig) -> float | None:
+    """When training stops (`sft.max_train_s` from now), or None to run every epoch."""
+    return time.monotonic() + cfg.sft.max_train_s if cfg.sft.max_train_s else None
+
+
 def run_sft(cfg: RunConfig) -> dict:
     """The whole run (module docstring); returns a summary that is also written to sft_summary.json."""
     from pipeline.rollout.conversation import ChatFormat
@@ -212,7 +217,6 @@ def run_sft(cfg: RunConfig) -> dict:
     out = Path(cfg.sft.output_dir) if cfg.sft.output_dir else Path(cfg.run.output_dir) / cfg.run.name / "sft"
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    deadline = t0 + cfg.sft.max_train_s if cfg.sft.max_train_s else None
     tasks = [t for t in load_tasks(cfg.tasks.source, cfg.tasks.kernelbench_levels) if t.kind in cfg.tasks.kinds]
     if not tasks:
         raise SFTError(f"tasks.source '{cfg.tasks.source}' holds no tasks of kinds {cfg.tasks.kinds}; point it at "
@@ -244,8 +248,12 @@ def run_sft(cfg: RunConfig) -> dict:
             if not seqs:
                 raise SFTError("no training pairs: the tasks have no implementations in the policy's format, or every "
                                "pair is longer than model.max_model_len_tokens; raise it or use other tasks")
+            summary["prepare_s"] = round(time.monotonic() - t0, 1)
+            t0, deadline = time.monotonic(), training_deadline(cfg)  # the budget counts training only
             history += train(learner, seqs, cfg, log_file, deadline, pad_id, cfg.run.seed)
         else:
+            summary["prepare_s"] = round(time.monotonic() - t0, 1)
+            t0, deadline = time.monotonic(), training_deadline(cfg)
             history += rejection_rounds(cfg, learner, tasks, model_path, out, log_file, deadline, pad_id, summary)
     summary.update(steps=len(history), train_s=round(time.monotonic() - t0, 1),
                    first_loss=history[0]["loss"] if history else None,
