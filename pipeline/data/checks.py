@@ -185,7 +185,8 @@ def check_c_references(tasks: list[Task], workers: int = 2, chunk: int = 40, com
 
 
 def check_torch_references(tasks: list[Task]) -> list[str]:
-    """Run every torch2cuda reference on CPU on its small check configs; outputs must be finite."""
+    """Run every torch2cuda reference on CPU on its small check configs, twice with different inputs;
+    outputs must be finite and must change with the inputs."""
     import torch
     from pipeline.evaluation.reference import load_reference_module
     from pipeline.tasks import config_params
@@ -200,12 +201,17 @@ def check_torch_references(tasks: list[Task]) -> list[str]:
                 ns = load_reference_module(t, config_params(t, cfg))
                 torch.manual_seed(0)
                 model = ns["Model"](*ns["get_init_inputs"]())
-                with torch.no_grad():
-                    out = model(*ns["get_inputs"]())
-                outs = list(out) if isinstance(out, (tuple, list)) else [out]
-                for o in outs:
+                runs = []
+                for seed in (1, 2):
+                    torch.manual_seed(seed)
+                    with torch.no_grad():
+                        out = model(*ns["get_inputs"]())
+                    runs.append(list(out) if isinstance(out, (tuple, list)) else [out])
+                for o in runs[0]:
                     if o.is_floating_point() and not bool(torch.isfinite(o).all()):
                         failures.append(f"{t.id}: config {cfg.name}: non-finite output")
+                if all(torch.equal(a, b) for a, b in zip(*runs)):
+                    failures.append(f"{t.id}: config {cfg.name}: the outputs do not depend on the inputs")
             except Exception as e:  # a generator bug: report it with the task, never stop the check
                 failures.append(f"{t.id}: config {cfg.name}: {type(e).__name__}: {e}")
     return failures
