@@ -7,7 +7,8 @@ One step, in timed phases:
            and its call retried, so no episode is lost to it);
   reward   the unified reward per turn, discounted returns, group advantages (pipeline/rl/step.py);
   learn    the learner ranks update on the step's turns (actors/learner.py);
-  sync     rank 0's gathered weights go to every generator through the object store, version + 1;
+  sync     rank 0's gathered weights go to every generator, version + 1: through the object store, or
+           with `train.weight_sync=collective` broadcast by rank 0 over NCCL (gloo on CPU);
   log      metrics JSONL, wandb, progress bar, plots; a checkpoint every `train.checkpoint_every_steps`.
 With `rl.staleness_steps >= 1` the learner trains on step s while the generators and evaluators
 already run step s + 1 on the weights before that update (a lag of one version, within the
@@ -31,7 +32,7 @@ import torch
 
 from actors.data import task_dataset
 from actors.evaluation import make_evaluator_pool
-from actors.generation import PoolQueue, WeightState, make_generator_pool
+from actors.generation import CollectiveWeightSync, PoolQueue, WeightState, make_generator_pool
 from actors.learner import LearnerGroup
 from actors.verify import evaluator_gpus, start_ray
 from pipeline.config import ConfigError, RunConfig
@@ -87,6 +88,15 @@ def check_placement(cfg: RunConfig) -> None:
               "train.learner_gpus_per_rank": cfg.train.learner_gpus_per_rank * cfg.learner.ranks}
     problems = [f"{key} asks for {need:g} GPU(s) but Ray sees {gpus:g}; set {key}=0 on CPU hosts or add GPUs"
                 for key, need in wanted.items() if need > gpus]
+    if cfg.train.weight_sync == "collective":
+        if cfg.learner.lora_rank > 0:
+            problems.append("train.weight_sync=collective sends the learner's parameters as they are; with "
+                            "learner.lora_rank > 0 set train.weight_sync=object_store (it merges the adapters)")
+        shared = [k for k in ("generator_gpus_per_actor", "learner_gpus_per_rank") if 0 < getattr(cfg.train, k) < 1]
+        if shared:
+            problems.append(f"train.weight_sync=collective needs whole GPUs (NCCL cannot join two processes on one "
+                            f"GPU) but train.{shared[0]} = {getattr(cfg.train, shared[0])}; give each generator "
+                            "and learner rank a GPU of its own or set train.weight_sync=object_store")
     if cfg.reward.w_ranker > 0:
         problems.append(f"reward.w_ranker = {cfg.reward.w_ranker} but the driver has no ranker to ask; set "
                         "reward.w_ranker=0")
@@ -108,15 +118,18 @@ def run_training(cfg: RunConfig, run_dir: Path, resume_from: Path | None = None)
     learners = LearnerGroup(cfg.learner, cfg.rl, model_path, cfg.rollout.temperature,
                             cfg.train.learner_gpus_per_rank, cfg.run.seed)
     weights = WeightState()
+    if cfg.train.weight_sync == "collective":  # NCCL between GPUs; gloo when the learner runs on CPU
+        weights = CollectiveWeightSync(learners, "nccl" if cfg.train.learner_gpus_per_rank > 0 else "gloo")
     generators = make_generator_pool(cfg.model, cfg.rollout, cfg.run.seed,
                                      num_gpus_per_actor=cfg.train.generator_gpus_per_actor,
-                                     max_retries=cfg.eval.max_retries, weights=weights)
+                                     max_retries=cfg.eval.max_retries,
+                                     weights=weights if isinstance(weights, WeightState) else None)
     evaluators = make_evaluator_pool(cfg.eval, cfg.compile, evaluator_gpus(cfg), cfg.train.evaluator_gpu_fraction)
     state = RunState()
     if resume_from is not None:
         state = RunState.from_dict(learners.load(resume_from))
         state.restore_rng()
-        weights.broadcast(generators, learners.export_ref(), state.weight_version)
+        sync_weights(weights, learners, generators, state.weight_version)
     else:
         random.seed(cfg.run.seed)
         np.random.seed(cfg.run.seed)
@@ -181,7 +194,18 @@ def run_training(cfg: RunConfig, run_dir: Path, resume_from: Path | None = None)
     return rows
 
 
-def finish(pending, learners: LearnerGroup, generators, weights: WeightState, state: RunState) -> tuple[int, dict]:
+def sync_weights(weights: WeightState | CollectiveWeightSync, learners: LearnerGroup, generators,
+                 version: int) -> dict:
+    """Send the learner's weights to every generator as `version` (train.weight_sync picks the path);
+    the collective path returns its figures (bytes, buckets, seconds), the object store {}."""
+    if isinstance(weights, CollectiveWeightSync):
+        return weights.broadcast(generators, version)
+    weights.broadcast(generators, learners.export_ref(), version)
+    return {}
+
+
+def finish(pending, learners: LearnerGroup, generators, weights: WeightState | CollectiveWeightSync,
+           state: RunState) -> tuple[int, dict]:
     """Wait for a step's update, send the new weights to the generators, advance the run state."""
     step, metrics, refs, position = pending
     row = dict(metrics)
@@ -190,8 +214,12 @@ def finish(pending, learners: LearnerGroup, generators, weights: WeightState, st
     else:
         row.update(learners.finish_train(refs))
         t0 = time.perf_counter()
-        weights.broadcast(generators, learners.export_ref(), weights.version + 1)
+        sent = sync_weights(weights, learners, generators, weights.version + 1)
         row["time/sync_s"] = time.perf_counter() - t0
+        if sent:  # the collective path reports rank 0's own figures
+            row["sync/bytes"] = float(sent["bytes"])
+            row["sync/broadcast_s"] = sent["seconds"]
+            row["sync/gb_per_s"] = sent["bytes"] / max(sent["seconds"], 1e-9) / 1e9
     row["learner/weight_version"] = float(weights.version)  # the version this step's update produced
     state.step, state.reader, state.weight_version = step + 1, position, weights.version
     return step, row

@@ -6,7 +6,8 @@ without Ray. Resources come from the driver: `num_gpus_per_actor` (a whole GPU f
 of its own, a fraction when it shares the GPU with the learner); one CPU each.
 
 Weights: `WeightState.broadcast` puts the tensors in the object store once and loads them into
-every actor. A generator that died is rebuilt by the pool with the model's initial weights, so the
+every actor; `CollectiveWeightSync.broadcast` (train.weight_sync=collective) has learner rank 0
+broadcast them over NCCL (gloo on CPU) straight into the generators. A generator that died is rebuilt by the pool with the model's initial weights, so the
 pool's factory first loads the latest broadcast into the replacement (Ray runs one caller's
 calls on an actor in order, so that load precedes any generation on it).
 
@@ -41,6 +42,7 @@ class GeneratorActor:
         from pipeline.rollout.generation import make_generator
 
         self._generator = make_generator(model_cfg, rollout_cfg, seed)
+        self._sync_group = None  # learner rank 0's broadcast group (train.weight_sync=collective)
 
     def generate(self, requests: list[GenerationRequest], sampling: SamplingSpec) -> GenerationResult:
         """Samples per request, with logprobs and the weight version that made them."""
@@ -49,6 +51,20 @@ class GeneratorActor:
     def update_weights(self, named_tensors: list[tuple[str, Any]], version: int) -> int:
         """Load `(hf_name, tensor)` pairs and move to weight `version`; returns the version now held."""
         self._generator.update_weights(named_tensors, version)
+        return self._generator.weight_version
+
+    def join_weight_sync(self, master_addr: str, master_port: int, rank: int, world_size: int, backend: str) -> None:
+        """Join learner rank 0's broadcast group as `rank` (1..G); see pipeline/rl/weight_sync.py."""
+        from pipeline.rl.weight_sync import SyncGroup
+        self._sync_group = SyncGroup(master_addr, master_port, rank, world_size, backend)
+
+    def receive_weights(self, version: int) -> int:
+        """Receive one collective sync from learner rank 0 and load it as `version`; returns the version held."""
+        from pipeline.rl.weight_sync import receive_weights
+        if self._sync_group is None:
+            raise RuntimeError("receive_weights: this generator has not joined the sync group; the driver joins it "
+                               "(CollectiveWeightSync.connect) before the first sync")
+        self._generator.update_weights(receive_weights(self._sync_group, version), version)
         return self._generator.weight_version
 
     def weight_version(self) -> int:
@@ -84,6 +100,47 @@ class WeightState:
         versions = ray.get([actor.update_weights.remote(self.ref, version) for actor in pool.actors])
         if set(versions) != {version}:
             raise RuntimeError(f"WeightState.broadcast: generators report versions {versions}, expected {version}")
+
+
+class CollectiveWeightSync:
+    """Weight sync over a collective (train.weight_sync=collective): learner rank 0 broadcasts the gathered
+    buckets to every generator of the pool over a group of its own (NCCL on GPUs, gloo on CPU).
+
+    The group is formed on the first sync, and formed again whenever the pool replaced a generator
+    (the members are the pool's live actors). A replacement generator starts from the model's initial
+    weights (version 0, which its samples report) and receives the learner's weights at the next sync.
+    """
+
+    def __init__(self, learners: Any, backend: str):
+        self._learners = learners  # an actors.learner.LearnerGroup
+        self._backend = backend
+        self._members: tuple[ActorHandle, ...] = ()
+        self.version = 0
+        self.last: dict = {}  # the last sync's figures: bytes, buckets, seconds (rank 0's clock)
+
+    def connect(self, pool: SupervisedPool) -> None:
+        """Form the group: learner rank 0 is its rank 0, generator slot i its rank i + 1."""
+        members = pool.actors
+        addr, port = ray.get(self._learners.actors[0].address.remote())
+        world = 1 + len(members)
+        refs = [self._learners.actors[0].join_weight_sync.remote(addr, port, world, self._backend)]
+        refs += [a.join_weight_sync.remote(addr, port, 1 + i, world, self._backend) for i, a in enumerate(members)]
+        ray.get(refs)
+        self._members = members
+
+    def broadcast(self, pool: SupervisedPool, version: int) -> dict:
+        """Send the learner's current weights to every generator as `version`, wait until all hold it;
+        returns the figures of the sync (bytes, buckets, seconds)."""
+        if pool.actors != self._members:
+            self.connect(pool)
+        sends = self._learners.broadcast_refs(version)
+        receives = [a.receive_weights.remote(version) for a in self._members]
+        self.last = self._learners.finish_broadcast(sends)
+        versions = ray.get(receives)
+        if set(versions) != {version}:
+            raise RuntimeError(f"CollectiveWeightSync: generators report versions {versions}, expected {version}")
+        self.version = version
+        return self.last
 
 
 class PoolQueue:

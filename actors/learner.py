@@ -8,7 +8,9 @@ and forwards calls. Every call below is collective: the group calls it on every 
 Weights out: rank 0 returns the whole model as `(Hugging Face name, CPU tensor)` pairs, gathered
 bucket by bucket (ZeRO-3 shards are gathered one bucket at a time, `learner.sync_bucket_bytes`);
 the return value lands in Ray's object store, and the driver hands that ObjectRef to the
-generators, so weights never pass through the driver process.
+generators, so weights never pass through the driver process. With `train.weight_sync=collective`,
+rank 0 instead broadcasts each gathered bucket straight to the generators over a group of its own
+(`join_weight_sync`, `broadcast_weights`; pipeline/rl/weight_sync.py): GPU to GPU over NCCL.
 
 A dead learner is not replaced here: its optimizer state lives only in it. The run ends with an
 error naming the last checkpoint, and `cudaperf train --resume RUN_DIR` continues from there.
@@ -35,6 +37,7 @@ class LearnerActor:
         self.rank, self.world_size = rank, world_size
         self.learner = None
         self.reference = None
+        self.sync_group = None  # rank 0's broadcast group to the generators (train.weight_sync=collective)
 
     def address(self) -> tuple[str, int]:
         """This node's IP and a port free on it: rank 0's answer is the group's rendezvous."""
@@ -71,6 +74,17 @@ class LearnerActor:
         """Every weight as (Hugging Face name, CPU tensor) on rank 0; [] on other ranks."""
         from pipeline.rl.update import export_for_generators
         return export_for_generators(self.learner)
+
+    def join_weight_sync(self, master_addr: str, master_port: int, world_size: int, backend: str) -> None:
+        """Rank 0 only: open the broadcast group to the generators as its rank 0 (see pipeline/rl/weight_sync.py)."""
+        from pipeline.rl.weight_sync import SyncGroup
+        self.sync_group = SyncGroup(master_addr, master_port, 0, world_size, backend)
+
+    def broadcast_weights(self, version: int) -> dict:
+        """Collective over the learner ranks: gather bucket by bucket; rank 0 broadcasts each bucket to the
+        generators. Returns rank 0's figures (bytes, buckets, seconds), {} on other ranks."""
+        from pipeline.rl.weight_sync import send_from_learner
+        return send_from_learner(self.learner, self.sync_group, version)
 
     def save(self, directory: str, run_state: dict) -> str:
         return str(self.learner.save_checkpoint(directory, run_state))
@@ -120,6 +134,18 @@ class LearnerGroup:
         ray.wait(refs, num_returns=len(refs), fetch_local=False)
         self.busy.append((t0, time.perf_counter()))
         return refs[0]
+
+    def broadcast_refs(self, version: int) -> list[ray.ObjectRef]:
+        """Start a collective weight sync on every rank (the generators must receive at the same time);
+        collect with `finish_broadcast`."""
+        self._broadcast_t0 = time.perf_counter()
+        return [a.broadcast_weights.remote(version) for a in self.actors]
+
+    def finish_broadcast(self, refs: list[ray.ObjectRef]) -> dict:
+        """Wait for the sync started by `broadcast_refs`; rank 0's figures (bytes, buckets, seconds)."""
+        stats = ray.get(refs)[0]
+        self.busy.append((self._broadcast_t0, time.perf_counter()))
+        return stats
 
     def busy_s(self, start: float, end: float) -> float:
         """Seconds of [start, end] (perf_counter times) in which the ranks were updating or exporting."""

@@ -20,18 +20,28 @@ import ray
 
 from actors.evaluation import evaluate_groups, make_compiler_pool, make_evaluator_pool
 from pipeline.config import RunConfig
+from pipeline.rl.distributed import COLLECTIVE_ENV
 from pipeline.records import Candidate
 from pipeline.tasks import load_tasks
 
 
-def start_ray(cpus_needed: int) -> None:
-    """Join the cluster this job was submitted to, or start a local Ray sized for the pools."""
+def ray_runtime_env() -> dict:
+    """The runtime_env every ray.init of the project passes: COLLECTIVE_ENV in every worker Ray starts."""
+    return {"env_vars": dict(COLLECTIVE_ENV)}
+
+
+def start_ray(cpus_needed: int, num_gpus: int | None = None) -> None:
+    """Join the cluster this job was submitted to, or start a local Ray sized for the pools (with
+    `num_gpus`, Ray offers only that many of the host's GPUs). This process and every process Ray
+    starts get COLLECTIVE_ENV (NVLink multicast off)."""
+    os.environ.update(COLLECTIVE_ENV)
     if ray.is_initialized():
         return
     if os.environ.get("RAY_ADDRESS"):
-        ray.init(log_to_driver=False)
+        ray.init(log_to_driver=False, runtime_env=ray_runtime_env())
     else:
-        ray.init(num_cpus=max(os.cpu_count() or 1, cpus_needed), include_dashboard=False, log_to_driver=False)
+        ray.init(num_cpus=max(os.cpu_count() or 1, cpus_needed), num_gpus=num_gpus, include_dashboard=False,
+                 log_to_driver=False, runtime_env=ray_runtime_env())
 
 
 def evaluator_gpus(cfg: RunConfig) -> int:

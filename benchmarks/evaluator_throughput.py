@@ -109,19 +109,28 @@ def conventional(tasks: dict, workdir: Path) -> dict:
             "per_candidate": {tid: r for tid, r in zip(SHARED, results)}}
 
 
-def ours(tasks: dict, cfg, workers_per_gpu: int) -> dict:
-    import ray
-    from actors.evaluation import evaluate_groups, make_compiler_pool, make_evaluator_pool
+def candidate_groups(tasks: dict) -> list:
+    """The benchmark's candidate set: every c2cuda and light implementation of the tasks, grouped by task."""
     groups = []
     for task in tasks.values():
         cands = [Candidate(task_id=task.id, code=i.code, format=i.format)
                  for i in task.implementations if i.format in ("c2cuda", "light")]
         if cands:
             groups.append((task, cands))
+    return groups
+
+
+def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1) -> dict:
+    """The candidate set through the compile pool and an evaluator pool on `num_gpus` GPUs (a Ray of its own)."""
+    import ray
+    from actors.evaluation import evaluate_groups, make_compiler_pool, make_evaluator_pool
+    from actors.verify import start_ray
+    groups = candidate_groups(tasks)
     n = sum(len(c) for _, c in groups)
     cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"workers_per_gpu": workers_per_gpu})})
-    ray.init(num_cpus=os.cpu_count(), num_gpus=1, include_dashboard=False, log_to_driver=False)
-    with make_compiler_pool(cfg.compile, 1) as compilers, make_evaluator_pool(cfg.eval, cfg.compile, 1) as evaluators:
+    start_ray(os.cpu_count() or 1, num_gpus=num_gpus)
+    with make_compiler_pool(cfg.compile, 1) as compilers, \
+            make_evaluator_pool(cfg.eval, cfg.compile, num_gpus) as evaluators:
         evaluators.map("ping", [()] * evaluators.size)  # the evaluators' own start-up is not counted
         compilers.map("ping", [()] * compilers.size)
         t0 = time.perf_counter()
@@ -137,8 +146,9 @@ def ours(tasks: dict, cfg, workers_per_gpu: int) -> dict:
     verdicts: dict[str, int] = {}
     for v in per.values():
         verdicts[v["verdict"]] = verdicts.get(v["verdict"], 0) + 1
-    return {"workers_per_gpu": workers_per_gpu, "candidates": n, "wall_s": wall, "seconds_per_candidate": wall / n,
-            "candidates_per_minute_per_gpu": 60 * n / wall, "verdicts": verdicts, "per_candidate": per}
+    return {"workers_per_gpu": workers_per_gpu, "gpus": num_gpus, "candidates": n, "wall_s": wall,
+            "seconds_per_candidate": wall / n, "candidates_per_minute": 60 * n / wall,
+            "candidates_per_minute_per_gpu": 60 * n / wall / num_gpus, "verdicts": verdicts, "per_candidate": per}
 
 
 def stability(tasks: dict, cfg, task_id: str, runs: int = 10) -> dict:

@@ -291,6 +291,11 @@ class TrainSection(Section):
     evaluator_gpu_fraction: float = Field(1.0, gt=0, le=1, description="share of each evaluation GPU that its "
                                           "eval.workers_per_gpu evaluator actors take together (below 1 when "
                                           "generators and the learner use the same GPU)")
+    weight_sync: Literal["object_store", "collective"] = Field("object_store", description="how new weights reach "
+                                                               "the generators: object_store (rank 0's gathered "
+                                                               "copy through Ray's object store) or collective "
+                                                               "(rank 0 broadcasts each bucket over NCCL, gloo on "
+                                                               "CPU; each generator and learner on GPUs of its own)")
     reproducible: bool = Field(False, description="generate each turn of all episodes together once every "
                                "evaluation returned, with seeds per batch: samples do not depend on timing, so a "
                                "resumed run repeats the original's steps (with cached evaluation results); less overlap")
