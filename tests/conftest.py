@@ -48,6 +48,17 @@ def one_rank_group():
     os.environ.update(saved)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def no_ray_left_behind():
+    """A test module that started Ray (directly or through a command such as `cudaperf bench`) leaves
+    none behind: the next module's ray.init starts from a clean state."""
+    yield
+    import sys
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+
+
 def pytest_runtest_logreport(report):
     """With CUDAPERF_TEST_FAILURES=FILE, append each failure the moment it happens, so a run
     stopped at a time limit on the GPU machine still says what failed and why."""
