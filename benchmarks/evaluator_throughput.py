@@ -120,12 +120,14 @@ def candidate_groups(tasks: dict) -> list:
     return groups
 
 
-def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1) -> dict:
-    """The candidate set through the compile pool and an evaluator pool on `num_gpus` GPUs (a Ray of its own)."""
+def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int = 1) -> dict:
+    """The candidate set through the compile pool and an evaluator pool on `num_gpus` GPUs (a Ray of its own).
+    With `repeats` > 1 the set is evaluated that many times over, each copy of a task a group of its own
+    (compiled once through the compile cache, executed and timed every time)."""
     import ray
     from actors.evaluation import evaluate_groups, make_compiler_pool, make_evaluator_pool
     from actors.verify import start_ray
-    groups = candidate_groups(tasks)
+    groups = candidate_groups(tasks) * repeats
     n = sum(len(c) for _, c in groups)
     cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"workers_per_gpu": workers_per_gpu})})
     start_ray(os.cpu_count() or 1, num_gpus=num_gpus)
@@ -138,11 +140,12 @@ def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1) -> dict:
         wall = time.perf_counter() - t0
     ray.shutdown()
     per = {}
-    for (task, cands), rs in zip(groups, results):
+    for g, ((task, cands), rs) in enumerate(zip(groups, results)):
+        copy = g // (len(groups) // repeats)
         for impl_code, r in zip(cands, rs):
             name = next(i.name for i in task.implementations if i.code == impl_code.code)
-            per[f"{task.id}/{name}"] = {"verdict": r.verdict, "reason": r.reason[:200], "speedup": r.speedup,
-                                        "stage_s": r.stage_s}
+            key = f"{task.id}/{name}" + (f"#{copy}" if copy else "")
+            per[key] = {"verdict": r.verdict, "reason": r.reason[:200], "speedup": r.speedup, "stage_s": r.stage_s}
     verdicts: dict[str, int] = {}
     for v in per.values():
         verdicts[v["verdict"]] = verdicts.get(v["verdict"], 0) + 1

@@ -2,6 +2,7 @@
 process: buckets of mixed dtypes and odd sizes reach every receiver bit for bit under their names, the
 figures count what was sent, and a receiver asked for another version than the sender's refuses it."""
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -75,3 +76,15 @@ def test_only_rank_zero_sends():
             send_weights(group, buckets(), version=1)
     out, errors = run_members(2, member)
     assert [r for r, _ in errors] == [1] and "only rank 0" in str(errors[0][1])
+
+
+def test_cluster_yaml_sets_the_collective_env_wherever_ray_starts():
+    import yaml
+
+    from pipeline.rl.distributed import COLLECTIVE_ENV
+    cfg = yaml.safe_load((Path(__file__).parents[2] / "cluster.yaml").read_text())
+    assignments = " ".join(f"{k}={v}" for k, v in COLLECTIVE_ENV.items())
+    starts = [c for key in ("head_start_ray_commands", "worker_start_ray_commands") for c in cfg[key]
+              if "ray start" in c]
+    assert len(starts) == 2 and all(c.startswith(assignments + " ray start") for c in starts)
+    assert any(all(f"{k}={v}" in c for k, v in COLLECTIVE_ENV.items()) for c in cfg["setup_commands"])
