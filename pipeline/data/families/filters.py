@@ -19,12 +19,16 @@ POSTS = {  # name: (C over a0, a1, xc; torch over a0, a1, x)
     "plus_center": ("a0 + 0.5${C} * xc", "a0 + 0.5 * x"),
     "times_center": ("a0 * xc", "a0 * x"),
     "clamp01": ("fmin${F}(fmax${F}(a0, 0.0${C}), 1.0${C})", "torch.clamp(a0, 0.0, 1.0)"),
+    "clamp_sym": ("fmin${F}(fmax${F}(a0, -1.0${C}), 1.0${C})", "torch.clamp(a0, -1.0, 1.0)"),
     "square": ("a0 * a0", "a0 * a0"),
 }
 POSTS2 = {"mag": ("sqrt${F}(a0 * a0 + a1 * a1)", "torch.sqrt(a0 * a0 + a1 * a1)"),
           "l1mag": ("fabs${F}(a0) + fabs${F}(a1)", "torch.abs(a0) + torch.abs(a1)"),
           "diff": ("a0 - a1", "a0 - a1"), "max_abs": ("fmax${F}(fabs${F}(a0), fabs${F}(a1))",
                                                     "torch.maximum(torch.abs(a0), torch.abs(a1))")}
+# posts of stencils with seeded weights: no clamp to [0, 1], which can zero a whole output when the
+# weights sum below zero (image filters, whose weights sum to one, keep it)
+STENCIL_POSTS = [p if p != "clamp01" else "clamp_sym" for p in POSTS if p != "clamp_sym"]
 _CONV = {1: "F.conv1d", 2: "F.conv2d", 3: "F.conv3d"}
 _SHAPE = {1: "(planes, 1, n)", 2: "(planes, 1, h, w)", 3: "(planes, 1, d, h, w)"}
 
@@ -81,7 +85,7 @@ def _weights(rng, n: int) -> list[float]:
 
 def const_stencil_tasks(rng, dims: int, shapes: list[tuple[str, int]], count: int, family: str) -> list:
     out = []
-    post_names = list(POSTS)
+    post_names = STENCIL_POSTS
     k = 0
     while len(out) < count:
         shape, radius = shapes[k % len(shapes)]
@@ -106,7 +110,8 @@ def const_stencil_tasks(rng, dims: int, shapes: list[tuple[str, int]], count: in
 def conv_tasks(rng, dims: int, ks: list[int], count: int) -> list:
     """`count` distinct (filter size, boundary, post, kind) combinations in a seeded order."""
     family = f"conv{dims}d"
-    items = [(K, b, p, kind) for K in ks for b in ("zero", "clamp") for p in POSTS for kind in ("torch", "float", "double")]
+    items = [(K, b, p, kind) for K in ks for b in ("zero", "clamp") for p in STENCIL_POSTS
+             for kind in ("torch", "float", "double")]
     out = []
     for i in rng.permutation(len(items))[:count]:
         K, boundary, post, kind = items[i]

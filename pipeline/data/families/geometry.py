@@ -186,7 +186,7 @@ def distance_tasks(rng) -> list:
                 targs = [arg("m", "int", "scalar"), arg("n", "int", "scalar"), arg("d", "int", "scalar"),
                          arg("X", "const float*", "in", "1"), arg("Y", "const float*", "in", "1"), arg("out", "float*", "out", "1")]
                 gl = repr(g) if g is not None else ""
-                module = TorchModule([("x", "torch.rand(m, d)"), ("y", "torch.rand(n, d)")],
+                module = TorchModule([("x", "torch.rand(m, d) * 2 - 1"), ("y", "torch.rand(n, d) * 2 - 1")],
                                      [f"return {tex.replace('${G}', gl)}"], {"m": 512, "n": 512, "d": 32})
                 launch = ("    run((int)dim_of(sizes, 0, 0), (int)dim_of(sizes, 1, 0), (int)dim_of(sizes, 0, 1),\n"
                           "        (const float*)inputs[0], (const float*)inputs[1], (float*)outputs[0], stream);")
