@@ -247,36 +247,6 @@ class SFTSection(Section):
                                  "logged to the JSONL file")
 
 
-class RankerSection(Section):
-    """The offline pairwise ranker, `cudaperf rank train | eval` (pipeline/ranker/), and its term in the reward."""
-    min_gap: float = Field(1.2, ge=1.0, description="pairs are kept when slower time / faster time is at least this "
-                           "(measurement noise below it)")
-    task_sources: list[str] = Field(["builtin", "generated"], description="task sources the measured rows' code and "
-                                    "work models are read from (sources that fail to load are skipped)")
-    feature_cache_dir: str = Field("~/.cache/cudaperf/ranker", description="cache of features computed with nvcc "
-                                   "for rows without features_json, and of code embeddings, keyed by source hash")
-    feature_workers: int = Field(2, ge=1, description="processes computing features (nvcc + static analysis) at once")
-    checkpoint: str = Field("", description="ranker checkpoint (a version directory or a root of versions) the "
-                            "reward's ranker term uses; '' when reward.w_ranker is 0")
-    threads: int = Field(2, ge=1, description="CPU threads of LightGBM and torch")
-    gbt_trees: int = Field(800, ge=1, description="gbt: boosting rounds")
-    gbt_learning_rate: float = Field(0.05, gt=0, description="gbt: shrinkage per round")
-    gbt_leaves: int = Field(4, ge=2, description="gbt: leaves per tree (shallow trees generalise better to unseen "
-                            "families: 4 beat 7 and 15 in cross-validation on the first measured shard)")
-    gbt_min_data_in_leaf: int = Field(5, ge=1, description="gbt: implementations per leaf at least")
-    neural_encoder: Literal["scratch", "minilm"] = Field("scratch", description="neural: code encoder: hashed token "
-                                                         "n-grams trained from scratch, or the frozen all-MiniLM-L6-v2")
-    neural_epochs: int = Field(40, ge=1, description="neural: passes over the training pairs")
-    neural_lr: float = Field(3e-3, gt=0, description="neural: peak AdamW learning rate (one-cycle schedule)")
-    neural_hidden: int = Field(128, ge=8, description="neural: width of the scoring MLP")
-    neural_embed_dim: int = Field(64, ge=8, description="neural: size of the code vector")
-    neural_pairs_per_batch: int = Field(512, ge=1, description="neural: pairs per optimizer step")
-    neural_max_steps: int = Field(2000, ge=1, description="neural: optimizer steps at most (ends the last epoch "
-                                  "early; bounds training time on large data)")
-    minilm_max_chunks: int = Field(2, ge=1, description="neural, minilm encoder: 256-token windows of the code "
-                                   "embedded (the rest is not read)")
-
-
 class TrainSection(Section):
     """The RL driver, `cudaperf train` (pipeline/rl/train.py, actors/driver.py): steps, placement, logging."""
     steps: int = Field(10, ge=1, description="RL steps of the run; a step runs tasks_per_step tasks x "
@@ -330,6 +300,36 @@ class DataSection(Section):
     checkpoint_s: float = Field(60.0, gt=0, description="seconds between rewrites of the shard file while measuring")
 
 
+class RankerSection(Section):
+    """The offline pairwise ranker, `cudaperf rank train | eval` (pipeline/ranker/), and its term in the reward."""
+    min_gap: float = Field(1.2, ge=1.0, description="pairs are kept when slower time / faster time is at least this "
+                           "(measurement noise below it)")
+    task_sources: list[str] = Field(["builtin", "generated"], description="task sources the measured rows' code and "
+                                    "work models are read from (sources that fail to load are skipped)")
+    feature_cache_dir: str = Field("~/.cache/cudaperf/ranker", description="cache of features computed with nvcc "
+                                   "for rows without features_json, and of code embeddings, keyed by source hash")
+    feature_workers: int = Field(2, ge=1, description="processes computing features (nvcc + static analysis) at once")
+    checkpoint: str = Field("", description="ranker checkpoint (a version directory or a root of versions) the "
+                            "reward's ranker term uses; '' when reward.w_ranker is 0")
+    threads: int = Field(2, ge=1, description="CPU threads of LightGBM and torch")
+    gbt_trees: int = Field(800, ge=1, description="gbt: boosting rounds")
+    gbt_learning_rate: float = Field(0.05, gt=0, description="gbt: shrinkage per round")
+    gbt_leaves: int = Field(4, ge=2, description="gbt: leaves per tree (shallow trees generalise better to unseen "
+                            "families: 4 beat 7 and 15 in cross-validation on the first measured shard)")
+    gbt_min_data_in_leaf: int = Field(5, ge=1, description="gbt: implementations per leaf at least")
+    neural_encoder: Literal["scratch", "minilm"] = Field("scratch", description="neural: code encoder: hashed token "
+                                                         "n-grams trained from scratch, or the frozen all-MiniLM-L6-v2")
+    neural_epochs: int = Field(40, ge=1, description="neural: passes over the training pairs")
+    neural_lr: float = Field(3e-3, gt=0, description="neural: peak AdamW learning rate (one-cycle schedule)")
+    neural_hidden: int = Field(128, ge=8, description="neural: width of the scoring MLP")
+    neural_embed_dim: int = Field(64, ge=8, description="neural: size of the code vector")
+    neural_pairs_per_batch: int = Field(512, ge=1, description="neural: pairs per optimizer step")
+    neural_max_steps: int = Field(2000, ge=1, description="neural: optimizer steps at most (ends the last epoch "
+                                  "early; bounds training time on large data)")
+    minilm_max_chunks: int = Field(2, ge=1, description="neural, minilm encoder: 256-token windows of the code "
+                                   "embedded (the rest is not read)")
+
+
 class RunConfig(Section):
     run: RunSection = Field(default_factory=RunSection)
     tasks: TasksSection = Field(default_factory=TasksSection)
@@ -341,8 +341,8 @@ class RunConfig(Section):
     rl: RLSection = Field(default_factory=RLSection)
     learner: LearnerSection = Field(default_factory=LearnerSection)
     data: DataSection = Field(default_factory=DataSection)
-    sft: SFTSection = Field(default_factory=SFTSection)
     train: TrainSection = Field(default_factory=TrainSection)
+    sft: SFTSection = Field(default_factory=SFTSection)
     ranker: RankerSection = Field(default_factory=RankerSection)
 
 
