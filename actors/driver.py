@@ -34,12 +34,13 @@ from actors.data import task_dataset
 from actors.evaluation import make_evaluator_pool
 from actors.generation import CollectiveWeightSync, PoolQueue, WeightState, make_generator_pool
 from actors.learner import LearnerGroup
+from actors.ranker import make_ranker_actor
 from actors.verify import evaluator_gpus, start_ray
 from pipeline.config import ConfigError, RunConfig
 from pipeline.data.reader import TaskReader, task_of_row
 from pipeline.records import Task
 from pipeline.rl.batch import sequences_from_trajectories, split_across_ranks
-from pipeline.rl.step import busy_fractions, prepare_step, rollout_metrics
+from pipeline.rl.step import busy_fractions, prepare_step, ranker_preferences, rollout_metrics
 from pipeline.rl.tracking import (MetricsLog, RunState, WandbLog, checkpoint_dir, headline, plot_metrics,
                                   progress_bar)
 from pipeline.rollout.conversation import ChatFormat
@@ -81,9 +82,11 @@ def task_reader(cfg: RunConfig) -> TaskReader:
                                    seed=cfg.run.seed)
 
 
-def check_placement(cfg: RunConfig) -> None:
-    """Every GPU share asked for must exist: one clear error per problem, all at once."""
-    gpus = float(ray.cluster_resources().get("GPU", 0))
+def check_placement(cfg: RunConfig, gpus: float | None = None) -> None:
+    """Every GPU share asked for must exist, and the settings must fit together: one clear error per
+    problem, all at once. `gpus`: the GPUs of the cluster (default: what Ray sees)."""
+    if gpus is None:
+        gpus = float(ray.cluster_resources().get("GPU", 0))
     wanted = {"train.generator_gpus_per_actor": cfg.train.generator_gpus_per_actor * cfg.rollout.generator_actors,
               "train.learner_gpus_per_rank": cfg.train.learner_gpus_per_rank * cfg.learner.ranks}
     problems = [f"{key} asks for {need:g} GPU(s) but Ray sees {gpus:g}; set {key}=0 on CPU hosts or add GPUs"
@@ -97,9 +100,9 @@ def check_placement(cfg: RunConfig) -> None:
             problems.append(f"train.weight_sync=collective needs whole GPUs (NCCL cannot join two processes on one "
                             f"GPU) but train.{shared[0]} = {getattr(cfg.train, shared[0])}; give each generator "
                             "and learner rank a GPU of its own or set train.weight_sync=object_store")
-    if cfg.reward.w_ranker > 0:
-        problems.append(f"reward.w_ranker = {cfg.reward.w_ranker} but the driver has no ranker to ask; set "
-                        "reward.w_ranker=0")
+    if cfg.reward.w_ranker > 0 and not cfg.ranker.checkpoint:
+        problems.append(f"reward.w_ranker = {cfg.reward.w_ranker} needs a ranker: train one with `cudaperf rank "
+                        "train --out DIR` and set ranker.checkpoint=DIR, or set reward.w_ranker=0")
     if problems:
         raise ConfigError("; ".join(problems))
 
@@ -125,6 +128,7 @@ def run_training(cfg: RunConfig, run_dir: Path, resume_from: Path | None = None)
                                      max_retries=cfg.eval.max_retries,
                                      weights=weights if isinstance(weights, WeightState) else None)
     evaluators = make_evaluator_pool(cfg.eval, cfg.compile, evaluator_gpus(cfg), cfg.train.evaluator_gpu_fraction)
+    ranker = make_ranker_actor(cfg.ranker, cfg.compile) if cfg.reward.w_ranker > 0 else None
     state = RunState()
     if resume_from is not None:
         state = RunState.from_dict(learners.load(resume_from))
@@ -153,7 +157,11 @@ def run_training(cfg: RunConfig, run_dir: Path, resume_from: Path | None = None)
             t0 = time.perf_counter()
             step_tasks = stream.take(cfg.train.tasks_per_step)
             outcomes, stats = scheduler.run(step_tasks, step)
-            trajectories = prepare_step(outcomes, cfg.reward, cfg.rl)
+            prefs = None
+            if ranker is not None:  # the ranker term: its preference for each correct candidate over the baseline
+                prefs = ranker_preferences(outcomes, {t.id: t for t in step_tasks}, lambda task, cands, results: ray.get(
+                    ranker.preferences_for_results.remote(task, cands, results)))
+            trajectories = prepare_step(outcomes, cfg.reward, cfg.rl, prefs)
             metrics = rollout_metrics(outcomes, trajectories)
             metrics.update({"time/rollout_s": stats.wall_s, "rollout/weight_version": float(weights.version),
                             "rollout/tokens_generated": float(stats.tokens_generated),
@@ -191,6 +199,8 @@ def run_training(cfg: RunConfig, run_dir: Path, resume_from: Path | None = None)
         for pool in (generators, evaluators):
             pool.shutdown()
         learners.shutdown()
+        if ranker is not None:
+            ray.kill(ranker)
     return rows
 
 

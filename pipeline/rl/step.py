@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pipeline.config import RewardSection, RLSection
-from pipeline.records import Trajectory
+from pipeline.records import Task, Trajectory
 from pipeline.rl.advantages import assign_returns_and_advantages
 from pipeline.rl.reward import TERMS, compute_reward
 from pipeline.rollout.episodes import EpisodeOutcome
@@ -29,24 +29,42 @@ from pipeline.rollout.episodes import EpisodeOutcome
 ROLES = ("generator", "evaluator", "learner")
 
 
-def score_outcomes(outcomes: Sequence[EpisodeOutcome], reward_cfg: RewardSection) -> list[Trajectory]:
-    """Set each turn's reward and terms from its EvalResult; return the trajectories fit for training
-    (every turn judged), in outcome order."""
-    usable = []
+def ranker_preferences(outcomes: Sequence[EpisodeOutcome], tasks: dict[str, Task],
+                       prefer: Callable[[Task, list, list], Sequence[float | None]]) -> list[list[float | None]]:
+    """Per outcome and turn, the ranker's preference for the candidate over its task's baseline (None
+    where the turn's result is not correct). `prefer(task, candidates, results)` is the ranker's
+    `preferences_for_results` (in process or through its actor); it is asked only for outcomes with
+    a correct turn."""
+    out: list[list[float | None]] = []
     for outcome in outcomes:
+        results = outcome.results
+        if any(r.verdict == "correct" for r in results):
+            out.append(list(prefer(tasks[outcome.trajectory.task_id], list(outcome.candidates), list(results))))
+        else:
+            out.append([None] * len(results))
+    return out
+
+
+def score_outcomes(outcomes: Sequence[EpisodeOutcome], reward_cfg: RewardSection,
+                   preferences: Sequence[Sequence[float | None]] | None = None) -> list[Trajectory]:
+    """Set each turn's reward and terms from its EvalResult (and the ranker's preference, when the
+    ranker term is on); return the trajectories fit for training (every turn judged), in outcome order."""
+    usable = []
+    for k, outcome in enumerate(outcomes):
         turns = outcome.trajectory.turns
         if len(outcome.results) != len(turns) or not turns:
             continue  # lost evaluation (or no turn at all): nothing to learn from
-        for turn, result in zip(turns, outcome.results):
-            turn.reward, turn.reward_terms = compute_reward(result, reward_cfg)
+        prefs = preferences[k] if preferences is not None else [None] * len(turns)
+        for turn, result, pref in zip(turns, outcome.results, prefs):
+            turn.reward, turn.reward_terms = compute_reward(result, reward_cfg, ranker_preference=pref)
         usable.append(outcome.trajectory)
     return usable
 
 
-def prepare_step(outcomes: Sequence[EpisodeOutcome], reward_cfg: RewardSection,
-                 rl_cfg: RLSection) -> list[Trajectory]:
+def prepare_step(outcomes: Sequence[EpisodeOutcome], reward_cfg: RewardSection, rl_cfg: RLSection,
+                 preferences: Sequence[Sequence[float | None]] | None = None) -> list[Trajectory]:
     """Rewards, discounted returns and group advantages of one step's episodes; the trainable trajectories."""
-    trajectories = score_outcomes(outcomes, reward_cfg)
+    trajectories = score_outcomes(outcomes, reward_cfg, preferences)
     assign_returns_and_advantages(trajectories, rl_cfg)
     return trajectories
 

@@ -9,7 +9,7 @@ import torch
 
 from pipeline.config import RewardSection, RLSection
 from pipeline.records import EvalResult, Trajectory, Turn
-from pipeline.rl.step import busy_fractions, prepare_step, rollout_metrics
+from pipeline.rl.step import busy_fractions, prepare_step, ranker_preferences, rollout_metrics
 from pipeline.rl.tracking import MetricsLog, RunState, checkpoint_dir, latest_checkpoint, read_metrics
 from pipeline.rl.update import merge_lora
 from pipeline.rollout.episodes import EpisodeOutcome
@@ -62,6 +62,34 @@ def test_not_executed_earns_compile_and_structure_terms_only():
     (traj,) = prepare_step([out], RewardSection(compiled_value=0.1, w_struct=0.4), RLSection())
     assert traj.turns[0].reward == pytest.approx(0.1 + 0.2)
     assert rollout_metrics([out], [traj])["correct/turn_fraction"] == 0.0
+
+
+def test_ranker_term_reaches_correct_turns_only():
+    from pipeline.records import Task
+    task = Task(id="t", kind="c2cuda", family="f", reference="", function="f", configs=[])
+    a = outcome("a", ["incorrect", "correct"], [result("incorrect"), result("correct", 2.0, 0.5)])
+    b = outcome("b", ["compile_error"], [result("compile_error")])
+    asked = []
+
+    def prefer(t, cands, results):  # what RankerService.preferences_for_results returns: a number per correct result
+        asked.append((t.id, [r.verdict for r in results]))
+        return [0.6 if r.verdict == "correct" else None for r in results]
+    prefs = ranker_preferences([a, b], {"t": task}, prefer)
+    assert prefs == [[None, 0.6], [None]]
+    assert asked == [("t", ["incorrect", "correct"])]  # an episode with no correct turn is not sent to the ranker
+    trajs = prepare_step([a, b], RewardSection(w_ranker=0.3), RLSection(), prefs)
+    assert trajs[0].turns[1].reward_terms["ranker"] == pytest.approx(0.18)
+    assert trajs[0].turns[0].reward_terms["ranker"] == 0.0
+    with pytest.raises(ValueError, match="no ranker preference"):  # the term on without preferences is an error
+        prepare_step([a], RewardSection(w_ranker=0.3), RLSection())
+
+
+def test_ranker_term_without_a_checkpoint_is_a_config_error():
+    from actors.driver import check_placement
+    from pipeline.config import ConfigError, load_config
+    cfg = load_config("configs/local.yaml", ["reward.w_ranker=0.2"])
+    with pytest.raises(ConfigError, match="ranker.checkpoint"):
+        check_placement(cfg, gpus=0)
 
 
 def test_busy_fractions():
