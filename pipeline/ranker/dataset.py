@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.ranker.features import FeatureCache, feature_vector, task_features
+
+log = logging.getLogger(__name__)
 
 REFERENCE_IMPL = "pytorch_eager"
 
@@ -97,10 +100,15 @@ def task_index(sources: list[str]) -> dict:
 
 
 def from_measurements(table, tasks: dict, source: str = "") -> RankData:
-    """RankData from the measured-dataset table: correct, timed rows of implementations with CUDA code."""
+    """RankData from the measured-dataset table: correct, timed rows of implementations with CUDA code.
+    Rows of a task whose code changed since it was measured (its `task_hash` differs) are left out:
+    their times and features belong to other code."""
+    from pipeline.data.measure import task_hash
     rows = table.to_pylist() if hasattr(table, "to_pylist") else list(table)
     by_key: dict[tuple[str, str], Impl] = {}
     missing_tasks: set[str] = set()
+    stale: set[str] = set()
+    current: dict[str, str] = {}
     for r in rows:
         if r["impl_name"] == REFERENCE_IMPL or not r["correct"] or r["median_ms"] is None:
             continue
@@ -110,6 +118,12 @@ def from_measurements(table, tasks: dict, source: str = "") -> RankData:
         if task is None:
             missing_tasks.add(r["task_id"])
             continue
+        if r.get("task_hash"):
+            if r["task_id"] not in current:
+                current[r["task_id"]] = task_hash(task)
+            if current[r["task_id"]] != r["task_hash"]:
+                stale.add(r["task_id"])
+                continue
         key = (r["task_id"], r["impl_name"])
         im = by_key.get(key)
         if im is None:
@@ -124,7 +138,13 @@ def from_measurements(table, tasks: dict, source: str = "") -> RankData:
     if not by_key:
         hint = (f" ({len(missing_tasks)} task ids not found in the task sources, e.g. {sorted(missing_tasks)[:3]}; "
                 "add their source to ranker.task_sources)") if missing_tasks else ""
+        if stale:
+            hint += (f" ({len(stale)} tasks changed since they were measured; run `cudaperf data measure` again "
+                     "for them)")
         raise RankDataError(f"no correct, timed implementation rows to rank{hint}")
+    if stale:
+        log.warning("%d measured tasks changed since their measurement and are left out (measure them again)",
+                    len(stale))
     return RankData(list(by_key.values()), tasks, source)
 
 

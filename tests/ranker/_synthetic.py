@@ -99,14 +99,18 @@ def synthetic_data(n_families: int = 12, tasks_per_family: int = 2, seed: int = 
 def measurement_rows(data: RankData) -> list[dict]:
     """The rows `cudaperf data measure` would write for `data` (schema of pipeline/data/measured.py)."""
     from datetime import datetime, timezone
+
+    from pipeline.data.measure import task_hash
     rows = []
     for im in data.impls:
+        measured_hash = task_hash(data.tasks[im.task_id]) if im.task_id in data.tasks else "x"
         for config, t in im.times_ms.items():
             rows.append({
                 "task_id": im.task_id, "kind": im.kind, "family": im.family, "split": im.split, "impl_name": im.name,
                 "strategy": im.strategy, "format": im.format, "config": config, "correct": True, "max_error": 0.0,
                 "median_ms": t, "iqr_ms": t * 0.01, "min_ms": t * 0.99, "trials": 20,
-                "features_json": json.dumps(im.features), "error": "", "task_hash": "x", "gpu_name": "NVIDIA H200",
+                "features_json": json.dumps(im.features), "error": "", "task_hash": measured_hash,
+                "gpu_name": "NVIDIA H200",
                 "sm_clock_mhz": 1980, "mem_clock_mhz": 3201, "driver": "580", "cuda": "13.0",
                 "torch_version": "2.11", "measured_at": datetime(2026, 12, 2, tzinfo=timezone.utc),
                 "generator_version": "1"})
