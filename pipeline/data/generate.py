@@ -200,30 +200,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{key}: {s[key]}")
         for fam, n in s["family_counts"].items():
             print(f"  {fam}: {n}")
+    def report(what: str, failures: list[str]) -> int:
+        print(f"{what}, {len(failures)} failed")
+        for f in failures:
+            print("  " + f)
+        return int(bool(failures))
+    n_impls = sum(len(t.implementations) for t in tasks)
     if args.check_gate:
-        failures = checks.check_gate(tasks)
-        print(f"static gate: {sum(len(t.implementations) for t in tasks)} checked, {len(failures)} rejected")
-        for f in failures:
-            print("  " + f)
-        status |= bool(failures)
+        status |= report(f"static gate: {n_impls} checked", checks.check_gate(tasks))
     if args.check_references:
-        failures = checks.check_c_references(tasks, workers=args.workers)
-        print(f"C references: {sum(t.kind == 'c2cuda' for t in tasks)} checked, {len(failures)} failed")
-        for f in failures:
-            print("  " + f)
-        status |= bool(failures)
-        failures = checks.check_torch_references(tasks)
-        print(f"PyTorch references: {sum(t.kind == 'torch2cuda' for t in tasks)} run on CPU, {len(failures)} failed")
-        for f in failures:
-            print("  " + f)
-        status |= bool(failures)
+        status |= report(f"C references: {sum(t.kind == 'c2cuda' for t in tasks)} checked",
+                         checks.check_c_references(tasks, workers=args.workers))
+        status |= report(f"PyTorch references: {sum(t.kind == 'torch2cuda' for t in tasks)} run on CPU",
+                         checks.check_torch_references(tasks))
     if args.check_compile:
-        failures = checks.check_compile(tasks, workers=args.workers, batch=args.batch, progress=True)
-        n = sum(len(t.implementations) for t in tasks)
-        print(f"implementations: {n} compiled, {len(failures)} failed")
-        for f in failures:
-            print("  " + f)
-        status |= bool(failures)
+        status |= report(f"implementations: {n_impls} compiled",
+                         checks.check_compile(tasks, workers=args.workers, batch=args.batch, progress=True))
     return status
 
 
