@@ -31,7 +31,7 @@ import ray
 import torch
 
 from actors.data import task_dataset
-from actors.evaluation import make_evaluator_pool
+from actors.evaluation import CompileThenEvaluate, make_compiler_pool, make_evaluator_pool
 from actors.generation import CollectiveWeightSync, PoolQueue, WeightState, make_generator_pool
 from actors.learner import LearnerGroup
 from actors.ranker import make_ranker_actor
@@ -128,6 +128,7 @@ def run_training(cfg: RunConfig, run_dir: Path, resume_from: Path | None = None)
                                      max_retries=cfg.eval.max_retries,
                                      weights=weights if isinstance(weights, WeightState) else None)
     evaluators = make_evaluator_pool(cfg.eval, cfg.compile, evaluator_gpus(cfg), cfg.train.evaluator_gpu_fraction)
+    compilers = make_compiler_pool(cfg.compile, cfg.eval.max_retries)  # nvcc on CPU workers, not on the GPU actors
     ranker = make_ranker_actor(cfg.ranker, cfg.compile) if cfg.reward.w_ranker > 0 else None
     state = RunState()
     if resume_from is not None:
@@ -142,7 +143,7 @@ def run_training(cfg: RunConfig, run_dir: Path, resume_from: Path | None = None)
         reader.restore(state.reader)
     stream = TaskStream(reader)
     scheduler = EpisodeScheduler(cfg.rollout, ChatFormat(load_tokenizer(model_path)), cfg.model.max_model_len_tokens,
-                                 PoolQueue(generators, "generate"), PoolQueue(evaluators, "evaluate"),
+                                 PoolQueue(generators, "generate"), CompileThenEvaluate(compilers, evaluators),
                                  generation_slots=generators.size,
                                  seed=cfg.run.seed if cfg.train.reproducible else None,
                                  lockstep=cfg.train.reproducible)
@@ -166,7 +167,7 @@ def run_training(cfg: RunConfig, run_dir: Path, resume_from: Path | None = None)
             metrics.update({"time/rollout_s": stats.wall_s, "rollout/weight_version": float(weights.version),
                             "rollout/tokens_generated": float(stats.tokens_generated),
                             "rollout/sequences_per_call": stats.mean_sequences_per_call,
-                            "pool/restarts": float(generators.restarts + evaluators.restarts)})
+                            "pool/restarts": float(generators.restarts + evaluators.restarts + compilers.restarts)})
             busy = {"generator": stats.generation_s, "evaluator": evaluator_busy_s(outcomes)}
             finished = []
             if pending is not None:  # staleness >= 1: the previous step trained while this one rolled out
@@ -196,7 +197,7 @@ def run_training(cfg: RunConfig, run_dir: Path, resume_from: Path | None = None)
     finally:
         bar.close()
         wandb.close()
-        for pool in (generators, evaluators):
+        for pool in (generators, evaluators, compilers):
             pool.shutdown()
         learners.shutdown()
         if ranker is not None:

@@ -9,13 +9,17 @@ Resources are set here from what the driver passes, never inside the actors:
 - compilers: `compile_cfg.workers` CPU actors, one CPU each (nvcc runs in their child processes).
 
 Usage (driver):
-    pool = make_evaluator_pool(cfg.eval, cfg.compile, num_gpus_available=n)
-    results = pool.map("evaluate", [(task, group) for task, group in work])
+    queue = CompileThenEvaluate(make_compiler_pool(cfg.compile, retries),
+                                make_evaluator_pool(cfg.eval, cfg.compile, num_gpus_available=n))
+    ticket = queue.submit(task, candidates); ...; ticket, results = queue.next_completed()
+or, for a fixed list of groups, `evaluate_groups(compilers, evaluators, groups)`.
 """
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
 
 import ray
 from ray.actor import ActorHandle
@@ -128,35 +132,74 @@ def make_compiler_pool(compile_cfg: CompileSection, max_retries: int) -> Supervi
 def evaluate_groups(compilers: SupervisedPool, evaluators: SupervisedPool,
                     groups: list[tuple[Task, list[Candidate]]]) -> list[list]:
     """Compile every candidate in the CPU pool and evaluate each group as soon as its last
-    candidate compiled, so GPUs start while other groups still compile. Results per group, in
-    order (an `ItemFailed` record stands for work lost on every retry)."""
-    compile_of: dict[int, tuple[int, int]] = {}
-    compiled: list[list] = [[None] * len(cands) for _, cands in groups]
-    missing = [len(cands) for _, cands in groups]
-    for g, (task, cands) in enumerate(groups):
-        for k, cand in enumerate(cands):
-            compile_of[compilers.submit("compile", cand, task)] = (g, k)
-    eval_of: dict[int, int] = {}
+    candidate compiled (a `CompileThenEvaluate` queue), so GPUs start while other groups still
+    compile. Results per group, in order (an `ItemFailed` record stands for work lost on every retry)."""
+    queue = CompileThenEvaluate(compilers, evaluators)
+    index = {queue.submit(task, cands): g for g, (task, cands) in enumerate(groups)}
     results: list[list | None] = [None] * len(groups)
-    for g, (task, cands) in enumerate(groups):
-        if not cands:
-            results[g] = []
-    while compile_of or eval_of:
-        # Wait on both pools: a short bounded wait on each in turn (ray.wait underneath).
-        for pool, table in ((compilers, compile_of), (evaluators, eval_of)):
-            if not table:
-                continue
-            try:
-                ticket, value = pool.next_completed(timeout_s=0.05 if (compile_of and eval_of) else None)
-            except TimeoutError:
-                continue
-            if pool is compilers:
-                g, k = compile_of.pop(ticket)
-                compiled[g][k] = value if hasattr(value, "ok") else None  # lost: the evaluator compiles it
-                missing[g] -= 1
-                if missing[g] == 0:
-                    task, cands = groups[g]
-                    eval_of[evaluators.submit("evaluate", task, cands, compiled[g])] = g
-            else:
-                results[eval_of.pop(ticket)] = value
+    while index:
+        ticket, value = queue.next_completed()
+        results[index.pop(ticket)] = value
     return results
+
+
+POLL_S = 0.05  # bounded wait on one pool while the other also has work in flight
+
+
+class CompileThenEvaluate:
+    """The episode scheduler's evaluation WorkQueue over a compile pool and an evaluator pool:
+    `submit(task, candidates) -> ticket` compiles the candidates in parallel on the CPU workers, the
+    group goes to an evaluator as soon as its last candidate compiled, and
+    `next_completed(timeout_s) -> (ticket, results)` returns finished groups. A candidate whose
+    compile was lost on every retry is compiled by the evaluator itself."""
+
+    def __init__(self, compilers: SupervisedPool, evaluators: SupervisedPool):
+        self.compilers, self.evaluators = compilers, evaluators
+        self._next = 0
+        self._groups: dict[int, tuple[Any, list, list, int]] = {}  # ticket -> task, candidates, compiled, missing
+        self._compile_of: dict[int, tuple[int, int]] = {}          # compile ticket -> (ticket, index)
+        self._eval_of: dict[int, int] = {}                         # evaluate ticket -> ticket
+        self._done: deque[tuple[int, Any]] = deque()
+
+    def submit(self, task, candidates: list) -> int:
+        ticket, self._next = self._next, self._next + 1
+        self._groups[ticket] = (task, list(candidates), [None] * len(candidates), len(candidates))
+        if not candidates:
+            self._done.append((ticket, []))
+        for k, cand in enumerate(candidates):
+            self._compile_of[self.compilers.submit("compile", cand, task)] = (ticket, k)
+        return ticket
+
+    def next_completed(self, timeout_s: float | None = None) -> tuple[int, Any]:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not self._done:
+            if not self._compile_of and not self._eval_of:
+                raise RuntimeError("CompileThenEvaluate: nothing in flight; submit() before waiting")
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError(f"CompileThenEvaluate: nothing finished within {timeout_s} s")
+            both = bool(self._compile_of) and bool(self._eval_of)
+            wait = POLL_S if both else remaining
+            if wait is not None and remaining is not None:
+                wait = min(wait, remaining)
+            for pool, table in ((self.compilers, self._compile_of), (self.evaluators, self._eval_of)):
+                if not table:
+                    continue
+                try:
+                    done, value = pool.next_completed(timeout_s=wait)
+                except TimeoutError:
+                    continue
+                if pool is self.compilers:
+                    self._compiled(*table.pop(done), value)
+                else:
+                    ticket = table.pop(done)
+                    del self._groups[ticket]
+                    self._done.append((ticket, value))
+        return self._done.popleft()
+
+    def _compiled(self, ticket: int, index: int, value: Any) -> None:
+        task, cands, compiled, missing = self._groups[ticket]
+        compiled[index] = value if hasattr(value, "ok") else None  # lost: the evaluator compiles it itself
+        self._groups[ticket] = (task, cands, compiled, missing - 1)
+        if missing - 1 == 0:
+            self._eval_of[self.evaluators.submit("evaluate", task, cands, compiled)] = ticket

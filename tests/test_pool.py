@@ -158,8 +158,6 @@ def test_next_completed_times_out_and_refuses_when_idle():
 
 
 def test_evaluator_pool_on_cpu(tmp_path):
-    # Skipped only while pipeline/evaluation/evaluator.py (written separately) does not exist yet.
-    pytest.importorskip("pipeline.evaluation.evaluator")
     from actors.evaluation import make_evaluator_pool
     from pipeline.config import CompileSection, EvalSection
     from pipeline.records import Candidate, EvalResult, Task
@@ -196,3 +194,26 @@ def test_compiler_pool(tmp_path):
     assert [type(r) for r in results] == [CompileResult, CompileResult]
     assert results[0].ok or results[0].unavailable  # unavailable: no nvcc on this machine
     assert not results[1].ok
+
+
+def test_evaluate_groups_compiles_then_evaluates_in_order(tmp_path, builtin_tasks):
+    from actors.evaluation import evaluate_groups, make_compiler_pool, make_evaluator_pool
+    from pipeline.config import CompileSection, EvalSection
+    from pipeline.records import Candidate
+
+    compile_cfg = CompileSection(cache_dir=str(tmp_path), workers=1)
+    groups = []
+    for tid in ("c2cuda/saxpy", "torch2cuda/relu"):
+        task = builtin_tasks[tid]
+        impl = next(i for i in task.implementations if i.format in ("c2cuda", "light"))
+        groups.append((task, [Candidate(task_id=tid, code=impl.code, format=impl.format),
+                              Candidate(task_id=tid, code=impl.code + "\nstatic int broken = not_declared;\n",
+                                        format=impl.format, turn=1)]))
+    groups.insert(1, (builtin_tasks["c2cuda/saxpy"], []))  # an empty group gives an empty result list
+    with make_compiler_pool(compile_cfg, 1) as compilers, \
+            make_evaluator_pool(EvalSection(gpus=0, result_cache_dir=""), compile_cfg, 0) as evaluators:
+        results = evaluate_groups(compilers, evaluators, groups)
+    assert [len(r) for r in results] == [2, 0, 2]
+    for (task, cands), rs in zip(groups, results):
+        assert [r.task_id for r in rs] == [task.id] * len(cands)
+        assert [r.verdict for r in rs] == ["not_executed", "compile_error"][:len(rs)]

@@ -52,13 +52,13 @@ def train_cfg(tmp_path, task_dir, **extra):
 
 
 def test_evaluator_killed_mid_step_loses_no_episode(ray_local, tmp_path, builtin_tasks):
-    from actors.evaluation import make_evaluator_pool
-    from actors.generation import PoolQueue
-    from pipeline.config import CompileSection, EvalSection, RolloutSection
+    """The driver's evaluation queue (compile pool, then evaluator pool): a compiler killed during an
+    nvcc run and an evaluator killed with a group in flight are replaced, their work retried."""
+    from actors.evaluation import CompileThenEvaluate, make_compiler_pool, make_evaluator_pool
+    from pipeline.config import CompileSection, EvalSection, ModelSection, RolloutSection
     from pipeline.rollout.conversation import ChatFormat
     from pipeline.rollout.scheduler import EpisodeScheduler, ThreadQueue
     from pipeline.rollout.tiny_model import resolve_model_path
-    from pipeline.config import ModelSection
 
     tasks = [builtin_tasks["c2cuda/saxpy"], builtin_tasks["c2cuda/vector_add"]] \
         if "c2cuda/vector_add" in builtin_tasks else [builtin_tasks["c2cuda/saxpy"]]
@@ -70,28 +70,35 @@ def test_evaluator_killed_mid_step_loses_no_episode(ray_local, tmp_path, builtin
         return f"```cuda\n{codes[task_id]}```\nvariant {k}"
     model_path = resolve_model_path(ModelSection(tiny_dir=str(tmp_path / "tiny")))
     gen = ScriptedGenerator(model_path, 2048, respond)
-    pool = make_evaluator_pool(EvalSection(gpus=0, result_cache_dir=""), CompileSection(cache_dir=str(tmp_path / "cc")),
-                               num_gpus_available=0)
-    victim_pid = ray.get(pool.actors[0].pid.remote())
+    compile_cfg = CompileSection(cache_dir=str(tmp_path / "cc"), workers=1)
+    compilers = make_compiler_pool(compile_cfg, max_retries=2)
+    evaluators = make_evaluator_pool(EvalSection(gpus=0, result_cache_dir=""), compile_cfg, num_gpus_available=0)
+    victims = {"compiler": ray.get(compilers.actors[0].pid.remote()),
+               "evaluator": ray.get(evaluators.actors[0].pid.remote())}
 
-    class KillingQueue(PoolQueue):
-        """Kills the evaluator while its first call (an nvcc compile, seconds long) is running."""
-        killed = False
+    def kill_on_first(pool, delay_s):  # the first call of `pool` finds its actor killed while it works
+        submit = pool.submit
 
-        def submit(self, *args):
-            ticket = super().submit(*args)
-            if not self.killed:
-                self.killed = True
-                threading.Timer(0.5, lambda: ray.kill(pool.actors[0], no_restart=True)).start()
+        def killing_submit(*args):
+            ticket = submit(*args)
+            if not getattr(pool, "killed", False):
+                pool.killed = True
+                threading.Timer(delay_s, lambda: ray.kill(pool.actors[0], no_restart=True)).start()
             return ticket
+        pool.submit = killing_submit
+    kill_on_first(compilers, 0.5)  # an nvcc compile takes seconds
+    kill_on_first(evaluators, 0.0)  # with the group already submitted to it
     cfg = RolloutSection(samples_per_task=2, max_turns=2, max_new_tokens=600)
     try:
         with ThreadQueue(gen.generate, 1) as generation:
-            scheduler = EpisodeScheduler(cfg, ChatFormat(gen.tokenizer), 2048, generation, KillingQueue(pool, "evaluate"))
+            scheduler = EpisodeScheduler(cfg, ChatFormat(gen.tokenizer), 2048, generation,
+                                         CompileThenEvaluate(compilers, evaluators))
             outcomes, stats = scheduler.run(tasks)
-        assert pool.restarts == 1 and ray.get(pool.actors[0].pid.remote()) != victim_pid
+        assert compilers.restarts == 1 and ray.get(compilers.actors[0].pid.remote()) != victims["compiler"]
+        assert evaluators.restarts == 1 and ray.get(evaluators.actors[0].pid.remote()) != victims["evaluator"]
     finally:
-        pool.shutdown()
+        compilers.shutdown()
+        evaluators.shutdown()
     assert len(outcomes) == 2 * len(tasks)
     for o in outcomes:
         assert o.trajectory.stop_reason == "turn_budget" and not o.error
