@@ -175,28 +175,6 @@ class GpuMeasurer:
         self.driver.synchronize()
         return ret
 
-    def _adopt_baseline(self, group, runner) -> None:
-        """c2cuda: the naive baseline's outputs become the expected outputs on timing configurations
-        (too large for the C reference); elsewhere they must match the C reference (as the evaluator's
-        `_c2cuda_references` does, with the baseline in this process instead of a child)."""
-        from pipeline.evaluation.reference import compare
-        task = group.task
-        for ci, cd in enumerate(group.configs):
-            got = []
-            for si in range(2):
-                self.ev._stage_inputs(group, cd, si)
-                self._call(runner, ci)
-                got.append({b: group.buffers[b].view.clone() for b in cd.buffers
-                            if group.buffers[b].role in ("out", "inout")})
-            if cd.time:
-                cd.expected = got
-                continue
-            for si in range(2):
-                for b, ref_out in cd.expected[si].items():
-                    ok, _, why = compare(got[si][b], ref_out, task.tolerance.rtol, task.tolerance.atol)
-                    if not ok:
-                        raise TaskFailed(f"the naive baseline disagrees with the C reference on {cd.name}: {why}")
-
     def _check(self, group, runner, fmt: str) -> dict:
         """Every check configuration, both input sets, outputs poisoned before each call."""
         configs, first_error = {}, ""
@@ -219,6 +197,7 @@ class GpuMeasurer:
         return {"error": first_error, "configs": configs}
 
     def _measure_group(self, task, group, artifacts: dict, report) -> dict:
+        from pipeline.evaluation.reference import TaskBroken, adopt_baseline_outputs
         impls = [i for i in task.implementations if i.name in artifacts]
         results, runners = {}, {}
         with self.ev.gpu_lock.shared():
@@ -230,7 +209,10 @@ class GpuMeasurer:
                 runner, why = self._load(group, "c2cuda", artifacts[base.name])
                 if runner is None:
                     raise TaskFailed(f"its naive baseline cannot run: {why}")
-                self._adopt_baseline(group, runner)
+                try:  # the evaluator's procedure, with the baseline in this process instead of a child
+                    adopt_baseline_outputs(group, self.ev._stage_inputs, lambda ci, cd: self._call(runner, ci))
+                except TaskBroken as e:
+                    raise TaskFailed(str(e)) from None
             for impl in impls:
                 report(impl.name, "check")
                 runner, why = self._load(group, impl.format, artifacts[impl.name])

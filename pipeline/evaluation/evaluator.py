@@ -29,8 +29,8 @@ from pipeline.evaluation import device_views
 from pipeline.evaluation.compile import CompileResult, Compiler
 from pipeline.evaluation.gpu_lock import GpuLock
 from pipeline.evaluation.gate import check_candidate, cuda_sources_of
-from pipeline.evaluation.reference import (GroupData, build_c2cuda, build_torch2cuda, compare, poison_byte,
-                                           TaskBroken, run_c_reference, to_device)
+from pipeline.evaluation.reference import (GroupData, adopt_baseline_outputs, build_c2cuda, build_torch2cuda,
+                                           compare, poison_byte, TaskBroken, run_c_reference, to_device)
 from pipeline.evaluation.result_cache import ResultCache
 from pipeline.evaluation.sandbox import ChildFailed, ChildProcess
 from pipeline.evaluation.timing import time_calls
@@ -242,24 +242,12 @@ class Evaluator:
         child = self._child(False)
         group.baseline_child = child
         self._load(child, group, "c2cuda", base, task.function)
-        for ci, cd in enumerate(group.configs):
-            got = []
-            for si in range(2):
-                self._stage_inputs(group, cd, si)
-                reply = child.request({"op": "call", "config": ci}, self.cfg.run_timeout_s)
-                if not reply["ok"]:
-                    raise TaskBroken(f"task {task.id}: the naive baseline failed on {cd.name}: {reply['error']}")
-                got.append({b: group.buffers[b].view.clone() for b in cd.buffers
-                            if group.buffers[b].role in ("out", "inout")})
-            if cd.time:
-                cd.expected = got
-            else:
-                for si in range(2):
-                    for b, ref_out in cd.expected[si].items():
-                        ok, _, why = compare(got[si][b], ref_out, task.tolerance.rtol, task.tolerance.atol)
-                        if not ok:
-                            raise TaskBroken(f"task {task.id}: the naive baseline disagrees with the C reference "
-                                             f"on {cd.name}: {why}")
+
+        def call(ci: int, cd) -> None:
+            reply = child.request({"op": "call", "config": ci}, self.cfg.run_timeout_s)
+            if not reply["ok"]:
+                raise TaskBroken(f"task {task.id}: the naive baseline failed on {cd.name}: {reply['error']}")
+        adopt_baseline_outputs(group, self._stage_inputs, call)
 
         def time_baseline(ci: int, trials: int) -> list[float]:
             reply = child.request({"op": "time", "config": ci, "warmup": self.cfg.warmup_trials, "trials": trials,

@@ -12,6 +12,7 @@ over IPC, the call layout per candidate format, and a `time_reference` callable 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -116,6 +117,31 @@ def build_c2cuda(task: Task, seed: int) -> GroupData:
         configs.append(ConfigData(cfg.name, cfg.check, cfg.time, params, idx, sets,
                                   calls={"c2cuda": {"args": call_args}}, flops=flops, min_bytes=nbytes))
     return GroupData(task, buffers, configs, reference_label="naive CUDA baseline")
+
+
+def adopt_baseline_outputs(group: GroupData, stage_inputs: Callable,
+                           call: Callable[[int, ConfigData], None]) -> None:
+    """c2cuda: run the naive CUDA baseline on every configuration, twice with the two input sets
+    (`stage_inputs(group, cd, set_index)` writes them, `call(ci, cd)` runs the baseline and raises
+    TaskBroken when it fails). On timing configurations, too large for the C reference, its outputs
+    become the expected outputs; elsewhere they must match the C reference's, or the task is broken."""
+    task = group.task
+    for ci, cd in enumerate(group.configs):
+        got = []
+        for si in range(2):
+            stage_inputs(group, cd, si)
+            call(ci, cd)
+            got.append({b: group.buffers[b].view.clone() for b in cd.buffers
+                        if group.buffers[b].role in ("out", "inout")})
+        if cd.time:
+            cd.expected = got
+            continue
+        for si in range(2):
+            for b, ref_out in cd.expected[si].items():
+                ok, _, why = compare(got[si][b], ref_out, task.tolerance.rtol, task.tolerance.atol)
+                if not ok:
+                    raise TaskBroken(f"task {task.id}: the naive baseline disagrees with the C reference "
+                                     f"on {cd.name}: {why}")
 
 
 def _scalar_ctype(ctype: str) -> str:
