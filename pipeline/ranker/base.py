@@ -8,6 +8,7 @@ Subclasses implement `_score(X, codes)` on a feature matrix and the codes, and `
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -23,7 +24,7 @@ class ScoreInput(NamedTuple):
     features: dict
 
 
-class Ranker:
+class Ranker(ABC):
     kind = ""
 
     def score(self, task, code: str, features: dict) -> float:
@@ -47,20 +48,23 @@ class Ranker:
         """Scores of every implementation of a RankData, in order."""
         return self._score(data.vectors(), [im.code for im in data.impls])
 
+    @abstractmethod
     def _score(self, X: np.ndarray, codes: list[str]) -> np.ndarray:
-        raise NotImplementedError
+        """Scores of the rows of the feature matrix `X` (with their codes), in order."""
 
+    @abstractmethod
     def fit(self, data, pairs) -> dict:
         """Train on `pairs` over `data.impls`; returns training metrics."""
-        raise NotImplementedError
 
     def save_files(self, directory: Path) -> dict:
-        """Write the model's files into `directory`; returns its settings for the manifest."""
-        raise NotImplementedError
+        """Write the model's files into `directory`; returns its settings for the manifest. Only
+        trained rankers (gbt, neural) have files; a heuristic has nothing to save."""
+        raise NotImplementedError(f"a {self.kind or type(self).__name__} ranker has no files to save")
 
     @classmethod
     def load_files(cls, directory: Path, settings: dict) -> "Ranker":
-        raise NotImplementedError
+        """The ranker saved in `directory` by `save_files`."""
+        raise NotImplementedError(f"a {cls.kind or cls.__name__} ranker has no files to load")
 
 
 def pair_accuracy(scores: np.ndarray, faster: np.ndarray, slower: np.ndarray) -> float:
