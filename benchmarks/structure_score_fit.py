@@ -97,9 +97,11 @@ def dataset_samples(measured_dir: str) -> tuple[list[Sample], str]:
 
 
 def fit_report(samples: list[Sample], measured_on: str) -> dict:
+    from pipeline.structure.score import _pairs
     by_task: dict[str, list[Sample]] = {}
     for s in samples:
         by_task.setdefault(s.task_id, []).append(s)
+    npairs = {t: len(_pairs(items, 1.05)) for t, items in by_task.items()}  # rank_agreement's pairs, counted once
 
     def evaluate(weights_for) -> dict:
         rhos = []
@@ -108,12 +110,13 @@ def fit_report(samples: list[Sample], measured_on: str) -> dict:
             rho = spearman([structural_score(s.components, w) for s in items], [1.0 / s.time_ms for s in items])
             if rho is not None:
                 rhos.append(rho)
-        agree = sum(rank_agreement(by_task[t], weights_for(t)) * _npairs(by_task[t]) for t in by_task
-                    if _npairs(by_task[t])) / sum(_npairs(by_task[t]) for t in by_task)
-        return {"pair_agreement": agree, "mean_spearman_within_task": sum(rhos) / len(rhos), "tasks_with_rho": len(rhos)}
+        right = sum(rank_agreement(by_task[t], weights_for(t)) * n for t, n in npairs.items() if n)
+        return {"pair_agreement": right / sum(npairs.values()), "mean_spearman_within_task": sum(rhos) / len(rhos),
+                "tasks_with_rho": len(rhos)}
 
     fitted_all = fit_weights(samples)
-    families = {t: t.rsplit("/", 1)[0] if t.count("/") >= 2 else t for t in by_task}  # generated ids: kind/family/variant
+    # held out by family: generated ids are kind/family/variant; a built-in task is its own family
+    families = {t: t.rsplit("/", 1)[0] if t.count("/") >= 2 else t for t in by_task}
     held = {f: fit_weights([s for s in samples if families[s.task_id] != f]) for f in set(families.values())}
     return {
         "measured_on": measured_on, "implementations": len(samples), "tasks": len(by_task),
@@ -144,11 +147,6 @@ def main() -> None:
                   f"{r['mean_spearman_within_task']:+.3f} over {r['tasks_with_rho']} tasks")
         print("  fitted weights:", {c: round(v, 3) for c, v in rep["fitted_on_all"]["weights"].items()
                                      if c in COMPONENTS})
-
-
-def _npairs(items) -> int:
-    from pipeline.structure.score import _pairs
-    return len(_pairs(items, 1.05))
 
 
 if __name__ == "__main__":
