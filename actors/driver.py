@@ -3,8 +3,9 @@
 One step, in timed phases:
   tasks    the task stream (Ray Data) gives `train.tasks_per_step` tasks;
   rollout  the episode scheduler runs `rollout.samples_per_task` episodes per task against the
-           generator pool and the evaluator pool (both SupervisedPools: a dead actor is replaced
-           and its call retried, so no episode is lost to it);
+           generator pool and the compile-then-evaluate queue (CPU compile pool, then evaluator
+           pool; all SupervisedPools: a dead actor is replaced and its call retried, so no episode
+           is lost to it);
   reward   the unified reward per turn, discounted returns, group advantages (pipeline/rl/step.py);
   learn    the learner ranks update on the step's turns (actors/learner.py);
   sync     rank 0's gathered weights go to every generator, version + 1: through the object store, or
