@@ -43,15 +43,15 @@ def test_pairs_rename_and_order(small_task_dir):
 def test_supervised_sft_lowers_loss_and_writes_a_policy(small_task_dir, tiny_dir, tmp_path):
     out = tmp_path / "sft"
     rc = main(["--config", "configs/local.yaml", f"tasks.source={small_task_dir}", f"model.tiny_dir={tiny_dir}",
-               f"sft.output_dir={out}", "sft.epochs=6", "sft.sequences_per_step=4", "sft.rename_copies_per_pair=1",
+               f"sft.output_dir={out}", "sft.epochs=8", "sft.sequences_per_step=5", "sft.rename_copies_per_pair=1",
                "sft.keep_fastest_per_task=1", "learner.lr=0.003", "sft.log_every_steps=100",
                f"sft.heldout_source={small_task_dir}", "sft.heldout_samples_per_task=1",
                "rollout.backend=transformers", "rollout.max_new_tokens=16", "compile.workers=1"])
     assert rc == 0
     log = [json.loads(line) for line in (out / "sft_log.jsonl").read_text().splitlines()]
-    assert len(log) >= 6 and all(m["policy_tokens"] > 0 for m in log)
+    assert len(log) == 8 and all(m["policy_tokens"] > 0 for m in log)  # all 5 sequences in one step per epoch
     first_epoch = [m["loss"] for m in log if m["epoch"] == 0]
-    last_epoch = [m["loss"] for m in log if m["epoch"] == 5]
+    last_epoch = [m["loss"] for m in log if m["epoch"] == 7]
     assert sum(last_epoch) / len(last_epoch) < 0.8 * sum(first_epoch) / len(first_epoch)
     summary = json.loads((out / "sft_summary.json").read_text())
     assert summary["sequences"] == 2 * 2 + 1 and summary["checkpoint"] == str(out / "hf")
