@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The SFT warm start on one H200, then the benchmark of its checkpoint on held-out c2cuda tasks:
-#   bash benchmarks/sft_h200.sh            (HELDOUT=generated:test, SFT_S=270 by default)
+#   bash benchmarks/sft_h200.sh   (HELDOUT=generated:test, SFT_S=270, SAMPLES=2, LIMIT=0 = every task by default)
 # Writes runs/sft_h200/ and $OUT (default gpu-out); prints the SFT summary and the verdict histogram.
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
@@ -12,7 +12,7 @@ timeout 420 python3 -m pipeline.cli sft --config configs/sft_h200.yaml sft.max_t
 echo "sft rc=$? $(( $(date +%s) - t0 ))s"
 t1=$(date +%s)
 timeout 300 python3 -m pipeline.cli bench --model "$OUT/runs/sft_h200/sft/hf" --suite c2cuda --tasks "$HELDOUT" \
-  --samples ${SAMPLES:-2} --config configs/sft_h200.yaml --out "$OUT/bench_c2cuda" > "$OUT/bench.log" 2>&1
+  --samples ${SAMPLES:-2} --limit ${LIMIT:-0} --config configs/sft_h200.yaml --out "$OUT/bench_c2cuda" > "$OUT/bench.log" 2>&1
 echo "bench rc=$? $(( $(date +%s) - t1 ))s"
 grep -E "^sft|Error|error:" "$OUT/sft.log" | tail -8
 python3 - "$OUT" <<'PY'
