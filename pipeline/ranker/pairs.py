@@ -4,12 +4,15 @@ In: a `RankData` (implementations with measured times per configuration) and the
 threshold `min_gap` (slower time / faster time; 1.2 by default, from `ranker.min_gap`).
 Out: `Pair`s (indices into `data.impls`) with the gap and a tag: `strategy` when the two carry
 different strategy labels (e.g. tiled_shared vs naive), `variant` when they are parameter
-variants of one strategy (e.g. two tile sizes). Pairs closer than `min_gap` are dropped: within
+variants of one strategy: the same label, or the same code up to its numbers and comments (two tile
+sizes, block sizes or unroll factors of one kernel, whatever their labels say). Pairs closer than `min_gap` are dropped: within
 measurement noise their order is a coin toss, and training on it teaches nothing.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -17,6 +20,22 @@ from pipeline.ranker.dataset import RankData
 
 GAP_BUCKETS = ((1.2, 1.5), (1.5, 2.0), (2.0, float("inf")))
 """Gap buckets of the evaluation report: [low, high)."""
+
+
+_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+_NUMBER = re.compile(r"(?<![A-Za-z_0-9])(?:0[xX][0-9a-fA-F]+|\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)[fFuUlL]*")
+
+
+@lru_cache(maxsize=65536)
+def code_skeleton(code: str) -> str:
+    """The code without comments, every number replaced by '#', whitespace collapsed: two
+    implementations with one skeleton differ only in parameters (tile, block size, unroll factor)."""
+    return " ".join(_NUMBER.sub("#", _COMMENT.sub(" ", code)).split())
+
+
+def is_variant(a, b) -> bool:
+    """Two implementations of one task are parameter variants of one strategy."""
+    return a.strategy == b.strategy or code_skeleton(a.code) == code_skeleton(b.code)
 
 
 @dataclass(frozen=True)
@@ -45,7 +64,7 @@ def make_pairs(data: RankData, min_gap: float = 1.2) -> list[Pair]:
                 (fi, ft), (si, st) = members[a], members[b]
                 gap = st / ft
                 if gap >= min_gap:
-                    kind = "variant" if data.impls[fi].strategy == data.impls[si].strategy else "strategy"
+                    kind = "variant" if is_variant(data.impls[fi], data.impls[si]) else "strategy"
                     pairs.append(Pair(task_id, config, fi, si, gap, kind))
     return pairs
 

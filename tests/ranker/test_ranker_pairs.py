@@ -2,12 +2,12 @@
 import pytest
 
 from pipeline.ranker.dataset import Impl, RankData
-from pipeline.ranker.pairs import make_pairs
+from pipeline.ranker.pairs import code_skeleton, make_pairs
 
 
 def _data():
     def impl(task, name, strategy, times):
-        return Impl(task, "fam", "train", "c2cuda", name, strategy, "c2cuda", f"// {name}", {}, times)
+        return Impl(task, "fam", "train", "c2cuda", name, strategy, "c2cuda", f"__global__ void k_{name}() {{}}", {}, times)
     return RankData([
         impl("t1", "naive", "naive", {"large": 10.0, "odd": 4.0}),
         impl("t1", "tiled_16", "tiled_shared", {"large": 5.0, "odd": 3.9}),
@@ -36,6 +36,20 @@ def test_pair_tags_strategy_or_parameter_variant():
     assert kinds[("tiled_32", "tiled_16", "odd")] == "variant"
     assert kinds[("tiled_32", "naive", "odd")] == "strategy"
     assert kinds[("tiled_16", "naive", "large")] == "strategy"
+
+
+def test_same_code_up_to_numbers_is_a_variant_whatever_the_labels():
+    tpl = "#define NT {nt}\n// {note}\n__global__ void k(float* x) {{ x[threadIdx.x * {s}] = 1.5e-3f; }}"
+    a = Impl("t", "fam", "train", "c2cuda", "b256", "tiled_shared", "c2cuda", tpl.format(nt=256, s=1, note="one"), {},
+             {"large": 1.0})
+    b = Impl("t", "fam", "train", "c2cuda", "b1024", "block_size_1024", "c2cuda", tpl.format(nt=1024, s=2, note="x"),
+             {}, {"large": 2.0})
+    c = Impl("t", "fam", "train", "c2cuda", "other", "vectorized", "c2cuda", tpl.replace("x[", "y[").format(
+        nt=256, s=1, note=""), {}, {"large": 4.0})
+    assert code_skeleton(a.code) == code_skeleton(b.code) != code_skeleton(c.code)
+    data = RankData([a, b, c], {})
+    kinds = {(data.impls[p.faster].name, data.impls[p.slower].name): p.kind for p in make_pairs(data)}
+    assert kinds == {("b256", "b1024"): "variant", ("b256", "other"): "strategy", ("b1024", "other"): "strategy"}
 
 
 def test_threshold_is_configurable_and_checked():
