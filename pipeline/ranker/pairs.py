@@ -35,7 +35,7 @@ def code_skeleton(code: str) -> str:
 
 def is_variant(a, b) -> bool:
     """Two implementations of one task are parameter variants of one strategy."""
-    return a.strategy == b.strategy or code_skeleton(a.code) == code_skeleton(b.code)
+    return a.strategy == b.strategy or code_skeleton(a.code) == code_skeleton(b.code) != ""
 
 
 @dataclass(frozen=True)
