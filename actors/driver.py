@@ -80,7 +80,7 @@ class TaskStream:
 def task_reader(cfg: RunConfig) -> TaskReader:
     """The run's task selection (tasks.source, tasks.kinds) in the order seeded by run.seed."""
     return TaskReader.from_sources(cfg.tasks.source, cfg.tasks.kernelbench_levels, kinds=cfg.tasks.kinds,
-                                   seed=cfg.run.seed)
+                                   seed=cfg.run.seed, split_seed=cfg.data.split_seed)
 
 
 def check_placement(cfg: RunConfig, gpus: float | None = None) -> None:

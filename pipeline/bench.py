@@ -65,7 +65,8 @@ def outcomes_from_episodes(episodes) -> list[Outcome]:
 
 # ---- task selection ---------------------------------------------------------------------------------
 
-def suite_tasks(suite: str, kernelbench_dir: str | None, levels: list[int], source: str, limit: int) -> list[Task]:
+def suite_tasks(suite: str, kernelbench_dir: str | None, levels: list[int], source: str, limit: int,
+                split_seed: int = 0) -> list[Task]:
     """The tasks of a suite (module docstring), the first `limit` of them when limit > 0."""
     if suite == "kernelbench":
         if not kernelbench_dir:
@@ -73,7 +74,7 @@ def suite_tasks(suite: str, kernelbench_dir: str | None, levels: list[int], sour
                              "github.com/ScalingIntelligence/KernelBench")
         tasks = load_kernelbench(kernelbench_dir, levels)
     else:
-        tasks = [t for t in load_tasks(source) if t.kind == "c2cuda"]
+        tasks = [t for t in load_tasks(source, split_seed=split_seed) if t.kind == "c2cuda"]
     if not tasks:
         raise BenchError(f"suite {suite} has no tasks (source '{kernelbench_dir or source}'); point it at tasks "
                          "of that kind")
@@ -281,7 +282,8 @@ def main(argv: list[str]) -> int:
     try:
         cfg = load_config(args.config, pre + overrides)
         levels = _levels(args.levels) if args.levels else cfg.tasks.kernelbench_levels
-        tasks = suite_tasks(args.suite, args.kernelbench_dir, levels, args.tasks, args.limit)
+        tasks = suite_tasks(args.suite, args.kernelbench_dir, levels, args.tasks, args.limit,
+                            cfg.data.split_seed)
         answers = Path(args.answers).expanduser() if args.answers else None
         if answers is not None and not answers.is_dir():
             raise BenchError(f"--answers {args.answers} is not a directory; pass the directory holding the answers")

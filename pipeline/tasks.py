@@ -566,13 +566,14 @@ def is_kernelbench_checkout(path: str | Path) -> bool:
     return any((d / "level1").is_dir() or (d / "level2").is_dir() for d in (root / "KernelBench", root))
 
 
-def load_tasks(source: str | Path, kernelbench_levels: Iterable[int] = (1, 2)) -> list[Task]:
+def load_tasks(source: str | Path, kernelbench_levels: Iterable[int] = (1, 2), split_seed: int = 0) -> list[Task]:
     """Tasks from 'builtin' (pipeline/builtin_tasks/), 'generated' or 'generated:<split>' (the
-    generated dataset, pipeline/data/generate.py, optionally one split: train, val or test), a
-    directory of task YAML files (recursively), a single task YAML file, or a KernelBench checkout;
-    sorted by id. Duplicate ids are an error."""
+    generated dataset, pipeline/data/generate.py, optionally one split: train, val or test, the
+    families split by `split_seed`, i.e. `data.split_seed`), a directory of task YAML files
+    (recursively), a single task YAML file, or a KernelBench checkout; sorted by id. Duplicate ids
+    are an error."""
     if str(source) == "generated" or str(source).startswith("generated:"):
-        return load_generated(str(source).partition(":")[2])
+        return load_generated(str(source).partition(":")[2], split_seed)
     if str(source) == "builtin":
         files = _task_files(BUILTIN_DIR)
         if not files:
@@ -597,14 +598,14 @@ def load_tasks(source: str | Path, kernelbench_levels: Iterable[int] = (1, 2)) -
     return sorted(tasks, key=lambda t: t.id)
 
 
-def load_generated(split: str = "", seed: int = 0) -> list[Task]:
-    """The generated tasks (all, or those of one split by family), sorted by id."""
+def load_generated(split: str = "", split_seed: int = 0) -> list[Task]:
+    """The generated tasks (all, or those of one split of families by `split_seed`), sorted by id."""
     from pipeline.data.generate import cached_tasks
     from pipeline.data.splits import SPLITS, split_of_family
     if split and split not in SPLITS:
         raise TaskError(f"task source 'generated:{split}' names an unknown split; use 'generated' or "
                         f"'generated:<split>' with split one of {', '.join(SPLITS)}.")
-    return [t for t in cached_tasks(seed) if not split or split_of_family(t.family, seed) == split]
+    return [t for t in cached_tasks() if not split or split_of_family(t.family, split_seed) == split]
 
 
 # ----------------------------------------------------------------------------------------------

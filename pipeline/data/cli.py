@@ -28,7 +28,7 @@ def _tasks(cfg: RunConfig, source: str | None):
     from pipeline.data.reader import DataError, load_source
     from pipeline.tasks import TaskError
     try:
-        return load_source(source or cfg.data.source)
+        return load_source(source or cfg.data.source, split_seed=cfg.data.split_seed)
     except (DataError, TaskError) as e:
         raise UsageError(str(e)) from None
 

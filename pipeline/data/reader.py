@@ -32,12 +32,12 @@ def _generated(source: str) -> bool:
     return source == "generated" or source.startswith("generated:")
 
 
-def load_source(source: str, kernelbench_levels: Iterable[int] = (1, 2)) -> list[Task]:
+def load_source(source: str, kernelbench_levels: Iterable[int] = (1, 2), split_seed: int = 0) -> list[Task]:
     """The tasks of one source (see the module docstring)."""
     if _generated(source) and importlib.util.find_spec("pipeline.data.generate") is None:
         raise DataError("the task generators are not built yet (pipeline/data/generate.py is missing); use "
                         "--source builtin or a directory of task YAML files")
-    return load_tasks(source, kernelbench_levels)
+    return load_tasks(source, kernelbench_levels, split_seed)
 
 
 def generator_version(source: str) -> str:
@@ -80,7 +80,8 @@ class TaskReader:
                      **selection) -> "TaskReader":
         """A reader over one or several sources, e.g. ['generated', '/path/to/KernelBench']."""
         sources = [sources] if isinstance(sources, str) else list(sources)
-        tasks = [t for s in sources for t in load_source(s, kernelbench_levels)]
+        split_seed = selection.get("split_seed", 0)  # 'generated:<split>' and the splits filter agree
+        tasks = [t for s in sources for t in load_source(s, kernelbench_levels, split_seed)]
         return cls(tasks, **selection)
 
     def __len__(self) -> int:

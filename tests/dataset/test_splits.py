@@ -56,3 +56,16 @@ def test_the_generated_dataset_has_a_test_share():
     fams = {t.family for t in cached_tasks(0)}
     shares = split_shares(fams, 0)
     assert len(fams) >= 3 and 0.10 <= shares["test"] <= 0.20 + 1 / len(fams) and shares["val"] > 0, shares
+
+
+def test_generated_split_sources_follow_the_configured_split_seed():
+    """'generated:test' and the reader's split filter use one seed, data.split_seed."""
+    from pipeline.data.reader import TaskReader
+    from pipeline.tasks import load_tasks
+    for seed in (0, 5):
+        test = load_tasks("generated:test", split_seed=seed)
+        assert test and all(split_of_family(t.family, seed) == "test" for t in test)
+        read = TaskReader.from_sources("generated:test", splits=["test"], split_seed=seed, shuffle=False)
+        assert len(read) == len(test)
+    assert {t.family for t in load_tasks("generated:test", split_seed=0)} != \
+        {t.family for t in load_tasks("generated:test", split_seed=5)}
