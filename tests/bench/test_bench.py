@@ -70,6 +70,9 @@ def test_bench_tiny_model_multi_turn(tiny_dir, tmp_path):
     assert report["per_turn"][1]["samples_with_this_turn"] == 4
     assert {o["turn"] for o in report["outcomes"]} == {0, 1}
     assert (out / "per_turn.png").is_file()
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == 8 and {(s["sample"], s["turn"]) for s in samples} == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    assert all(s["verdict"] and s["response"] and s["finish_reason"] == "length" for s in samples)
 
 
 def test_bench_errors(capsys):
