@@ -290,6 +290,8 @@ class DataSection(Section):
     measure_budget_s: float = Field(0.5, gt=0, description="a round stops adding trials of one implementation after "
                                     "this long (at least 5 trials)")
     compile_workers: int = Field(0, ge=0, description="nvcc processes at once while measuring; 0 uses every CPU core")
+    batch_compile: bool = Field(True, description="build all implementations of a task with one nvcc call (one "
+                                "library; a task whose batch fails is built one implementation at a time)")
     gpu_workers: int = Field(2, ge=1, description="measurement processes sharing the GPU: checks overlap, timing is "
                              "exclusive")
     lookahead_tasks: int = Field(64, ge=1, description="tasks compiled ahead of the GPU")

@@ -5,10 +5,12 @@ Parquet file per shard (`shard-K-of-N.parquet`, schema in `pipeline/data/measure
 per (task, implementation, configuration), and a printed summary.
 
 How it goes fast: implementations are compiled ahead of the GPU with many nvcc processes at once
-(the evaluator's `Compiler` and its cache), their structural features computed as the evaluator
-computes them; then worker processes (`measure_worker.py`) check and time many
-implementations each, in-process, since they are the dataset's own trusted code. Several workers
-can share the GPU: checks overlap, timing is exclusive (the evaluator's GPU lock).
+(the evaluator's `Compiler` and its cache), all of a task's in one nvcc call and one library
+(`data.batch_compile`; a task whose batch fails is built one implementation at a time), their
+structural features computed as the evaluator computes them; then worker processes
+(`measure_worker.py`) check and time many implementations each, in-process, since they are the
+dataset's own trusted code. Several workers can share the GPU: checks overlap, timing is
+exclusive (the evaluator's GPU lock).
 
 How it stays safe: a crash, an illegal address or a hang ends only the worker; the supervisor
 records the implementation that was running as failed, starts a fresh worker and measures the
@@ -33,7 +35,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 
 from pipeline.config import RunConfig
-from pipeline.data.measure_worker import WORKER_CLASS, worker_main
+from pipeline.data.measure_worker import WORKER_CLASS, default_entry, worker_main
 from pipeline.data.measured import (MEASURED_DIR, REFERENCE_IMPL, REFERENCE_STRATEGY, SCHEMA, parquet_files,
                                     read_file, rows_to_table, write_table)
 from pipeline.data.splits import split_of_task
@@ -100,6 +102,7 @@ def task_seed(task_id: str) -> int:
 class PreparedTask:
     task: Task
     artifacts: dict[str, str] = field(default_factory=dict)  # implementation -> shared library
+    entries: dict[str, str] = field(default_factory=dict)    # implementation -> symbol to call in its library
     failures: dict[str, str] = field(default_factory=dict)   # implementation -> why it is not run
     features: dict[str, str] = field(default_factory=dict)   # implementation -> features JSON
     task_error: str = ""
@@ -109,17 +112,24 @@ def measured_impls(task: Task):
     return [i for i in task.implementations if i.format in MEASURED_FORMATS]
 
 
-def prepare_task(task: Task, evaluator) -> PreparedTask:
+def prepare_task(task: Task, evaluator, batch_compile: bool = True) -> PreparedTask:
     """Compile every implementation (and the C reference), and compute its structural features
-    exactly as the evaluator does for a candidate (`Evaluator._structure`)."""
+    exactly as the evaluator does for a candidate (`Evaluator._structure`).
+
+    With batch_compile, the implementations are built together into one library (each with its
+    share of the ptxas report, so the features are those of a build of its own); when that batch
+    does not build, each is compiled alone, so a compile error is recorded against its source."""
     prep = PreparedTask(task)
     compiler = evaluator.compiler
     if task.kind == "c2cuda":
         ref = compiler.compile_c_reference(task.reference)
         if not ref.ok:
             prep.task_error = f"its C reference does not compile: {ref.log}"
-    for impl in measured_impls(task):
-        comp = compiler.compile_cuda(impl.code)
+    impls = measured_impls(task)
+    plain = [default_entry(task, impl.format) for impl in impls]
+    batch = compiler.compile_cuda_batch([impl.code for impl in impls], plain) if batch_compile else None
+    for k, impl in enumerate(impls):
+        comp = batch[k].result if batch is not None else compiler.compile_cuda(impl.code)
         if comp.unavailable:
             raise MeasureError(f"nvcc cannot run here ({comp.log}); install the CUDA toolkit or set compile.nvcc")
         if not comp.ok:
@@ -127,6 +137,7 @@ def prepare_task(task: Task, evaluator) -> PreparedTask:
             prep.features[impl.name] = "{}"
             continue
         prep.artifacts[impl.name] = comp.artifact
+        prep.entries[impl.name] = batch[k].symbol if batch is not None else plain[k]
         features, _ = evaluator._structure(Candidate(task_id=task.id, code=impl.code, format=impl.format), comp)
         prep.features[impl.name] = json.dumps(features, sort_keys=True)
     return prep
@@ -248,8 +259,10 @@ class WorkerPool:
         prep = job.prep
         w.job, w.impl, w.stage = job, None, "prepare"
         w.deadline = time.monotonic() + self.task_timeout_s
-        artifacts = {k: v for k, v in prep.artifacts.items() if k not in job.skipped}
-        w.conn.send({"task": prep.task.model_dump(mode="json"), "artifacts": artifacts, "seed": task_seed(prep.task.id)})
+        artifacts = {k: v for k, v in prep.artifacts.items() if k not in job.skipped}  # a library may be shared:
+        entries = {k: prep.entries[k] for k in artifacts if k in prep.entries}  # a skipped symbol is never called
+        w.conn.send({"task": prep.task.model_dump(mode="json"), "artifacts": artifacts, "entries": entries,
+                     "seed": task_seed(prep.task.id)})
 
     def replace(self, w: Worker) -> None:
         if w.proc.is_alive():
@@ -415,7 +428,7 @@ def measure_shard(cfg: RunConfig, tasks: list[Task], shard: tuple[int, int], out
                 stopping = time.monotonic() > deadline
                 while queue and not stopping and len(compiling) < cfg.data.lookahead_tasks:
                     task = queue.popleft()
-                    compiling.append((task, compilers.submit(prepare_task, task, evaluator)))
+                    compiling.append((task, compilers.submit(prepare_task, task, evaluator, cfg.data.batch_compile)))
                 if stopping:  # no new task starts; those being compiled are dropped
                     for _, f in compiling:
                         f.cancel()

@@ -1,9 +1,10 @@
 """The GPU side of dataset measurement: a worker process that checks and times trusted implementations.
 
 In (over a multiprocessing pipe from `pipeline.data.measure`): one job per task: the task, the
-compiled shared library of each implementation to measure, a seed. Out: per implementation and
-configuration whether it passed (both input sets, outputs poisoned), its worst error and its
-trial times; per timing configuration the PyTorch reference's times (torch2cuda).
+compiled shared library of each implementation to measure and the symbol to call in it (several
+implementations may share one library, each under its own symbol), a seed. Out: per
+implementation and configuration whether it passed (both input sets, outputs poisoned), its worst
+error and its trial times; per timing configuration the PyTorch reference's times (torch2cuda).
 
 The implementations are the dataset's own code (trusted), so they run in this process, many per
 process, instead of one sandboxed child each; everything else is the evaluator's: inputs and
@@ -66,6 +67,11 @@ def worker_main(conn, settings: dict, worker_class: str = WORKER_CLASS) -> None:
                 return
 
 
+def default_entry(task, fmt: str) -> str:
+    """The function an implementation of this format exports when built on its own."""
+    return task.function if fmt == "c2cuda" else "launch"
+
+
 def nvcc_release(nvcc: str = "nvcc") -> str:
     """'13.0.88' from `nvcc --version` ('' when nvcc is missing)."""
     try:
@@ -122,10 +128,11 @@ class GpuMeasurer:
         from pipeline.records import Task
         task = Task.model_validate(job["task"])
         artifacts: dict[str, str] = job["artifacts"]
+        entries: dict[str, str] = job.get("entries", {})
         report(None, "prepare")
         group = self._group(task, job["seed"])
         try:
-            return self._measure_group(task, group, artifacts, report)
+            return self._measure_group(task, group, artifacts, entries, report)
         finally:
             for buf in group.buffers:
                 if buf.ptr:
@@ -157,13 +164,14 @@ class GpuMeasurer:
         self.driver.make_current()
         return group
 
-    def _load(self, group, fmt: str, path: str):
-        """A NativeRunner (the child's loader, used here in-process) or the reason it cannot run."""
+    def _load(self, group, fmt: str, path: str, entry: str = ""):
+        """A NativeRunner (the child's loader, used here in-process) or the reason it cannot run;
+        `entry` is the symbol to call, '' for the format's own (`default_entry`)."""
         from pipeline.evaluation.child import NativeRunner
         missing = [cd.name for cd in group.configs if fmt not in cd.calls]
         if missing:
             return None, f"configurations {missing} have non-tensor inputs, which the {fmt} format cannot take"
-        entry = group.task.function if fmt == "c2cuda" else "launch"
+        entry = entry or default_entry(group.task, fmt)
         msg = {"artifact": path, "entry": entry, "format": fmt, "calls": [cd.calls[fmt] for cd in group.configs]}
         try:
             return NativeRunner(msg, [b.ptr for b in group.buffers]), ""
@@ -196,7 +204,7 @@ class GpuMeasurer:
                 first_error = f"config {cd.name}: {why}"
         return {"error": first_error, "configs": configs}
 
-    def _measure_group(self, task, group, artifacts: dict, report) -> dict:
+    def _measure_group(self, task, group, artifacts: dict, entries: dict, report) -> dict:
         from pipeline.evaluation.reference import TaskBroken, adopt_baseline_outputs
         impls = [i for i in task.implementations if i.name in artifacts]
         results, runners = {}, {}
@@ -206,7 +214,7 @@ class GpuMeasurer:
                 if base is None or base.name not in artifacts:
                     raise TaskFailed("its naive baseline is missing or did not build, so nothing can be checked")
                 report(base.name, "baseline")
-                runner, why = self._load(group, "c2cuda", artifacts[base.name])
+                runner, why = self._load(group, "c2cuda", artifacts[base.name], entries.get(base.name, ""))
                 if runner is None:
                     raise TaskFailed(f"its naive baseline cannot run: {why}")
                 try:  # the evaluator's procedure, with the baseline in this process instead of a child
@@ -215,7 +223,7 @@ class GpuMeasurer:
                     raise TaskFailed(str(e)) from None
             for impl in impls:
                 report(impl.name, "check")
-                runner, why = self._load(group, impl.format, artifacts[impl.name])
+                runner, why = self._load(group, impl.format, artifacts[impl.name], entries.get(impl.name, ""))
                 if runner is None:
                     results[impl.name] = {"error": why, "configs": {}}
                     continue

@@ -5,6 +5,9 @@ limit, an address-space limit, a scratch directory of its own, a trimmed environ
 the host allows it, a private network namespace. Artefacts are cached by a hash of the source,
 the flags, the architecture and the toolchain version, so identical candidates compile once.
 - c2cuda and light candidates: `nvcc -shared` (works on CPU-only machines).
+- Several trusted c2cuda/light sources at once (`compile_cuda_batch`, dataset measurement): one
+  translation unit, each source in a namespace of its own with its entry renamed, built by one
+  nvcc call into one library; nvcc's fixed cost per call (host headers, stages) is paid once.
 - C references (trusted): `gcc -shared`.
 - kernelbench candidates: the sources of their `load_inline` calls, extracted by the gate, are
   built with torch's extension builder in a subprocess; this needs a CUDA build of torch (GPU
@@ -24,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -31,6 +35,7 @@ from pydantic import BaseModel, Field
 
 from pipeline.config import CompileSection
 from pipeline.records import Candidate, Task
+from pipeline.structure.ptxas import function_of_line
 
 CLONE_NEWNET = 0x40000000
 
@@ -91,6 +96,74 @@ def trim_log(text: str, scratch: str, limit: int) -> str:
     return out
 
 
+@dataclass
+class BatchMember:
+    """One source of a batched build."""
+    result: CompileResult  # artifact: the library shared by the batch; ptxas_log: this source's functions only
+    symbol: str            # the name its entry is exported under in that library
+
+
+_INCLUDE = re.compile(r"^\s*#\s*include\b")
+_DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)", re.M)
+
+
+def batch_tag(i: int) -> str:
+    """Namespace of source i; the closing 'z' keeps 'cpbatch1z' from being part of 'cpbatch11z'."""
+    return f"cpbatch{i}z"
+
+
+def batch_symbol(i: int, entry: str) -> str:
+    """The exported name of source i's entry in a batched library."""
+    return f"{batch_tag(i)}_{entry}"
+
+
+def batch_source(sources: list[str], entries: list[str]) -> str:
+    """One translation unit holding every source.
+
+    Every #include line is hoisted to the top (once each, in order of first appearance), since a
+    header cannot be included inside a namespace. Then each source, without its includes, inside
+    `namespace cpbatch{i}z { ... }`, with its entry renamed by a macro to `cpbatch{i}z_<entry>`:
+    an extern "C" function keeps C linkage inside a namespace, so the entries would collide
+    without the rename. After each source its macros are #undef'd, so none reaches the next one.
+    """
+    includes: dict[str, None] = {}
+    for src in sources:
+        includes.update((ln.strip(), None) for ln in src.splitlines() if _INCLUDE.match(ln))
+    parts = list(includes)
+    for i, (src, entry) in enumerate(zip(sources, entries)):
+        body = "\n".join(ln for ln in src.splitlines() if not _INCLUDE.match(ln))
+        macros = dict.fromkeys(_DEFINE.findall(body))
+        parts += ["", f"#define {entry} {batch_symbol(i, entry)}", f"namespace {batch_tag(i)} {{", body,
+                  f"}}  // namespace {batch_tag(i)}", f"#undef {entry}", *(f"#undef {m}" for m in macros)]
+    return "\n".join(parts) + "\n"
+
+
+def split_ptxas_report(text: str, tags: list[str]) -> list[str] | None:
+    """The ptxas report of a batched build cut into one report per source.
+
+    A function's lines (from the line naming it to the next such line) go to the source whose
+    tag its mangled name contains; the lines before the first function (e.g. 'bytes gmem') go to
+    every source. A device function without a tag (a libdevice helper such as
+    `__internal_trig_reduction_slowpathd`, or an extern "C" one) goes with the function before it:
+    ptxas reports such a callee right after each entry function that calls it, as it does in a
+    build of that source alone. None when an entry function holds no tag, a name holds several,
+    or an untagged device function comes first: its source is unknown.
+    """
+    logs: list[list[str]] = [[] for _ in tags]
+    owner: int | None = None  # None: before the first function, a line for every source
+    for line in text.splitlines():
+        named = function_of_line(line)
+        if named is not None:
+            name, entry = named
+            owners = [i for i, tag in enumerate(tags) if tag in name]
+            if len(owners) > 1 or (not owners and (entry or owner is None)):
+                return None
+            owner = owners[0] if owners else owner
+        for i in (range(len(tags)) if owner is None else [owner]):
+            logs[i].append(line)
+    return ["\n".join(lines) for lines in logs]
+
+
 class Compiler:
     """Compiles candidates and trusted sources into cached shared libraries."""
 
@@ -114,6 +187,34 @@ class Compiler:
         key = self._key("cuda", source, flags, toolchain_id(self.cfg.nvcc))
         return self._cached(key, lambda scratch: self._run_compiler(
             [self.cfg.nvcc, *flags, "-o", "artifact.so", "candidate.cu"], scratch, source, "candidate.cu"))
+
+    def compile_cuda_batch(self, sources: list[str], entries: list[str]) -> list[BatchMember] | None:
+        """Build trusted sources into one shared library with one nvcc call (see `batch_source`).
+
+        `entries[i]` is the extern "C" function source i exports; in the library it is
+        `batch_symbol(i, entries[i])`. Returns one member per source, in order, each with the shared
+        library and only its own part of the ptxas report; None when the batch does not build or a
+        function in the report cannot be told apart, and the caller then compiles each source with
+        `compile_cuda`, whose errors name the broken source.
+        """
+        if len(sources) != len(entries):
+            raise ValueError(f"compile_cuda_batch: {len(sources)} sources but {len(entries)} entries")
+        if not sources:
+            return []
+        combined = batch_source(sources, entries)
+        flags = self.nvcc_flags()
+        key = self._key("cuda_batch", combined, flags, toolchain_id(self.cfg.nvcc))
+        built = self._cached(key, lambda scratch: self._run_compiler(
+            [self.cfg.nvcc, *flags, "-o", "artifact.so", "batch.cu"], scratch, combined, "batch.cu"))
+        if not built.ok:
+            return None
+        logs = split_ptxas_report(built.ptxas_log, [batch_tag(i) for i in range(len(sources))])
+        if logs is None:
+            return None
+        share = built.seconds / len(sources)
+        return [BatchMember(CompileResult(ok=True, artifact=built.artifact, ptxas_log=log, key=built.key,
+                                          cached=built.cached, seconds=share), batch_symbol(i, entry))
+                for i, (log, entry) in enumerate(zip(logs, entries))]
 
     def compile_c_reference(self, source: str) -> CompileResult:
         flags = ["-O2", "-shared", "-fPIC", "-std=c11"]

@@ -116,6 +116,18 @@ def parse_ptxas_report(text: str, arch: str | None = None) -> dict[str, KernelRe
     return result
 
 
+def function_of_line(line: str) -> tuple[str, bool] | None:
+    """(mangled name, is an entry function) when this report line opens a function's lines
+    ('Compiling entry function', 'Function properties for', a cuobjdump 'Function X: REG:' line);
+    None for the lines that continue one (registers, stack frame, compile time) or precede all."""
+    ln = line.strip()
+    for pattern, entry in ((_ENTRY, True), (_PROPS, False), (_RES_USAGE, True)):
+        m = pattern.search(ln)
+        if m:
+            return m.group(1), entry
+    return None
+
+
 def _parse_used_tail(k: KernelResources, tail: str) -> None:
     for item in tail.split(","):
         item = item.strip()

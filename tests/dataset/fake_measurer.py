@@ -2,7 +2,9 @@
 workers (crash, hang, CUDA error, restart, retry) is tested for real on CPU. Implementations
 behave by name: 'crash*' ends the process, 'hang*' never answers, 'cudafail*' raises an error the
 worker treats as a dead CUDA context; anything else passes with fixed times (k-th implementation
-of a task: k+1 ms)."""
+of a task: k+1 ms). Each implementation's symbol is looked up in its library (no GPU needed), so a
+job that names a symbol its library lacks fails."""
+import ctypes
 import os
 import time
 
@@ -35,6 +37,7 @@ class FakeMeasurer:
             if impl.name not in job["artifacts"]:
                 continue
             report(impl.name, "check")
+            getattr(ctypes.CDLL(job["artifacts"][impl.name]), job["entries"][impl.name])
             if impl.name.startswith("crash"):
                 os._exit(3)
             if impl.name.startswith("hang"):

@@ -44,14 +44,44 @@ def test_prepare_compiles_and_computes_the_evaluators_features(saxpy, cfg):
     ev = Evaluator(cfg.eval.model_copy(update={"result_cache_dir": ""}), cfg.compile, use_gpu=False)
     broken = saxpy.implementations[2].model_copy(update={"name": "broken", "code": "this is not CUDA"})
     task = saxpy.model_copy(update={"implementations": saxpy.implementations + [broken]})
-    prep = M.prepare_task(task, ev)
+    prep = M.prepare_task(task, ev)  # the batch fails on 'broken': each implementation is then built alone
     assert set(prep.artifacts) == {i.name for i in saxpy.implementations} and "compile error" in prep.failures["broken"]
+    assert "candidate.cu" in prep.failures["broken"] and "error" in prep.failures["broken"]
+    assert prep.entries == {i.name: "saxpy" for i in saxpy.implementations} and len(set(prep.artifacts.values())) == 3
     impl = saxpy.implementations[1]
     features = json.loads(prep.features[impl.name])
     comp = ev.compiler.compile_cuda(impl.code)
     assert features == json.loads(json.dumps(ev._structure(Candidate(task_id=task.id, code=impl.code,
                                                                      format=impl.format), comp)[0], sort_keys=True))
     assert features["ptxas.registers_max"] > 0 and "occ.occupancy" in features
+
+
+def test_batch_compiled_features_equal_those_of_single_builds(cfg):
+    """Per implementation, a batched build gives the features of a build of its own: the namespace
+    and the cut ptxas report change nothing (the first task calls a libdevice function that ptxas
+    reports apart from the kernels, after each kernel that calls it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pipeline.data.generate import generate_tasks
+    from pipeline.evaluation.evaluator import Evaluator
+    ev = Evaluator(cfg.eval.model_copy(update={"result_cache_dir": ""}), cfg.compile, use_gpu=False)
+    tasks = generate_tasks()
+    picks = [next(t for t in tasks if t.id == "c2cuda/scatter/add_sin_into_double")]
+    for kind, family in [("c2cuda", "gemm"), ("c2cuda", "stencil_2d"), ("torch2cuda", "softmax"),
+                         ("torch2cuda", "conv2d"), ("torch2cuda", "sort_segments")]:
+        picks.append(next(t for t in tasks if t.kind == kind and t.family == family))
+    with ThreadPoolExecutor(2) as pool:
+        batched = list(pool.map(lambda t: M.prepare_task(t, ev, batch_compile=True), picks))
+        single = list(pool.map(lambda t: M.prepare_task(t, ev, batch_compile=False), picks))
+    for task, b, s in zip(picks, batched, single):
+        names = [i.name for i in M.measured_impls(task)]
+        assert not b.failures and not s.failures and len(set(b.artifacts.values())) == 1, task.id
+        entry = task.function if task.kind == "c2cuda" else "launch"
+        assert b.entries == {n: f"cpbatch{k}z_{entry}" for k, n in enumerate(names)}
+        assert s.entries == {n: entry for n in names}
+        for n in names:
+            assert json.loads(b.features[n]) == json.loads(s.features[n]), (task.id, n)
+        assert json.loads(b.features[names[0]])["ptxas.registers_max"] > 0
 
 
 def test_rows_follow_the_schema_and_record_failures(saxpy, cfg):
