@@ -6,16 +6,15 @@
     check_torch_references(tasks) -> list[str]               # PyTorch references: run on CPU, small configs
     sample_tasks(tasks, n) -> list[Task]                      # a spread over families
 
-Compiling one small .cu costs about a second of fixed nvcc overhead, so `check_compile` puts many
-implementations into one translation unit: each in a namespace of its own, its includes hoisted,
-its macros undefined after it and its entry point renamed. A batch that fails is compiled again
-one implementation at a time (through the project's Compiler and its cache) to name the culprit.
+Compiling one small .cu costs about a second of fixed nvcc overhead, so `check_compile` builds many
+implementations with one nvcc call (`Compiler.compile_cuda_batch`, as measurement does). A batch
+that fails is compiled again one implementation at a time (through the project's Compiler and its
+cache) to name the culprit.
 """
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -24,8 +23,6 @@ from pathlib import Path
 
 from pipeline.records import Task
 
-_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"][^>\"]+[>\"]\s*$", re.M)
-_DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)", re.M)
 
 
 def sample_tasks(tasks: list[Task], n: int = 0, per_group: int = 0) -> list[Task]:
@@ -44,30 +41,6 @@ def sample_tasks(tasks: list[Task], n: int = 0, per_group: int = 0) -> list[Task
     return out
 
 
-def _wrapped(code: str, entry: str, k: int) -> tuple[str, set[str]]:
-    includes = set(m.group(0).strip() for m in _INCLUDE.finditer(code))
-    body = _INCLUDE.sub("", code)
-    macros = sorted(set(_DEFINE.findall(body)))
-    text = (f"#define {entry} cp_entry_{k}\nnamespace cp_{k} {{\n{body}\n}}\n#undef {entry}\n"
-            + "".join(f"#undef {m}\n" for m in macros))
-    return text, includes
-
-
-def _nvcc_batch(units: list[tuple[str, str, str]], nvcc: str, arch: str) -> tuple[bool, str]:
-    """Compile (label, code, entry) units as one shared library; (ok, log)."""
-    parts, includes = [], set()
-    for k, (_, code, entry) in enumerate(units):
-        text, inc = _wrapped(code, entry, k)
-        parts.append(text)
-        includes |= inc
-    source = "\n".join(sorted(includes)) + "\n" + "\n".join(parts)
-    with tempfile.TemporaryDirectory(prefix="cudaperf-check-") as d:
-        Path(d, "batch.cu").write_text(source)
-        proc = subprocess.run([nvcc, f"-arch={arch}", "-O3", "-shared", "-Xcompiler", "-fPIC", "-o", "batch.so",
-                               "batch.cu"], cwd=d, capture_output=True, text=True, timeout=1800)
-    return proc.returncode == 0, proc.stdout + proc.stderr
-
-
 def check_compile(tasks: list[Task], workers: int = 2, batch: int = 40, progress: bool = False,
                   compile_cfg=None) -> list[str]:
     """Compile every implementation of `tasks` with nvcc; one line per failing implementation."""
@@ -78,21 +51,22 @@ def check_compile(tasks: list[Task], workers: int = 2, batch: int = 40, progress
              for t in tasks for i in t.implementations if i.format in ("c2cuda", "light")]
     batches = [units[k:k + batch] for k in range(0, len(units), batch)]
     compiler = Compiler(cfg)
+    scratch = tempfile.TemporaryDirectory(prefix="cudaperf-check-")  # batch libraries are not worth caching
+    batcher = Compiler(cfg.model_copy(update={"cache_dir": scratch.name}))
     failures: list[str] = []
     done = 0
 
     def one(b):
-        ok, log = _nvcc_batch(b, cfg.nvcc, cfg.arch)
-        if ok:
+        if batcher.compile_cuda_batch([code for _, code, _ in b], [entry for _, _, entry in b]) is not None:
             return []
         bad = []
         for label, code, _ in b:
             res = compiler.compile_cuda(code)
             if not res.ok:
                 bad.append(f"{label}: {res.log.strip().splitlines()[0] if res.log.strip() else 'failed'}")
-        return bad or [f"batch of {len(b)} starting at {b[0][0]}: fails together, compiles alone: {log[-800:]}"]
+        return bad or [f"batch of {len(b)} starting at {b[0][0]}: fails together, compiles alone"]
 
-    with ThreadPoolExecutor(max(1, workers)) as pool:
+    with scratch, ThreadPoolExecutor(max(1, workers)) as pool:
         for bad in pool.map(one, batches):
             failures += bad
             done += 1

@@ -112,20 +112,22 @@ def cmd_stats(cfg: RunConfig, args, card_dir: str | None) -> int:
 
 
 def cmd_measure(cfg: RunConfig, args) -> int:
-    from pipeline.data.measure import MeasureError, measure_shard, parse_shard
+    from pipeline.data.measure import MeasureError, measure_shards, parse_shards
     from pipeline.data.measured import MEASURED_DIR
     from pipeline.data.reader import generator_version
     source = args.source or cfg.data.source
     try:
-        shard = parse_shard(args.shard)
+        shards = parse_shards(args.shard)
         tasks = _tasks(cfg, source)
-        summary = measure_shard(cfg, tasks, shard, args.out or cfg.data.measured_dir or MEASURED_DIR,
-                                minutes=args.minutes, retry_failed=args.retry_failed, compile_only=args.compile_only,
-                                generator_version=generator_version(source))
+        summaries = measure_shards(cfg, tasks, shards, args.out or cfg.data.measured_dir or MEASURED_DIR,
+                                   minutes=args.minutes, retry_failed=args.retry_failed,
+                                   compile_only=args.compile_only, generator_version=generator_version(source))
     except MeasureError as e:
         raise UsageError(str(e)) from None
-    print("\n".join(summary.lines()))
-    return 0 if summary.compile_only or summary.complete else 1
+    for summary in summaries:
+        print("\n".join(summary.lines()))
+    complete = len(summaries) == len(shards) and all(s.complete for s in summaries)
+    return 0 if args.compile_only or complete else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -145,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--measured", default=None, help="measurement Parquet file or directory (default data.measured_dir)")
     p.add_argument("--out", default="pipeline/data/card", help="directory of the card")
     p = common(sub.add_parser("measure", help="compile, verify and time a shard of tasks on this GPU"))
-    p.add_argument("--shard", default="0/1", help="K/N: measure shard K of N (tasks assigned by a hash of their id)")
+    p.add_argument("--shard", default="0/1", help="K/N: measure shard K of N (tasks assigned by a hash of their id); "
+                   "'1,2/N' or '1-7/N' measure several shards one after the other")
     p.add_argument("--minutes", type=float, default=None, help="stop starting tasks after this many minutes")
     p.add_argument("--out", default=None, help="directory of the shard's Parquet file (default data.measured_dir)")
     p.add_argument("--retry-failed", action="store_true", help="measure again tasks with a failed implementation")

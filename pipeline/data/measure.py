@@ -49,15 +49,28 @@ class MeasureError(RuntimeError):
 
 
 # --- shards and what is already done -------------------------------------------------------------
+def parse_shards(text: str) -> list[tuple[int, int]]:
+    """'3/8' -> [(3, 8)]; '1,2,5/8' and '1-3/8' name several shards of N, measured one after the other."""
+    try:
+        ks, n = text.split("/")
+        n, picks = int(n), []
+        for part in ks.split(","):
+            lo, _, hi = part.partition("-")
+            picks += range(int(lo), int(hi or lo) + 1)
+    except ValueError:
+        raise MeasureError(f"--shard '{text}' is not K/N; write e.g. --shard 0/8, --shard 1,2/8 or --shard 1-7/8 "
+                           "(shards 0 to N-1 of N)") from None
+    if n < 1 or not picks or any(not 0 <= k < n for k in picks):
+        raise MeasureError(f"--shard {text}: every K must be in 0..N-1 and N at least 1; e.g. --shard 0/8")
+    return [(k, n) for k in dict.fromkeys(picks)]
+
+
 def parse_shard(text: str) -> tuple[int, int]:
     """'3/8' -> (3, 8)."""
-    try:
-        k, n = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise MeasureError(f"--shard '{text}' is not K/N; write e.g. --shard 0/8 (shards 0 to N-1 of N)") from None
-    if n < 1 or not 0 <= k < n:
-        raise MeasureError(f"--shard {text}: K must be in 0..N-1 and N at least 1; e.g. --shard 0/8")
-    return k, n
+    shards = parse_shards(text)
+    if len(shards) != 1:
+        raise MeasureError(f"--shard {text} names {len(shards)} shards where one is expected; e.g. --shard 0/8")
+    return shards[0]
 
 
 def shard_of(task_id: str, n: int) -> int:
@@ -375,8 +388,9 @@ def _count(summary: MeasureSummary, rows: list[dict]) -> None:
 def measure_shard(cfg: RunConfig, tasks: list[Task], shard: tuple[int, int], out_dir: str | Path,
                   minutes: float | None = None, retry_failed: bool = False, compile_only: bool = False,
                   generator_version: str = "", worker_class: str = WORKER_CLASS, require_gpu: bool = True,
-                  log=print) -> MeasureSummary:
-    """Measure the tasks of shard K/N not measured yet; see the module docstring."""
+                  log=print, pool: "WorkerPool | None" = None) -> MeasureSummary:
+    """Measure the tasks of shard K/N not measured yet; see the module docstring. With `pool`, its
+    workers measure (and stay open for the next shard); otherwise this call starts and closes its own."""
     from pipeline.evaluation.evaluator import Evaluator
     k, n = shard
     t0 = time.monotonic()
@@ -400,7 +414,7 @@ def measure_shard(cfg: RunConfig, tasks: list[Task], shard: tuple[int, int], out
     compiler_threads = cfg.data.compile_workers or os.cpu_count() or 1
     queue, compiling, retry = deque(todo), deque(), deque()
     rows: list[dict] = []
-    pool = None
+    own_pool, restarts_before = pool is None, pool.restarts if pool is not None else 0
     last_write = last_log = time.monotonic()
 
     def write(complete: bool) -> None:
@@ -419,8 +433,8 @@ def measure_shard(cfg: RunConfig, tasks: list[Task], shard: tuple[int, int], out
     with ThreadPoolExecutor(compiler_threads) as compilers:
         try:
             if not compile_only and todo:
-                pool = WorkerPool(cfg.data.gpu_workers, settings, worker_class, cfg.data.task_timeout_s,
-                                  cfg.data.tasks_per_worker)
+                pool = pool or WorkerPool(cfg.data.gpu_workers, settings, worker_class, cfg.data.task_timeout_s,
+                                          cfg.data.tasks_per_worker)
                 ctx = RowContext({c: pool.info[c] for c in ("gpu_name", "sm_clock_mhz", "mem_clock_mhz", "driver",
                                                              "cuda", "torch_version")},
                                  generator_version, cfg.data.split_seed)
@@ -473,8 +487,9 @@ def measure_shard(cfg: RunConfig, tasks: list[Task], shard: tuple[int, int], out
             raise
         finally:
             if pool is not None:
-                pool.close()
-                summary.worker_restarts = pool.restarts
+                summary.worker_restarts = pool.restarts - restarts_before
+                if own_pool:
+                    pool.close()
     summary.wall_s = time.monotonic() - t0
     if not compile_only:
         measured_ids = {r["task_id"] for r in rows}
@@ -483,6 +498,39 @@ def measure_shard(cfg: RunConfig, tasks: list[Task], shard: tuple[int, int], out
         if not summary.path and path.is_file():
             summary.path, summary.complete = str(path), not todo
     return summary
+
+
+def measure_shards(cfg: RunConfig, tasks: list[Task], shards: list[tuple[int, int]], out_dir: str | Path,
+                   minutes: float | None = None, compile_only: bool = False, worker_class: str = WORKER_CLASS,
+                   log=print, **kwargs) -> list[MeasureSummary]:
+    """Several shards one after the other with one set of GPU workers (started once: each takes
+    seconds to start); `minutes` is the budget of them all. Shards not started in time are not in
+    the result: rerun the same command to continue."""
+    deadline = time.monotonic() + minutes * 60 if minutes else None
+    pool, summaries = None, []
+    try:
+        for shard in shards:
+            left = None if deadline is None else (deadline - time.monotonic()) / 60
+            if left is not None and left <= 0:
+                log(f"time budget spent: shard {shard[0]}/{shard[1]} and later ones not started")
+                break
+            if pool is None and not compile_only and len(shards) > 1:
+                pool = _shared_pool(cfg, worker_class, kwargs.get("require_gpu", True))
+            summaries.append(measure_shard(cfg, tasks, shard, out_dir, minutes=left, compile_only=compile_only,
+                                           worker_class=worker_class, log=log, pool=pool, **kwargs))
+    finally:
+        if pool is not None:
+            pool.close()
+    return summaries
+
+
+def _shared_pool(cfg: RunConfig, worker_class: str, require_gpu: bool) -> WorkerPool:
+    from pipeline.cli import gpu_count
+    if require_gpu and gpu_count() == 0:
+        raise MeasureError("no NVIDIA GPU is visible to this process; run `cudaperf data measure` on a GPU host, "
+                           "or add --compile-only to build and analyse the shard here")
+    d = cfg.data
+    return WorkerPool(d.gpu_workers, measure_settings(cfg), worker_class, d.task_timeout_s, d.tasks_per_worker)
 
 
 def _prepared(task: Task, future: Future) -> PreparedTask:

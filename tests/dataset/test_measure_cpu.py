@@ -19,9 +19,12 @@ def cfg(compile_cfg, tmp_path):
 
 def test_shard_arguments_and_assignment(builtin_tasks):
     assert M.parse_shard("3/8") == (3, 8)
-    for bad in ("8/8", "x", "1/0", "-1/4"):
+    assert M.parse_shards("1,2,5/8") == [(1, 8), (2, 8), (5, 8)] and M.parse_shards("1-3,2/8") == [(1, 8), (2, 8), (3, 8)]
+    for bad in ("8/8", "x", "1/0", "-1/4", "1-8/8", "/8"):
         with pytest.raises(M.MeasureError, match="--shard"):
-            M.parse_shard(bad)
+            M.parse_shards(bad)
+    with pytest.raises(M.MeasureError, match="one is expected"):
+        M.parse_shard("1,2/8")
     tasks = list(builtin_tasks.values())
     shards = [M.tasks_of_shard(tasks, k, 5, set())[0] for k in range(5)]
     assert sorted(t.id for s in shards for t in s) == sorted(t.id for t in tasks)  # each task in exactly one
@@ -171,3 +174,21 @@ def test_a_time_budget_stops_cleanly_and_the_rerun_finishes(saxpy, cfg, tmp_path
                              require_gpu=False, log=lambda *_: None)
     assert second.already_measured == first.measured and first.measured + second.measured == 6 and second.complete
     assert sorted(set(read_file(M.shard_path(out, 0, 1))["task_id"].to_pylist())) == sorted(t.id for t in tasks)
+
+
+def test_several_shards_share_one_set_of_workers(saxpy, cfg, tmp_path, monkeypatch):
+    tasks = [saxpy_variant(saxpy, f"c2cuda/t{i}", f"fam{i}", ["naive", "vec", "coarse"]) for i in range(6)]
+    started, real = [], M.WorkerPool.__init__
+
+    def counting(self, *a, **kw):
+        started.append(1)
+        real(self, *a, **kw)
+    monkeypatch.setattr(M.WorkerPool, "__init__", counting)
+    out = tmp_path / "out"
+    summaries = M.measure_shards(cfg, tasks, [(0, 2), (1, 2)], out, worker_class="fake_measurer:FakeMeasurer",
+                                 require_gpu=False, log=lambda *_: None)
+    assert len(started) == 1 and [s.shard for s in summaries] == ["0/2", "1/2"]
+    assert all(s.complete for s in summaries) and sum(s.measured for s in summaries) == 6
+    for k, s in zip(range(2), summaries):
+        ids = set(read_file(M.shard_path(out, k, 2))["task_id"].to_pylist())
+        assert ids == {t.id for t in M.tasks_of_shard(tasks, k, 2, set())[0]} and len(ids) == s.measured
