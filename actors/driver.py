@@ -42,7 +42,7 @@ from pipeline.data.reader import TaskReader, task_of_row
 from pipeline.records import Task
 from pipeline.rl.batch import sequences_from_trajectories, split_across_ranks
 from pipeline.rl.step import busy_fractions, prepare_step, ranker_preferences, rollout_metrics
-from pipeline.rl.tracking import (MetricsLog, RunState, WandbLog, checkpoint_dir, headline, plot_metrics,
+from pipeline.rl.tracking import (MetricsLog, RunState, SampleLog, WandbLog, checkpoint_dir, headline, plot_metrics,
                                   progress_bar)
 from pipeline.rollout.conversation import ChatFormat
 from pipeline.rollout.scheduler import EpisodeScheduler
@@ -149,6 +149,7 @@ def run_training(cfg: RunConfig, run_dir: Path, resume_from: Path | None = None)
                                  seed=cfg.run.seed if cfg.train.reproducible else None,
                                  lockstep=cfg.train.reproducible)
     log = MetricsLog(run_dir, resume_after_step=state.step if resume_from is not None else None)
+    samples = SampleLog(run_dir, cfg.train.samples_per_step, state.step if resume_from is not None else None)
     wandb = WandbLog(cfg.train.wandb_mode, cfg.train.wandb_project, run_dir, cfg.run.name, cfg.model_dump())
     bar = progress_bar(cfg.train.progress_bar, cfg.train.steps, state.step)
     actors = {"generator": generators.size, "evaluator": evaluators.size, "learner": learners.size}
@@ -159,6 +160,7 @@ def run_training(cfg: RunConfig, run_dir: Path, resume_from: Path | None = None)
             t0 = time.perf_counter()
             step_tasks = stream.take(cfg.train.tasks_per_step)
             outcomes, stats = scheduler.run(step_tasks, step)
+            samples.write_episodes(step + 1, outcomes)
             prefs = None
             if ranker is not None:  # the ranker term: its preference for each correct candidate over the baseline
                 prefs = ranker_preferences(outcomes, {t.id: t for t in step_tasks}, lambda task, cands, results: ray.get(

@@ -221,12 +221,9 @@ def run_bench(cfg: RunConfig, tasks: list[Task], out_dir: Path, *, suite: str, a
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "report.json").write_text(json.dumps(report, indent=2))
     if answers_dir is None:  # what the policy wrote, next to how it was judged, for reading by eye
+        from pipeline.rollout.episodes import turn_rows
         with open(out_dir / "samples.jsonl", "w") as f:
-            for ep in episodes:
-                for t, turn in enumerate(ep.trajectory.turns):
-                    f.write(json.dumps({"task": ep.trajectory.task_id, "sample": ep.trajectory.group_index,
-                                        "turn": t, "verdict": turn.verdict, "finish_reason": turn.finish_reason,
-                                        "response": turn.response_text}) + "\n")
+            f.writelines(json.dumps(row) + "\n" for ep in episodes for row in turn_rows(ep))
     report["plots"] = [str(p) for p in write_plots(report, out_dir)]
     return report
 

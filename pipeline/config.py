@@ -273,6 +273,8 @@ class TrainSection(Section):
                                                                  "offline writes under the run directory")
     wandb_project: str = Field("cudaperf", description="Weights & Biases project name")
     progress_bar: bool = Field(True, description="show a progress bar over the steps on the terminal")
+    samples_per_step: int = Field(4, ge=0, description="episodes per step whose turns (response text, verdict, "
+                                  "reason) go to samples.jsonl in the run directory")
 
 
 class DataSection(Section):

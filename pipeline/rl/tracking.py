@@ -4,6 +4,8 @@ In: a run directory (`run.output_dir/run.name`), one flat metrics dict per step,
 Out, under the run directory:
 - `metrics.jsonl`: one JSON object per step (`step` plus every metric); a resumed run first drops
   the lines of steps after the checkpoint it resumes from, so every step appears once;
+- `samples.jsonl`: the turns of the first `train.samples_per_step` episodes of each step (task,
+  verdict, reason, the response text), to read what the policy writes; resumed like metrics.jsonl;
 - `training_curves.png`: reward, correctness, speedup, turns used and busy fractions per step;
 - `wandb/`: the Weights & Biases run (offline unless `train.wandb_mode` says otherwise);
 - checkpoints `checkpoints/step_<k>/` (written by the learner; `RunState` is their run_state.json part).
@@ -23,6 +25,7 @@ import numpy as np
 import torch
 
 METRICS_FILE = "metrics.jsonl"
+SAMPLES_FILE = "samples.jsonl"
 PLOT_FILE = "training_curves.png"
 CHECKPOINT_DIR = "checkpoints"
 PLOTTED = (("reward/turn_mean", "reward per turn"), ("correct/turn_fraction", "correct turns"),
@@ -80,8 +83,8 @@ class RunState:
 class MetricsLog:
     """Appends one JSON line per step to `run_dir/metrics.jsonl`."""
 
-    def __init__(self, run_dir: str | Path, resume_after_step: int | None = None):
-        self.path = Path(run_dir) / METRICS_FILE
+    def __init__(self, run_dir: str | Path, resume_after_step: int | None = None, name: str = METRICS_FILE):
+        self.path = Path(run_dir) / name
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if resume_after_step is not None and self.path.is_file():
             kept = [line for line in self.path.read_text().splitlines()
@@ -96,12 +99,26 @@ class MetricsLog:
             f.write(json.dumps(row, sort_keys=True) + "\n")
 
     def rows(self) -> list[dict]:
-        return read_metrics(self.path.parent)
+        return read_metrics(self.path.parent, self.path.name)
 
 
-def read_metrics(run_dir: str | Path) -> list[dict]:
-    """Every step's metrics of a run, in order."""
-    path = Path(run_dir) / METRICS_FILE
+class SampleLog(MetricsLog):
+    """Appends the turns of the first `per_step` episodes of each step to `run_dir/samples.jsonl`."""
+
+    def __init__(self, run_dir: str | Path, per_step: int, resume_after_step: int | None = None):
+        super().__init__(run_dir, resume_after_step, SAMPLES_FILE)
+        self.per_step = per_step
+
+    def write_episodes(self, step: int, outcomes) -> None:
+        from pipeline.rollout.episodes import turn_rows
+        rows = [row for ep in outcomes[:self.per_step] for row in turn_rows(ep)]
+        with self.path.open("a") as f:
+            f.writelines(json.dumps({"step": step, **row}) + "\n" for row in rows)
+
+
+def read_metrics(run_dir: str | Path, name: str = METRICS_FILE) -> list[dict]:
+    """Every step's metrics of a run (or the rows of another of its JSONL files, e.g. samples.jsonl), in order."""
+    path = Path(run_dir) / name
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 

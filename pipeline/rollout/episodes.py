@@ -36,6 +36,15 @@ class EpisodeOutcome:
     error: str = ""
 
 
+def turn_rows(outcome: EpisodeOutcome) -> list[dict]:
+    """Each turn of a finished episode as one plain row: what the policy wrote and how it was judged."""
+    traj = outcome.trajectory
+    return [{"task": traj.task_id, "sample": traj.group_index, "turn": t, "verdict": turn.verdict,
+             "reason": outcome.results[t].reason[:500] if t < len(outcome.results) else outcome.error,
+             "finish_reason": turn.finish_reason, "response": turn.response_text}
+            for t, turn in enumerate(traj.turns)]
+
+
 class Episode:
     """The state of one episode; see the module docstring for the protocol."""
 

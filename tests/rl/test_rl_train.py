@@ -108,7 +108,7 @@ def test_evaluator_killed_mid_step_loses_no_episode(ray_local, tmp_path, builtin
 
 def test_train_two_steps_then_resume_repeats_the_second(ray_local, tmp_path, saxpy_only):
     from actors.driver import run_training
-    from pipeline.rl.tracking import checkpoint_dir, read_metrics
+    from pipeline.rl.tracking import SAMPLES_FILE, checkpoint_dir, read_metrics
 
     cfg = train_cfg(tmp_path, saxpy_only)
     run_dir = tmp_path / "run"
@@ -128,14 +128,22 @@ def test_train_two_steps_then_resume_repeats_the_second(ray_local, tmp_path, sax
         assert (ckpt / "hf" / "config.json").is_file() and (ckpt / "run_state.json").is_file()
     assert (run_dir / "training_curves.png").stat().st_size > 0 and (run_dir / "wandb").is_dir()
 
+    samples = read_metrics(run_dir, SAMPLES_FILE)  # the first episodes' turns, what the policy wrote
+    assert {r["step"] for r in samples} == {1, 2} and all(r["verdict"] == "format_error" for r in samples)
+    assert len({(r["step"], r["sample"]) for r in samples}) == 2 * 4 and all(r["response"] for r in samples)
+
     resumed = run_training(cfg, run_dir, resume_from=checkpoint_dir(run_dir, 1))
     assert [r["step"] for r in resumed] == [2] and [r["step"] for r in read_metrics(run_dir)] == [1, 2]
+    assert [r["step"] for r in read_metrics(run_dir, SAMPLES_FILE)] == [r["step"] for r in samples]
     again = resumed[0]
     same = {k for k in second if not k.startswith(TIMING)}
     assert same == {k for k in again if not k.startswith(TIMING)}
-    differing = {k: (second[k], again[k]) for k in same - {"rollout/logprob_mean"} if second[k] != again[k]
+    # The generator's float32 logprobs may differ in the last bit on a token between two processes,
+    # and so may what is computed from them (the ratio to the learner's); the sampled tokens, rewards,
+    # losses and every other learner number are identical.
+    from_logprobs = {"rollout/logprob_mean", "learner/ratio_mean", "learner/ratio_mean_first"}
+    differing = {k: (second[k], again[k]) for k in same - from_logprobs if second[k] != again[k]
                  and not (second[k] != second[k] and again[k] != again[k])}  # NaN == NaN here
     assert not differing
-    # The generator's float32 logprobs may differ in the last bit on a token between two processes
-    # (the sampled tokens, rewards and every learner number above are identical).
-    assert again["rollout/logprob_mean"] == pytest.approx(second["rollout/logprob_mean"], rel=1e-7)
+    for k in from_logprobs:
+        assert again[k] == pytest.approx(second[k], rel=1e-7)
