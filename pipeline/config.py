@@ -237,6 +237,8 @@ class SFTSection(Section):
                                        "strategy order otherwise); 0 keeps all")
     rename_copies_per_pair: int = Field(0, ge=0, description="c2cuda: extra copies of each pair with the function "
                                         "renamed, so the policy learns to take the name from the prompt")
+    rename_keep_original: bool = Field(True, description="c2cuda, with rename_copies_per_pair > 0: also keep the pair "
+                                       "under its own name (false: every name must be copied from the prompt)")
     rejection_rounds: int = Field(1, ge=1, description="rejection: rounds of sample, evaluate, keep, train")
     rejection_keep: list[Literal["correct", "not_executed", "incorrect"]] = Field(
         ["correct"], description="rejection: verdicts of the samples trained on (not_executed only for CPU tests)")

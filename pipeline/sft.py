@@ -99,8 +99,13 @@ def renamed(task: Task, impl: Implementation, name: str) -> tuple[Task, Implemen
 
 
 def random_name(rng: random.Random) -> str:
-    words = rng.sample(NAME_WORDS, rng.randint(2, 3))
-    return "_".join(words) + (str(rng.randint(0, 99)) if rng.random() < 0.3 else "")
+    """A made-up function name shaped like the dataset's (words, then sizes, radii or dtypes), so that
+    the only way to get it right is to copy it from the prompt."""
+    parts = rng.sample(NAME_WORDS, rng.randint(1, 3))
+    extras = (lambda: f"{rng.randint(1, 64)}x{rng.randint(1, 64)}", lambda: f"r{rng.randint(1, 4)}",
+              lambda: rng.choice(("float", "double", "half", "int")), lambda: str(rng.randint(0, 999)))
+    parts += [rng.choice(extras)() for _ in range(rng.randint(0, 3))]
+    return "_".join(parts)
 
 
 def supervised_pairs(tasks: list[Task], cfg: SFTSection, seed: int,
@@ -119,8 +124,9 @@ def supervised_pairs(tasks: list[Task], cfg: SFTSection, seed: int,
             stats[f"order_{how}"] += 1
         for impl in impls:
             variants = [(task, impl)]
-            if task.kind == "c2cuda":
-                variants += [renamed(task, impl, random_name(rng)) for _ in range(cfg.rename_copies_per_pair)]
+            if task.kind == "c2cuda" and cfg.rename_copies_per_pair:
+                variants = variants[:1] * cfg.rename_keep_original + [
+                    renamed(task, impl, random_name(rng)) for _ in range(cfg.rename_copies_per_pair)]
             for t, i in variants:
                 text = answer_text(i.code)
                 if extract_code(text, entry_point(t)).code is None:  # the policy's format must parse back

@@ -36,6 +36,11 @@ def test_pairs_rename_and_order(small_task_dir):
     strategy, how = fastest_first(task, [Implementation(name="a", strategy="naive", format="c2cuda", code=""),
                                          Implementation(name="b", strategy="vectorized", format="c2cuda", code="")], {})
     assert how == "strategy" and [i.name for i in strategy] == ["b", "a"]
+    only_renamed, _ = supervised_pairs(tasks, SFTSection(rename_copies_per_pair=2, rename_keep_original=False,
+                                                         keep_fastest_per_task=2), 0, {})
+    saxpy_renamed = [t for t, _ in only_renamed if t.id.startswith("c2cuda/saxpy")]
+    assert len(saxpy_renamed) == 2 * 2 and all(t.function != "saxpy" for t in saxpy_renamed)
+    assert len({t.function for t in saxpy_renamed}) == 4  # every copy its own made-up name
     new_task, new_impl = renamed(task, task.implementations[0], "fused_op")
     assert new_task.function == "fused_op" and "fused_op" in new_task.reference and "fused_op" in new_impl.code
 
