@@ -125,7 +125,7 @@ def format_stats(counts: dict, mstats: dict | None) -> str:
         lines += ["", "measurements: none yet (run `cudaperf data measure` on a GPU host)"]
         return "\n".join(lines)
     sp = mstats["spread"]
-    lines += ["", f"measured tasks:     {mstats['tasks']} on {', '.join(mstats['gpus']) or '?'}",
+    lines += ["", f"measured tasks:     {mstats['tasks']} of {counts['tasks']} on {', '.join(mstats['gpus']) or '?'}",
               f"implementations correct: {mstats['correct']} of {mstats['implementations']}"]
     if sp["tasks"]:
         lines.append(f"spread of times between strategies (slowest / fastest correct implementation, per task, "

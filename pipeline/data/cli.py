@@ -101,10 +101,17 @@ def cmd_stats(cfg: RunConfig, args, card_dir: str | None) -> int:
     from pipeline.data.card import format_stats, kernelbench_overlap, measurement_stats, task_counts, write_card
     from pipeline.data.reader import generator_version
     tasks = _tasks(cfg, args.source)
+    from pipeline.data.measured import current_rows
     table = _measurements(cfg, args.measured)
     counts = task_counts(tasks, cfg.data.split_seed, kernelbench_overlap(tasks))
+    stale = 0
+    if table is not None:
+        table, stale = current_rows(table, tasks)
     mstats = measurement_stats(table) if table is not None and table.num_rows else None
     print(format_stats(counts, mstats))
+    if stale:
+        print(f"\n{stale} measured tasks changed or were removed since their measurement and are left out "
+              "(`cudaperf data measure` measures changed ones again)")
     if card_dir:
         source = args.source or cfg.data.source
         print(f"\nwrote {write_card(card_dir, counts, mstats, source, generator_version(source))}")

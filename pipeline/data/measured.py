@@ -109,6 +109,18 @@ def latest_per_task(table: pa.Table) -> pa.Table:
     return table.take(joined.filter(keep)["_row"].take(rows))
 
 
+def current_rows(table: pa.Table, tasks) -> tuple[pa.Table, int]:
+    """The rows of tasks that exist in `tasks` with the content they were measured with (same
+    task_hash), and how many measured tasks were left out (changed or removed since)."""
+    from pipeline.data.measure import task_hash
+    if table.num_rows == 0:
+        return table, 0
+    now = {t.id: task_hash(t) for t in tasks}
+    keys = list(zip(table["task_id"].to_pylist(), table["task_hash"].to_pylist()))
+    keep = [now.get(tid) == h for tid, h in keys]
+    return table.filter(pa.array(keep)), len({tid for (tid, _), k in zip(keys, keep) if not k})
+
+
 def measured_keys(path_or_dir: str | Path | None = None) -> set[tuple[str, str]]:
     """(task_id, task_hash) of every task with rows in these files: what a rerun can skip."""
     keys: set[tuple[str, str]] = set()

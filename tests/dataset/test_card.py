@@ -70,7 +70,9 @@ def test_data_cli_stats_build_and_errors(tmp_path, capsys):
     write_table(rows_to_table(synthetic_rows()), tmp_path / "m" / "shard-000-of-001.parquet")
     assert main(["stats", "--source", "builtin", "--measured", str(tmp_path / "m"), "--card", str(tmp_path / "c")]) == 0
     out = capsys.readouterr().out
-    assert "c2cuda tasks:       12" in out and "tasks with two non-naive" in out and (tmp_path / "c" / "README.md").exists()
+    assert "c2cuda tasks:       12" in out and (tmp_path / "c" / "README.md").exists()
+    # the synthetic rows name tasks that are not built-in ones: counted as stale, not as measured
+    assert "3 measured tasks changed or were removed" in out and "measurements: none yet" in out
     assert main(["build", "--source", "builtin"]) == 1  # 24 tasks are far from the dataset's counts
     out = capsys.readouterr().out
     assert "FAIL  c2cuda tasks 12 >= 3000" in out and "PASS  every c2cuda task lists its naive baseline first" in out
@@ -78,3 +80,14 @@ def test_data_cli_stats_build_and_errors(tmp_path, capsys):
     assert "task source 'no/such/dir'" in capsys.readouterr().err
     assert main(["measure", "--source", "builtin", "--shard", "9/2"]) == 2
     assert "--shard 9/2" in capsys.readouterr().err
+
+
+def test_only_rows_of_current_tasks_count(builtin_tasks):
+    from pipeline.data.measure import task_hash
+    from pipeline.data.measured import current_rows
+    saxpy, other = builtin_tasks["c2cuda/saxpy"], next(t for i, t in builtin_tasks.items() if i != "c2cuda/saxpy")
+    rows = [row(saxpy.id, "naive", "naive", "big", 1.0, task_hash=task_hash(saxpy)),
+            row(other.id, "naive", "naive", "big", 1.0, task_hash="changed-since"),
+            row("c2cuda/removed", "naive", "naive", "big", 1.0, task_hash="h")]
+    kept, stale = current_rows(rows_to_table(rows), [saxpy, other])
+    assert kept["task_id"].to_pylist() == [saxpy.id] and stale == 2
