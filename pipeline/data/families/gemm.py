@@ -17,6 +17,14 @@ from pipeline.records import Tolerance
 TOL = Tolerance(rtol=1e-3, atol=1e-4)
 DTOL = Tolerance(rtol=1e-9, atol=1e-10)
 
+
+def _outer_tol(dt, epi: str) -> Tolerance:
+    """Outer products are one rounding deep: tight, except a square root of a value that may cancel
+    to near 0 (sqrt's slope is unbounded there, and nvcc fuses g + acc into one rounding, gcc not)."""
+    if dt.name == "double":
+        return DTOL
+    return Tolerance(rtol=1e-4, atol=1e-3) if "sqrt" in epi else Tolerance(rtol=1e-5, atol=1e-6)
+
 _G_HEAD = """
 #define A_AT(i, k) A[${A_IDX}]
 #define B_AT(k, j) B[${B_IDX}]
@@ -512,8 +520,7 @@ def outer_tasks(rng) -> list:
                                [{"M": 4096, "N": 4096}, {"M": 3001, "N": 2001}])
                 nbytes = f"{dt.size}*(M + N + {2 if acc else 1}*M*N)"
                 out.append(c2cuda_task("outer_product", variant, fn, ref, args, cfgs, f"{BINARY[g].flops + 2}*M*N", nbytes,
-                                       _o_impls(dt, g, epi, acc, args), Tolerance(rtol=1e-5, atol=1e-6) if dt is FLOAT
-                                       else DTOL, f"out[i][j] = {epi}({g}(x[i], y[j]){' + acc[i][j]' if acc else ''})"))
+                                       _o_impls(dt, g, epi, acc, args), _outer_tol(dt, epi), f"out[i][j] = {epi}({g}(x[i], y[j]){' + acc[i][j]' if acc else ''})"))
                 if (k + e + acc) % 3 == 0:
                     out.append(_outer_t(g, epi, acc))
     return out

@@ -28,7 +28,7 @@ METRICS = {
     "poly2": (["s0 += a * b;"], "(${G} * s0 + 1.0${C}) * (${G} * s0 + 1.0${C})", "(${G} * (x @ y.t()) + 1.0) ** 2"),
     "poly3": (["s0 += a * b;"], "(${G} * s0 + 1.0${C}) * (${G} * s0 + 1.0${C}) * (${G} * s0 + 1.0${C})",
               "(${G} * (x @ y.t()) + 1.0) ** 3"),
-    "minkowski3": (["s0 += fabs${F}(a - b) * (a - b) * (a - b) * (a - b > 0 ? 1 : -1);"], "cbrt${F}(s0)",
+    "minkowski3": (["s0 += fabs${F}(a - b) * (a - b) * (a - b);"], "cbrt${F}(s0)",
                    "((x[:, None, :] - y[None, :, :]).abs() ** 3).sum(-1) ** (1.0 / 3.0)"),
     "bray_curtis": (["s0 += fabs${F}(a - b);", "s1 += fabs${F}(a + b);"], "s0 / (s1 + 1.0e-6${C})",
                     "(x[:, None, :] - y[None, :, :]).abs().sum(-1) / ((x[:, None, :] + y[None, :, :]).abs().sum(-1) + 1e-6)"),

@@ -299,7 +299,9 @@ def _gemv_torch(trans, alpha, bias, epi):
                    [{"m": 8192, "k": 4096}, {"m": 3001, "k": 2999}])
     return torch_task("gemv", f"{'t' if trans else 'n'}_{epi}{'_bias' if bias else ''}_a{str(alpha).replace('.', 'p')}",
                       module.source(), cfgs, "2*m*k", "4*(m*k + k + m)", _gemv_impls(FLOAT, trans, alpha, bias, epi, args),
-                      launch, Tolerance(rtol=1e-3, atol=1e-4), f"{epi}({alpha} * {prod}{' + bias' if bias else ''})")
+                      launch, Tolerance(rtol=1e-3, atol=1e-3), f"{epi}({alpha} * {prod}{' + bias' if bias else ''})")
+    # (cuBLAS sums the k products in its own order: over k = 4096 float terms the sums differ by ~2e-4
+    # of their scale, which an epilogue that squashes large values, e.g. softsign, leaves in full near 0)
 
 
 # --- complex arithmetic ------------------------------------------------------------------------------------

@@ -149,6 +149,12 @@ _INT_MAPS = {"identity": "${x}", "abs": "(${x} < 0 ? -${x} : ${x})", "mod97": "(
 _FLOAT_MAPS = ["identity", "abs", "square", "sin", "tanh", "neg_exp_sq"]
 
 
+def _tolerance(map_name: str) -> Tolerance:
+    """Exact for maps IEEE arithmetic rounds the same everywhere; a few ulps for sin, tanh and exp,
+    whose CUDA and C library results may differ in the last bit (the sorted keys then do too)."""
+    return Tolerance(rtol=1e-5, atol=1e-6) if map_name in ("sin", "tanh", "neg_exp_sq") else Tolerance(rtol=0, atol=0)
+
+
 def sort_tasks(rng) -> list:
     out = []
     for S in (32, 64, 128, 256, 512, 1024):
@@ -175,7 +181,7 @@ def sort_tasks(rng) -> list:
                     cfgs = configs([{"segs": 1}, {"segs": 3}, {"segs": 17}],
                                    [{"segs": total // S}, {"segs": (total // S) * 5 // 8 + 1}])
                     out.append(c2cuda_task("sort_segments", variant, fn, ref, args, cfgs, f"segs*{S * S.bit_length()}",
-                                           f"{2 * dt.size}*segs*{S}", _impls(dt, S, desc, mp, args), Tolerance(rtol=0, atol=0),
+                                           f"{2 * dt.size}*segs*{S}", _impls(dt, S, desc, mp, args), _tolerance(mname),
                                            f"sort {mname}(x) {order} within each segment of {S} {dt.name} keys"))
                     if dt is FLOAT and k % 2 == 0:
                         module = TorchModule([("x", f"torch.randn(segs, {S})")],
