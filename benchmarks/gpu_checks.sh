@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU check of the project in one script, for the H200 test machine:
 #   bash benchmarks/gpu_checks.sh [verify] [tests] [bench] [structure] [generation] [train] [sft] [train_sft] [multi_gpu]
-# (sft: a short warm start, SFT_S seconds of training; train_sft: two RL steps starting from it;
+# (sft: a short warm start, SFT_S seconds of training; train_sft: two RL steps starting from it, on the
+#  train split it was fitted to (`cudaperf bench` on the test split measures what carries over);
 #  multi_gpu: evaluator scaling, NCCL bandwidth and weight sync, two RL steps of configs/h200x8.yaml; needs
 #  2+ GPUs, says so in one line otherwise; MULTI_GPU_PARTS=evaluators,sync,train picks parts)
 # Logs and JSON go to $OUT (or ./gpu-out). Prints a summary table at the end.
@@ -26,7 +27,7 @@ for step in $steps; do
     sft) timeout $(( ${SFT_S:-270} + 120 )) python3 -m pipeline.cli sft --config configs/sft_h200.yaml \
            sft.max_train_s=${SFT_S:-270} sft.heldout_source= run.output_dir="$OUT/runs" > "$OUT/sft.log" 2>&1 ;;
     train_sft) timeout ${TRAIN_SFT_S:-290} python3 -m pipeline.cli train --config configs/h200.yaml run.name=h200_sft \
-                 model.path="$OUT/runs/sft_h200/sft/hf" tasks.source=generated:val rollout.max_new_tokens=1280 rollout.max_turns=2 \
+                 model.path="$OUT/runs/sft_h200/sft/hf" tasks.source=generated:train rollout.max_new_tokens=1280 rollout.max_turns=2 \
                  model.max_model_len_tokens=2560 run.output_dir="$OUT/runs" train.wandb_mode=disabled \
                  train.progress_bar=false compile.cache_dir=$CUDAPERF_TEST_COMPILE_CACHE > "$OUT/train_sft.log" 2>&1 ;;
     multi_gpu) timeout 590 python3 benchmarks/multi_gpu.py --out "$OUT/multi_gpu.json" \

@@ -239,6 +239,9 @@ class SFTSection(Section):
                                         "renamed, so the policy learns to take the name from the prompt")
     rename_keep_original: bool = Field(True, description="c2cuda, with rename_copies_per_pair > 0: also keep the pair "
                                        "under its own name (false: every name must be copied from the prompt)")
+    entry_first: bool = Field(False, description="c2cuda: answers define the extern \"C\" entry right after the "
+                              "includes (its kernels' host code declared ahead), so the name and parameters to copy "
+                              "from the prompt come first, not after hundreds of tokens of kernels")
     rejection_rounds: int = Field(1, ge=1, description="rejection: rounds of sample, evaluate, keep, train")
     rejection_keep: list[Literal["correct", "not_executed", "incorrect"]] = Field(
         ["correct"], description="rejection: verdicts of the samples trained on (not_executed only for CPU tests)")

@@ -98,6 +98,23 @@ def renamed(task: Task, impl: Implementation, name: str) -> tuple[Task, Implemen
     return new_task, impl.model_copy(update={"code": sub(impl.code)})
 
 
+_ENTRY_TAIL = r'extern "C" \w+ {name}\([^)]*\) \{{\n.*?\n\}}\s*$'
+_RUN_DEFINITION = re.compile(r"^static void run\(([^)]*)\) \{", re.M)
+_INCLUDES = re.compile(r"\A(?:[ \t]*#[ \t]*include[^\n]*\n)*")
+
+
+def entry_first(task: Task, code: str) -> str:
+    """The implementation with its extern "C" entry moved up to just after the includes, and the
+    static `run` it calls declared ahead of it; the code unchanged when it has another shape."""
+    tail = re.search(_ENTRY_TAIL.format(name=re.escape(task.function)), code, re.S)
+    run = _RUN_DEFINITION.search(code)
+    if tail is None or run is None or run.start() > tail.start():
+        return code
+    body = code[:tail.start()].rstrip() + "\n"
+    head = _INCLUDES.match(body).group(0)
+    return f"{head}static void run({run.group(1)});\n{tail.group(0).strip()}\n{body[len(head):]}"
+
+
 def random_name(rng: random.Random) -> str:
     """A made-up function name shaped like the dataset's (words, then sizes, radii or dtypes), so that
     the only way to get it right is to copy it from the prompt."""
@@ -128,7 +145,7 @@ def supervised_pairs(tasks: list[Task], cfg: SFTSection, seed: int,
                 variants = variants[:1] * cfg.rename_keep_original + [
                     renamed(task, impl, random_name(rng)) for _ in range(cfg.rename_copies_per_pair)]
             for t, i in variants:
-                text = answer_text(i.code)
+                text = answer_text(entry_first(t, i.code) if cfg.entry_first and t.kind == "c2cuda" else i.code)
                 if extract_code(text, entry_point(t)).code is None:  # the policy's format must parse back
                     stats["unparseable_implementations"] += 1
                     continue

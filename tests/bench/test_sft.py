@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.config import SFTSection
 from pipeline.records import Implementation
-from pipeline.rollout.parsing import extract_code
+from pipeline.rollout.parsing import answer_text, extract_code
 from pipeline.rollout.prompts import entry_point, opening_messages
 from pipeline.sft import fastest_first, main, renamed, supervised_pairs
 from pipeline.tasks import load_tasks
@@ -49,7 +49,7 @@ def test_supervised_sft_lowers_loss_and_writes_a_policy(small_task_dir, tiny_dir
     out = tmp_path / "sft"
     rc = main(["--config", "configs/local.yaml", f"tasks.source={small_task_dir}", f"model.tiny_dir={tiny_dir}",
                f"sft.output_dir={out}", "sft.epochs=8", "sft.sequences_per_step=5", "sft.rename_copies_per_pair=1",
-               "sft.keep_fastest_per_task=1", "learner.lr=0.003", "sft.log_every_steps=100",
+               "sft.entry_first=true", "sft.keep_fastest_per_task=1", "learner.lr=0.003", "sft.log_every_steps=100",
                f"sft.heldout_source={small_task_dir}", "sft.heldout_samples_per_task=1",
                "rollout.backend=transformers", "rollout.max_new_tokens=16", "compile.workers=1"])
     assert rc == 0
@@ -111,3 +111,34 @@ def test_rejection_sequences_keep_the_policys_own_tokens():
     seqs = rejection_sequences([ep], ["correct"])
     assert [(s.input_ids, s.prompt_len, s.key) for s in seqs] == [([1, 2, 5, 6, 7], 2, ("e", 0))]  # empty turn 2 skipped
     assert [s.key for s in rejection_sequences([ep], ["correct", "incorrect"])] == [("e", 0), ("e", 1)]
+
+
+def test_entry_first_answers_compile_pass_the_gate_and_parse(compile_cfg):
+    """The entry moved up (sft.entry_first) on implementations of every c2cuda family: same
+    compiled library interface, nothing the gate rejects, and the name comes before any kernel."""
+    from pipeline.data.checks import sample_tasks
+    from pipeline.data.generate import cached_tasks
+    from pipeline.evaluation.compile import Compiler
+    from pipeline.evaluation.gate import check_candidate
+    from pipeline.records import Candidate
+    from pipeline.sft import entry_first
+    tasks = sample_tasks([t for t in cached_tasks() if t.kind == "c2cuda"], per_group=1)
+    codes, entries = [], []
+    for k, task in enumerate(tasks):
+        impl = task.implementations[k % len(task.implementations)]
+        moved = entry_first(task, impl.code)
+        assert moved != impl.code and moved.index(task.function) < moved.index("__global__"), task.id
+        lines = moved.splitlines()
+        declaration = next(ln for ln in lines if ln.startswith("static void run(") and ln.endswith(");"))
+        lines.remove(declaration)  # the only line added; every other line kept, only the order changed
+        nonblank = lambda ls: sorted(ln for ln in ls if ln.strip())  # noqa: E731
+        assert nonblank(lines) == nonblank(impl.code.splitlines()), task.id
+        errors = [f.message for f in check_candidate(Candidate(task_id=task.id, code=moved, format="c2cuda"), task)
+                  if f.severity == "error"]
+        assert not errors, (task.id, errors)
+        assert extract_code(answer_text(moved), entry_point(task)).code is not None
+        codes.append(moved)
+        entries.append(task.function)
+    assert Compiler(compile_cfg).compile_cuda_batch(codes, entries) is not None  # every one builds
+    odd = tasks[0].model_copy(update={"function": "not_there"})
+    assert entry_first(odd, tasks[0].implementations[0].code) == tasks[0].implementations[0].code
