@@ -344,6 +344,8 @@ class MeasureSummary:
     complete: bool = False
     worker_restarts: int = 0
     compile_only: bool = False
+    stage_s: dict = field(default_factory=dict)  # worker-seconds per stage, summed over the tasks measured
+    starved_s: float = 0.0  # worker-seconds idle while tasks were still being compiled
 
     def lines(self) -> list[str]:
         rate = 60 * self.measured / self.wall_s if self.wall_s else 0.0
@@ -352,6 +354,9 @@ class MeasureSummary:
                f"{self.measured} {what} now in {self.wall_s:.0f} s ({rate:.1f} tasks/min)",
                f"implementations: {self.impls_correct} {'built' if self.compile_only else 'correct'}, "
                f"{self.impls_failed} failed; tasks failed: {self.failed_tasks}; worker restarts: {self.worker_restarts}"]
+        if self.stage_s:
+            parts = ", ".join(f"{k.replace('_', ' ')} {v:.0f} s" for k, v in self.stage_s.items())
+            out.append(f"GPU workers (worker-seconds): {parts}; idle waiting for compiled tasks {self.starved_s:.0f} s")
         out += [f"  FAILED {f}" for f in self.failures[:30]]
         if len(self.failures) > 30:
             out.append(f"  ... and {len(self.failures) - 30} more failures (see the 'error' column)")
@@ -425,10 +430,12 @@ def measure_shard(cfg: RunConfig, tasks: list[Task], shard: tuple[int, int], out
                                   "tasks_in_shard": str(len(mine))})
         summary.rows_written, summary.path = table.num_rows, str(path)
 
-    def finished(new_rows: list[dict]) -> None:
+    def finished(new_rows: list[dict], stage_s: dict | None = None) -> None:
         rows.extend(new_rows)
         summary.measured += 1
         _count(summary, new_rows)
+        for k, v in (stage_s or {}).items():
+            summary.stage_s[k] = summary.stage_s.get(k, 0.0) + v
 
     with ThreadPoolExecutor(compiler_threads) as compilers:
         try:
@@ -438,8 +445,12 @@ def measure_shard(cfg: RunConfig, tasks: list[Task], shard: tuple[int, int], out
                 ctx = RowContext({c: pool.info[c] for c in ("gpu_name", "sm_clock_mhz", "mem_clock_mhz", "driver",
                                                              "cuda", "torch_version")},
                                  generator_version, cfg.data.split_seed)
+            starving, tick = 0, time.monotonic()
             while todo:  # (nothing to do: straight to the summary)
-                stopping = time.monotonic() > deadline
+                now = time.monotonic()
+                summary.starved_s += starving * (now - tick)
+                tick = now
+                stopping = now > deadline
                 while queue and not stopping and len(compiling) < cfg.data.lookahead_tasks:
                     task = queue.popleft()
                     compiling.append((task, compilers.submit(prepare_task, task, evaluator, cfg.data.batch_compile)))
@@ -464,6 +475,7 @@ def measure_shard(cfg: RunConfig, tasks: list[Task], shard: tuple[int, int], out
                     if job is None:
                         break
                     pool.submit(w, job)
+                starving = len(pool.idle()) if compiling else 0  # tasks to come, none compiled yet
                 if not pool.busy() and not retry and not compiling:
                     break
                 if pool.busy():
@@ -572,7 +584,8 @@ def _handle(pool: WorkerPool, w: Worker, msg: dict, retry: deque, finished, ctx:
         w.job = None
         w.jobs_done += 1
         result = msg.get("result")
-        finished(task_rows(job.prep, result, job.skipped, msg.get("error", "") if result is None else "", ctx))
+        finished(task_rows(job.prep, result, job.skipped, msg.get("error", "") if result is None else "", ctx),
+                 (result or {}).get("stage_s"))
         pool.retire_if_used_up(w)
         return
     # fatal or died: the worker is gone or unusable

@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import math
 import subprocess
+import time
 import traceback
 
 WORKER_CLASS = "pipeline.data.measure_worker:GpuMeasurer"
@@ -130,9 +131,12 @@ class GpuMeasurer:
         artifacts: dict[str, str] = job["artifacts"]
         entries: dict[str, str] = job.get("entries", {})
         report(None, "prepare")
+        t0 = time.perf_counter()
         group = self._group(task, job["seed"])
+        stage_s = {"inputs": time.perf_counter() - t0}
         try:
-            return self._measure_group(task, group, artifacts, entries, report)
+            result = self._measure_group(task, group, artifacts, entries, report, stage_s)
+            return {**result, "stage_s": stage_s}
         finally:
             for buf in group.buffers:
                 if buf.ptr:
@@ -204,10 +208,13 @@ class GpuMeasurer:
                 first_error = f"config {cd.name}: {why}"
         return {"error": first_error, "configs": configs}
 
-    def _measure_group(self, task, group, artifacts: dict, entries: dict, report) -> dict:
+    def _measure_group(self, task, group, artifacts: dict, entries: dict, report, stage_s: dict) -> dict:
+        """Check every implementation, then time those that passed; `stage_s` receives the seconds of
+        each stage (check, waiting for the exclusive GPU lock, timing) for the supervisor's summary."""
         from pipeline.evaluation.reference import TaskBroken, adopt_baseline_outputs
         impls = [i for i in task.implementations if i.name in artifacts]
         results, runners = {}, {}
+        t0 = time.perf_counter()
         with self.ev.gpu_lock.shared():
             if task.kind == "c2cuda":
                 base = task.baseline()
@@ -230,6 +237,7 @@ class GpuMeasurer:
                 results[impl.name] = self._check(group, runner, impl.format)
                 if not results[impl.name]["error"]:
                     runners[impl.name] = runner
+        stage_s.update(check=time.perf_counter() - t0, lock_wait=0.0, time=0.0)
         reference: dict[str, list[float]] = {}
         for ci, cd in enumerate(group.configs):
             if not cd.time:
@@ -238,7 +246,10 @@ class GpuMeasurer:
             ref_times: list[float] = []
             per_round = max(1, self.eval_cfg.timing_trials // self.rounds)
             timer = self.ev.timer(per_round)
+            t0 = time.perf_counter()
             with self.ev.gpu_lock.exclusive():
+                t1 = time.perf_counter()
+                stage_s["lock_wait"] += t1 - t0
                 self.ev._stage_inputs(group, cd, 0)
                 for _ in range(self.rounds):  # rounds interleave the implementations, so drift hits all alike
                     for name, runner in runners.items():
@@ -247,6 +258,7 @@ class GpuMeasurer:
                     if task.kind == "torch2cuda":
                         report(None, "time reference")
                         ref_times += timer(group.reference_calls[ci])
+                stage_s["time"] += time.perf_counter() - t1
             for name in runners:
                 results[name]["configs"].setdefault(cd.name, {"passed": None, "max_error": None, "error": ""})
                 results[name]["configs"][cd.name]["times_ms"] = times[name]

@@ -2,7 +2,7 @@
 workers (crash, hang, CUDA error, restart, retry) is tested for real on CPU. Implementations
 behave by name: 'crash*' ends the process, 'hang*' never answers, 'cudafail*' raises an error the
 worker treats as a dead CUDA context; anything else passes with fixed times (k-th implementation
-of a task: k+1 ms). Each implementation's symbol is looked up in its library (no GPU needed), so a
+of a task: k+1 ms; stage seconds: check 1, time 2). Each implementation's symbol is looked up in its library (no GPU needed), so a
 job that names a symbol its library lacks fails."""
 import ctypes
 import os
@@ -52,4 +52,5 @@ class FakeMeasurer:
             out["impls"][impl.name] = {"error": "", "configs": configs}
         delay = float(os.environ.get("FAKE_MEASURE_DELAY_S", "0"))
         time.sleep(delay)
+        out["stage_s"] = {"check": 1.0, "time": 2.0}  # fixed, so the supervisor's sums can be checked
         return out

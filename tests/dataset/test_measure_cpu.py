@@ -189,6 +189,9 @@ def test_several_shards_share_one_set_of_workers(saxpy, cfg, tmp_path, monkeypat
                                  require_gpu=False, log=lambda *_: None)
     assert len(started) == 1 and [s.shard for s in summaries] == ["0/2", "1/2"]
     assert all(s.complete for s in summaries) and sum(s.measured for s in summaries) == 6
+    for s in summaries:  # where the workers' time went, summed over each shard's tasks
+        assert s.stage_s == {"check": 1.0 * s.measured, "time": 2.0 * s.measured} and s.starved_s >= 0
+        assert any(line.startswith("GPU workers (worker-seconds): check") for line in s.lines())
     for k, s in zip(range(2), summaries):
         ids = set(read_file(M.shard_path(out, k, 2))["task_id"].to_pylist())
         assert ids == {t.id for t in M.tasks_of_shard(tasks, k, 2, set())[0]} and len(ids) == s.measured
