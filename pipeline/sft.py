@@ -157,9 +157,12 @@ def supervised_pairs(tasks: list[Task], cfg: SFTSection, seed: int,
 def encode_pairs(pairs: list[tuple[Task, str]], chat, max_len: int) -> tuple[list[TrainSequence], int]:
     """Token sequences (opening prompt ids + answer ids + end of turn) and how many were too long."""
     seqs, too_long = [], 0
-    for k, (task, text) in enumerate(pairs):
-        prompt = chat.opening_ids(*opening_messages(task))
-        response = chat.encode(text) + [chat.eos_id]
+    openings = {task.id: chat.opening_text(*opening_messages(task)) for task, _ in pairs}  # one per task
+    prompt_ids = dict(zip(openings, chat.encode_many(list(openings.values()))))
+    answers = chat.encode_many([text for _, text in pairs])
+    for k, ((task, _), answer) in enumerate(zip(pairs, answers)):
+        prompt = prompt_ids[task.id]
+        response = answer + [chat.eos_id]
         if len(prompt) + len(response) > max_len:
             too_long += 1
             continue

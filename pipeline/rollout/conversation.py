@@ -57,10 +57,19 @@ class ChatFormat:
         """Token ids of template text (special tokens written in it are recognised, none added)."""
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        """`encode` of many texts in one batched call (the fast tokenizer spreads it over the cores)."""
+        if not texts:
+            return []
+        return [list(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+    def opening_text(self, system: str, user: str) -> str:
+        """The first prompt as template text: system and user messages, then the reply's header."""
+        return self._render([{"role": "system", "content": system}, {"role": "user", "content": user}], True)
+
     def opening_ids(self, system: str, user: str) -> list[int]:
         """The first prompt: system and user messages, then the header of the assistant's reply."""
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        return self.encode(self._render(messages, True))
+        return self.encode(self.opening_text(system, user))
 
     def glue_ids(self, feedback: str, response_ids: list[int]) -> list[int]:
         """What follows a response in the context: the end of the assistant message (unless the policy

@@ -89,3 +89,17 @@ def test_context_trimming_rule():
     assert kept == [1, 2] and ids == [1] * 10 + [101] * 10 + [201] * 5 + [102] * 10 + [202] * 5
     assert ctx.prompt(100, 20, 1)[1] == [2]  # history_turns_kept
     assert ctx.prompt(40, 20, None) is None  # the newest turn does not fit: the episode must stop
+
+
+def test_batched_encoding_equals_one_at_a_time(model_path, builtin_tasks):
+    """SFT encodes its pairs in batches (encode_many, one prompt per task); the ids are the same."""
+    from pipeline.rollout.conversation import ChatFormat
+    from pipeline.sft import encode_pairs
+    chat = ChatFormat(load_tokenizer(model_path))
+    pairs = [(t, f"```cuda\n{i.code}\n```") for t in list(builtin_tasks.values())[:6] for i in t.implementations[:2]]
+    seqs, too_long = encode_pairs(pairs, chat, 100_000)
+    assert too_long == 0 and len(seqs) == len(pairs)
+    for seq, (task, text) in zip(seqs, pairs):
+        prompt = chat.opening_ids(*opening_messages(task))
+        assert seq.prompt_len == len(prompt) and seq.input_ids == prompt + chat.encode(text) + [chat.eos_id]
+    assert chat.encode_many([]) == [] and chat.encode_many(["a b", ""]) == [chat.encode("a b"), []]
