@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Every GPU check of the project in one script, for the H200 test machine:
-#   bash benchmarks/gpu_checks.sh [verify] [tests] [bench] [structure] [generation] [train] [sft] [train_sft] [multi_gpu]
-# (sft: a short warm start, SFT_S seconds of training; train_sft: two RL steps starting from it, on the
-#  train split it was fitted to (`cudaperf bench` on the test split measures what carries over);
-#  multi_gpu: evaluator scaling, NCCL bandwidth and weight sync, two RL steps of configs/h200x8.yaml; needs
-#  2+ GPUs, says so in one line otherwise; MULTI_GPU_PARTS=evaluators,sync,train picks parts)
+#   bash benchmarks/gpu_checks.sh [verify] [tests] [bench] [structure] [generation] [train] [sft] [train_sft]
+#                                 [sft_bench] [measure] [multi_gpu]
+# sft: a short warm start, SFT_S seconds of training; train_sft: two RL steps starting from it, on the
+#   train split it was fitted to; sft_bench: SFT then `cudaperf bench` of it on LIMIT held-out tasks
+#   (benchmarks/sft_h200.sh: what carries over to unseen families); measure: the dataset within MEASURE_S
+#   seconds (benchmarks/measure_h200.sh, continuing from pipeline/data/measured/); multi_gpu: evaluator
+#   scaling, NCCL bandwidth and weight sync, two RL steps of configs/h200x8.yaml; needs 2+ GPUs, says so
+#   in one line otherwise; MULTI_GPU_PARTS=evaluators,sync,train picks parts.
 # Logs and JSON go to $OUT (or ./gpu-out). Prints a summary table at the end.
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
@@ -30,6 +33,8 @@ for step in $steps; do
                  model.path="$OUT/runs/sft_h200/sft/hf" tasks.source=generated:train rollout.max_new_tokens=1280 rollout.max_turns=2 \
                  model.max_model_len_tokens=2560 run.output_dir="$OUT/runs" train.wandb_mode=disabled \
                  train.progress_bar=false compile.cache_dir=$CUDAPERF_TEST_COMPILE_CACHE > "$OUT/train_sft.log" 2>&1 ;;
+    measure) BUDGET_S=${MEASURE_S:-540} OUT="$OUT" bash benchmarks/measure_h200.sh > "$OUT/measure_summary.log" 2>&1 ;;
+    sft_bench) OUT="$OUT" SFT_S=${SFT_S:-270} LIMIT=${LIMIT:-40} bash benchmarks/sft_h200.sh > "$OUT/sft_bench.log" 2>&1 ;;
     multi_gpu) timeout 590 python3 benchmarks/multi_gpu.py --out "$OUT/multi_gpu.json" \
                  --parts "${MULTI_GPU_PARTS:-evaluators,sync,train}" > "$OUT/multi_gpu.log" 2>&1 ;;
   esac
@@ -47,5 +52,7 @@ for step in $steps; do printf '%-10s %s\n' "$step" "${status[$step]}"; done
 [ -f "$OUT/sft.log" ] && grep -E "^sft|Error|error:" "$OUT/sft.log" | tail -8
 [ -f "$OUT/runs/sft_h200/sft/sft_summary.json" ] && head -c 1500 "$OUT/runs/sft_h200/sft/sft_summary.json" && echo
 [ -f "$OUT/train_sft.log" ] && grep -E "^step |Error|error:|verdicts" "$OUT/train_sft.log" | tail -12
+[ -f "$OUT/measure_summary.log" ] && tail -20 "$OUT/measure_summary.log"
+[ -f "$OUT/sft_bench.log" ] && tail -8 "$OUT/sft_bench.log"
 [ -f "$OUT/multi_gpu.log" ] && grep -E -A16 "^==== multi_gpu|^multi_gpu:" "$OUT/multi_gpu.log" | head -30
 exit 0
