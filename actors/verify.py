@@ -53,7 +53,8 @@ def evaluator_gpus(cfg: RunConfig) -> int:
 
 
 def verify_tasks(cfg: RunConfig, out_path: str | None = None) -> dict:
-    tasks = [t for t in load_tasks(cfg.tasks.source, cfg.tasks.kernelbench_levels, cfg.data.split_seed) if t.kind in cfg.tasks.kinds]
+    tasks = [t for t in load_tasks(cfg.tasks.source, cfg.tasks.kernelbench_levels, cfg.data.split_seed)
+             if t.kind in cfg.tasks.kinds]
     tasks = [t for t in tasks if t.implementations]
     start_ray(cfg.compile.workers + 1)
     n_gpus = evaluator_gpus(cfg)

@@ -243,13 +243,15 @@ def run_sft(cfg: RunConfig) -> dict:
     out = Path(cfg.sft.output_dir) if cfg.sft.output_dir else Path(cfg.run.output_dir) / cfg.run.name / "sft"
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    tasks = [t for t in load_tasks(cfg.tasks.source, cfg.tasks.kernelbench_levels, cfg.data.split_seed) if t.kind in cfg.tasks.kinds]
+    tasks = [t for t in load_tasks(cfg.tasks.source, cfg.tasks.kernelbench_levels, cfg.data.split_seed)
+             if t.kind in cfg.tasks.kinds]
     if not tasks:
         raise SFTError(f"tasks.source '{cfg.tasks.source}' holds no tasks of kinds {cfg.tasks.kinds}; point it at "
                        "the training tasks")
     heldout = []
     if cfg.sft.heldout_source:  # checked before training, so a bad source fails now rather than after it
-        heldout = [t for t in load_tasks(cfg.sft.heldout_source, split_seed=cfg.data.split_seed) if t.kind in cfg.tasks.kinds]
+        heldout = [t for t in load_tasks(cfg.sft.heldout_source, split_seed=cfg.data.split_seed)
+                   if t.kind in cfg.tasks.kinds]
         if not heldout:
             raise SFTError(f"sft.heldout_source '{cfg.sft.heldout_source}' holds no tasks of kinds {cfg.tasks.kinds}; "
                            "point it at held-out tasks or set sft.heldout_source='' to skip the check")
