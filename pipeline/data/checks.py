@@ -24,7 +24,6 @@ from pathlib import Path
 from pipeline.records import Task
 
 
-
 def sample_tasks(tasks: list[Task], n: int = 0, per_group: int = 0) -> list[Task]:
     """About n tasks (or `per_group` tasks of every (family, kind) group) spread evenly over the
     groups and evenly spaced within each (deterministic)."""
@@ -45,9 +44,10 @@ def check_compile(tasks: list[Task], workers: int = 2, batch: int = 40, progress
                   compile_cfg=None) -> list[str]:
     """Compile every implementation of `tasks` with nvcc; one line per failing implementation."""
     from pipeline.config import CompileSection
+    from pipeline.data.measure_worker import default_entry
     from pipeline.evaluation.compile import Compiler
     cfg = compile_cfg or CompileSection()
-    units = [(f"{t.id}/{i.name}", i.code, t.function if i.format == "c2cuda" else "launch")
+    units = [(f"{t.id}/{i.name}", i.code, default_entry(t, i.format))
              for t in tasks for i in t.implementations if i.format in ("c2cuda", "light")]
     batches = [units[k:k + batch] for k in range(0, len(units), batch)]
     compiler = Compiler(cfg)

@@ -99,9 +99,9 @@ def cmd_build(cfg: RunConfig, args) -> int:
 
 def cmd_stats(cfg: RunConfig, args, card_dir: str | None) -> int:
     from pipeline.data.card import format_stats, kernelbench_overlap, measurement_stats, task_counts, write_card
+    from pipeline.data.measured import current_rows
     from pipeline.data.reader import generator_version
     tasks = _tasks(cfg, args.source)
-    from pipeline.data.measured import current_rows
     table = _measurements(cfg, args.measured)
     counts = task_counts(tasks, cfg.data.split_seed, kernelbench_overlap(tasks))
     stale = 0

@@ -407,14 +407,10 @@ def measure_shard(cfg: RunConfig, tasks: list[Task], shard: tuple[int, int], out
     mine, todo = tasks_of_shard(tasks, k, n, done)
     summary = MeasureSummary(f"{k}/{n}", len(mine), len(mine) - len(todo), compile_only=compile_only)
     if not compile_only and require_gpu and todo:
-        from pipeline.cli import gpu_count
-        if gpu_count() == 0:
-            raise MeasureError("no NVIDIA GPU is visible to this process; run `cudaperf data measure` on a GPU host, "
-                               "or add --compile-only to build and analyse the shard here")
+        _require_gpu()
     redo = {t.id for t in todo}
     kept = [r for r in read_file(path).to_pylist() if r["task_id"] not in redo] if path.is_file() else []
     log(f"shard {k}/{n}: {len(mine)} tasks, {len(todo)} to measure ({summary.already_measured} already measured)")
-    settings = measure_settings(cfg)
     evaluator = Evaluator(cfg.eval.model_copy(update={"result_cache_dir": ""}), cfg.compile, use_gpu=False)
     compiler_threads = cfg.data.compile_workers or os.cpu_count() or 1
     queue, compiling, retry = deque(todo), deque(), deque()
@@ -440,8 +436,7 @@ def measure_shard(cfg: RunConfig, tasks: list[Task], shard: tuple[int, int], out
     with ThreadPoolExecutor(compiler_threads) as compilers:
         try:
             if not compile_only and todo:
-                pool = pool or WorkerPool(cfg.data.gpu_workers, settings, worker_class, cfg.data.task_timeout_s,
-                                          cfg.data.tasks_per_worker)
+                pool = pool or start_pool(cfg, worker_class)
                 ctx = RowContext({c: pool.info[c] for c in ("gpu_name", "sm_clock_mhz", "mem_clock_mhz", "driver",
                                                              "cuda", "torch_version")},
                                  generator_version, cfg.data.split_seed)
@@ -527,7 +522,9 @@ def measure_shards(cfg: RunConfig, tasks: list[Task], shards: list[tuple[int, in
                 log(f"time budget spent: shard {shard[0]}/{shard[1]} and later ones not started")
                 break
             if pool is None and not compile_only and len(shards) > 1:
-                pool = _shared_pool(cfg, worker_class, kwargs.get("require_gpu", True))
+                if kwargs.get("require_gpu", True):
+                    _require_gpu()
+                pool = start_pool(cfg, worker_class)
             summaries.append(measure_shard(cfg, tasks, shard, out_dir, minutes=left, compile_only=compile_only,
                                            worker_class=worker_class, log=log, pool=pool, **kwargs))
     finally:
@@ -536,11 +533,15 @@ def measure_shards(cfg: RunConfig, tasks: list[Task], shards: list[tuple[int, in
     return summaries
 
 
-def _shared_pool(cfg: RunConfig, worker_class: str, require_gpu: bool) -> WorkerPool:
+def _require_gpu() -> None:
     from pipeline.cli import gpu_count
-    if require_gpu and gpu_count() == 0:
+    if gpu_count() == 0:
         raise MeasureError("no NVIDIA GPU is visible to this process; run `cudaperf data measure` on a GPU host, "
                            "or add --compile-only to build and analyse the shard here")
+
+
+def start_pool(cfg: RunConfig, worker_class: str = WORKER_CLASS) -> WorkerPool:
+    """The measurement workers of `cfg.data` (gpu_workers, task_timeout_s, tasks_per_worker)."""
     d = cfg.data
     return WorkerPool(d.gpu_workers, measure_settings(cfg), worker_class, d.task_timeout_s, d.tasks_per_worker)
 

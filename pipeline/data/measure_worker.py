@@ -70,7 +70,8 @@ def worker_main(conn, settings: dict, worker_class: str = WORKER_CLASS) -> None:
 
 def default_entry(task, fmt: str) -> str:
     """The function an implementation of this format exports when built on its own."""
-    return task.function if fmt == "c2cuda" else "launch"
+    from pipeline.evaluation import light_abi
+    return task.function if fmt == "c2cuda" else light_abi.ENTRY_POINT
 
 
 def nvcc_release(nvcc: str = "nvcc") -> str:
