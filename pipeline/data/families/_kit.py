@@ -51,6 +51,10 @@ class DType:
 FLOAT = DType("float", "f", "f", 4, "float4", 4, Tolerance(rtol=1e-4, atol=1e-5))
 DOUBLE = DType("double", "", "", 8, "double2", 2, Tolerance(rtol=1e-9, atol=1e-10))
 DTYPES = {"float": FLOAT, "double": DOUBLE}
+SQRT_NEAR_ZERO_TOL = Tolerance(rtol=1e-4, atol=1e-3)
+"""Float results that end in a square root of a value that may come out near 0: sqrt's slope is
+unbounded there, so a rounding difference of an ulp before it (libm vs CUDA math, a fused
+multiply-add) becomes ~1e-4 of the output's scale after it, between two correct programs."""
 
 
 def tfill(template: str, dt: DType, **values) -> str:

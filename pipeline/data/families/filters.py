@@ -45,6 +45,12 @@ def _dense(dims: int, radius: int, taps) -> list:
     return flat
 
 
+TORCH_STENCIL_TOL = Tolerance(rtol=1e-4, atol=1e-4)
+"""PyTorch's reference is cuDNN's convolution, which sums the taps in its own order: where taps of
+both signs cancel to near 0, two correct sums differ by more than 1e-5 of the output's RMS (a few
+points in millions on the H200)."""
+
+
 def _torch_stencil(family, variant, s: Stencil, tpost: str, description: str, flops: int):
     dims, R = s.dims, s.radius
     side = 2 * R + 1
@@ -76,7 +82,7 @@ def _torch_stencil(family, variant, s: Stencil, tpost: str, description: str, fl
               + "(float*)outputs[0], stream);")
     total = "*".join(s.sizes())
     return torch_task(family, variant, module.source(), stencil_configs(dims, FLOAT), f"{flops}*{total}",
-                      f"8*{total}", implementations(s), launch, Tolerance(rtol=1e-4, atol=1e-5), description)
+                      f"8*{total}", implementations(s), launch, TORCH_STENCIL_TOL, description)
 
 
 def _weights(rng, n: int) -> list[float]:

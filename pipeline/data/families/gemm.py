@@ -10,8 +10,8 @@ outer_product: naive, row_threads (uncoalesced), block_per_row, vector_loads, co
 """
 from __future__ import annotations
 
-from pipeline.data.families._kit import (DOUBLE, FLOAT, UNARY, UNBOUNDED_SAFE, BINARY, Impl, TorchModule, arg,
-                                         arg_names, bin_t, c2cuda_task, configs, dedent, signature, tfill, torch_task)
+from pipeline.data.families._kit import (BINARY, DOUBLE, FLOAT, SQRT_NEAR_ZERO_TOL, UNARY, UNBOUNDED_SAFE, Impl,
+                                         TorchModule, arg, arg_names, bin_t, c2cuda_task, configs, dedent, signature, tfill, torch_task)
 from pipeline.records import Tolerance
 
 TOL = Tolerance(rtol=1e-3, atol=1e-4)
@@ -23,7 +23,7 @@ def _outer_tol(dt, epi: str) -> Tolerance:
     to near 0 (sqrt's slope is unbounded there, and nvcc fuses g + acc into one rounding, gcc not)."""
     if dt.name == "double":
         return DTOL
-    return Tolerance(rtol=1e-4, atol=1e-3) if "sqrt" in epi else Tolerance(rtol=1e-5, atol=1e-6)
+    return SQRT_NEAR_ZERO_TOL if "sqrt" in epi else Tolerance(rtol=1e-5, atol=1e-6)
 
 _G_HEAD = """
 #define A_AT(i, k) A[${A_IDX}]
@@ -540,7 +540,7 @@ def _outer_t(g, epi, acc):
                    [{"M": 4096, "N": 4096}, {"M": 3001, "N": 2001}])
     return torch_task("outer_product", f"{g}_{epi}{'_acc' if acc else ''}", module.source(), cfgs,
                       f"{BINARY[g].flops + 2}*M*N", f"4*(M + N + {2 if acc else 1}*M*N)", _o_impls(FLOAT, g, epi, acc, args),
-                      launch, Tolerance(rtol=1e-5, atol=1e-6), f"{epi}({g} of x[:, None] and y[None, :]{' + c' if acc else ''})")
+                      launch, _outer_tol(FLOAT, epi), f"{epi}({g} of x[:, None] and y[None, :]{' + c' if acc else ''})")
 
 
 def generate(rng) -> list:
