@@ -242,6 +242,10 @@ class SFTSection(Section):
     entry_first: bool = Field(False, description="c2cuda: answers define the extern \"C\" entry right after the "
                               "includes (its kernels' host code declared ahead), so the name and parameters to copy "
                               "from the prompt come first, not after hundreds of tokens of kernels")
+    entry_name_weight: float = Field(1.0, ge=1.0, description="supervised: loss weight of the response tokens that "
+                                     "spell the entry point's name (c2cuda), against 1 for every other token: the name "
+                                     "must be copied from the prompt, and it is a few tokens among hundreds of "
+                                     "boilerplate ones the model learns first")
     rejection_rounds: int = Field(1, ge=1, description="rejection: rounds of sample, evaluate, keep, train")
     rejection_keep: list[Literal["correct", "not_executed", "incorrect"]] = Field(
         ["correct"], description="rejection: verdicts of the samples trained on (not_executed only for CPU tests)")

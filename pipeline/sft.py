@@ -16,7 +16,8 @@ of pipeline/rl/loss.py: the loss is on response tokens only):
   the fastest ones: measured times (pipeline/data/measured/) where every kept implementation of a
   task was measured correct, strategy order otherwise; the log says which. `rename_copies_per_pair`
   adds copies of c2cuda pairs with the function renamed throughout, so the policy learns to take
-  the name from the prompt. Pairs longer than model.max_model_len_tokens are dropped (counted).
+  the name from the prompt, and `entry_name_weight` weights the loss on the tokens of that name.
+  Pairs longer than model.max_model_len_tokens are dropped (counted).
 - rejection: per round, sample every task (rollout settings, multi-turn as in RL), evaluate with
   the evaluator pools, and train on the turns whose verdict is in `sft.rejection_keep`, as the
   policy sampled them (its own tokens, its own context).
@@ -154,19 +155,33 @@ def supervised_pairs(tasks: list[Task], cfg: SFTSection, seed: int,
     return pairs, dict(stats)
 
 
-def encode_pairs(pairs: list[tuple[Task, str]], chat, max_len: int) -> tuple[list[TrainSequence], int]:
-    """Token sequences (opening prompt ids + answer ids + end of turn) and how many were too long."""
+def name_weights(text: str, offsets: list[tuple[int, int]], name: str, weight: float) -> list[float]:
+    """Per token of `text` (its character `offsets`): `weight` on tokens that overlap a whole-word
+    occurrence of `name`, 1 elsewhere."""
+    spans = [m.span() for m in re.finditer(rf"\b{re.escape(name)}\b", text)] if name else []
+    return [weight if any(a < e and s < b for s, e in spans) else 1.0 for a, b in offsets]
+
+
+def encode_pairs(pairs: list[tuple[Task, str]], chat, max_len: int,
+                 entry_name_weight: float = 1.0) -> tuple[list[TrainSequence], int]:
+    """Token sequences (opening prompt ids + answer ids + end of turn) and how many were too long;
+    with `entry_name_weight` > 1 the c2cuda entry's name tokens in the answer carry that loss weight."""
     seqs, too_long = [], 0
     openings = {task.id: chat.opening_text(*opening_messages(task)) for task, _ in pairs}  # one per task
     prompt_ids = dict(zip(openings, chat.encode_many(list(openings.values()))))
-    answers = chat.encode_many([text for _, text in pairs])
-    for k, ((task, _), answer) in enumerate(zip(pairs, answers)):
+    texts = [text for _, text in pairs]
+    answers, offsets = chat.encode_many_with_offsets(texts) if entry_name_weight != 1.0 else (
+        chat.encode_many(texts), None)
+    for k, ((task, text), answer) in enumerate(zip(pairs, answers)):
         prompt = prompt_ids[task.id]
         response = answer + [chat.eos_id]
         if len(prompt) + len(response) > max_len:
             too_long += 1
             continue
-        seqs.append(TrainSequence(prompt + response, len(prompt), [0.0] * len(response), 0.0, (task.id, k)))
+        weights = None
+        if offsets is not None and task.kind == "c2cuda":
+            weights = name_weights(text, offsets[k], entry_point(task), entry_name_weight) + [1.0]
+        seqs.append(TrainSequence(prompt + response, len(prompt), [0.0] * len(response), 0.0, (task.id, k), weights))
     return seqs, too_long
 
 
@@ -269,7 +284,7 @@ def run_sft(cfg: RunConfig) -> dict:
         if cfg.sft.mode == "supervised":
             measured = measured_times({t.id for t in tasks}) if cfg.sft.keep_fastest_per_task else {}
             pairs, stats = supervised_pairs(tasks, cfg.sft, cfg.run.seed, measured)
-            seqs, too_long = encode_pairs(pairs, chat, cfg.model.max_model_len_tokens)
+            seqs, too_long = encode_pairs(pairs, chat, cfg.model.max_model_len_tokens, cfg.sft.entry_name_weight)
             summary.update(stats, too_long=too_long, sequences=len(seqs), tokens_per_epoch=sum(map(len, seqs)))
             print(f"sft: {len(seqs)} sequences ({summary['tokens_per_epoch']} tokens) from {len(tasks)} tasks; "
                   f"{too_long} longer than {cfg.model.max_model_len_tokens} tokens dropped; {stats}")

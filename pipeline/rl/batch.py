@@ -32,6 +32,7 @@ class TrainSequence:
     old_logprobs: list[float]  # one per response token, len(input_ids) - prompt_len of them
     advantage: float
     key: tuple[str, int]  # (episode_id, turn index), for tracing a row back to its turn
+    weights: list[float] | None = None  # SFT: a loss weight per response token (None: 1 each)
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -42,7 +43,7 @@ class MicroBatch:
     """One forward pass worth of sequences. Every tensor is [B, L] (B sequences, L the longest).
 
     input_ids int64; attention_mask int64 (1 on real tokens); response_mask float32 (1 on the
-    policy's tokens); old_logprobs float32 (the generator's, 0 elsewhere); advantages float32
+    policy's tokens, or the sequence's SFT loss weights there; 0 elsewhere); old_logprobs float32 (the generator's, 0 elsewhere); advantages float32
     (the turn's advantage on each of its response tokens, 0 elsewhere); ref_logprobs float32 or
     None (the frozen reference's, filled by the driver when rl.kl_coef > 0).
     """
@@ -60,7 +61,7 @@ class MicroBatch:
 
     @property
     def policy_tokens(self) -> int:
-        return int(self.response_mask.sum().item())
+        return int((self.response_mask > 0).sum().item())
 
 
 def sequences_from_trajectories(trajectories: Sequence[Trajectory]) -> list[TrainSequence]:
@@ -95,7 +96,9 @@ def collate(seqs: Sequence[TrainSequence], pad_id: int = 0) -> MicroBatch:
                              f"(prompt {p}, length {n}, logprobs {len(s.old_logprobs)})")
         input_ids[row, :n] = torch.tensor(s.input_ids, dtype=torch.int64)
         attention[row, :n] = 1
-        resp[row, p:n] = 1.0
+        if s.weights is not None and len(s.weights) != n - p:
+            raise ValueError(f"sequence {s.key} has {n - p} response tokens but {len(s.weights)} weights")
+        resp[row, p:n] = 1.0 if s.weights is None else torch.tensor(s.weights, dtype=torch.float32)
         old[row, p:n] = torch.tensor(s.old_logprobs, dtype=torch.float32)
         adv[row, p:n] = float(s.advantage)
     return MicroBatch(input_ids, attention, resp, old, adv, [s.key for s in seqs])

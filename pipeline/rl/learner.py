@@ -224,16 +224,17 @@ class Learner:
                                         mode, self.rl.clip_eps, self.rl.clip_eps_high, ref, self.rl.kl_coef,
                                         denominator)
             else:
-                value = sft_loss(lp, mask, mode, denominator)
-                n = float(mask.sum())
-                stats = {"nll": float(-(lp.detach() * mask).sum()) / max(n, 1.0), "tokens": n}
+                value = sft_loss(lp, mask, mode, denominator)  # a weighted mean where the mask holds weights
+                on = (mask > 0).float()
+                n = float(on.sum())
+                stats = {"nll": float(-(lp.detach() * on).sum()) / max(n, 1.0), "tokens": n}
             self.engine.backward(value)
             sums["loss"] += float(value.detach())
             if real:  # statistics are token means: weight each micro-batch's by its tokens
                 for k in stat_keys:
                     sums[k] += stats[k] * stats["tokens"]
                 if ent is not None:
-                    sums["entropy"] += float((ent * mask).sum())
+                    sums["entropy"] += float((ent * (mask > 0)).sum())
                 sums["policy_tokens"] += stats["tokens"]
                 sums["sequences"] += float((mask.sum(-1) > 0).sum())
         lr = warmup_lr(self.step + 1, self.cfg.lr, self.cfg.lr_warmup_steps)

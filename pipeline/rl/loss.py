@@ -37,11 +37,12 @@ def aggregation_denominator(mode: Aggregation, masks: Sequence[torch.Tensor]) ->
 
 def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: Aggregation,
               denominator: float | None = None) -> torch.Tensor:
-    """[B, L] values, [B, L] mask -> scalar, by `mode` (module docstring); 0 when nothing is masked."""
+    """[B, L] values, [B, L] mask -> scalar, by `mode` (module docstring); 0 when nothing is masked. A mask
+    of weights instead of 0/1 (SFT's per-token weights) makes the means weighted means."""
     if values.shape != mask.shape or values.dim() != 2:
         raise ValueError(f"values {tuple(values.shape)} and mask {tuple(mask.shape)} must both be [B, L]")
     mask = mask.to(values.dtype)
-    masked = torch.where(mask > 0, values, torch.zeros_like(values))
+    masked = torch.where(mask > 0, values * mask, torch.zeros_like(values))
     if mode == "token_mean":
         numerator = masked.sum()
     elif mode == "seq_mean_token_sum":

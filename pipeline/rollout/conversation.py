@@ -63,6 +63,13 @@ class ChatFormat:
             return []
         return [list(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
+    def encode_many_with_offsets(self, texts: list[str]) -> tuple[list[list[int]], list[list[tuple[int, int]]]]:
+        """`encode_many`, and per token the (start, end) characters of the text it covers."""
+        if not texts:
+            return [], []
+        enc = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
+        return [list(ids) for ids in enc["input_ids"]], [[tuple(o) for o in offs] for offs in enc["offset_mapping"]]
+
     def opening_text(self, system: str, user: str) -> str:
         """The first prompt as template text: system and user messages, then the reply's header."""
         return self._render([{"role": "system", "content": system}, {"role": "user", "content": user}], True)

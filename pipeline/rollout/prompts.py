@@ -3,7 +3,8 @@
 Both task kinds ask for one `.cu` file in one fenced ```cuda block, the answer format that
 parsing.py reads back:
 - c2cuda: the C reference, the exact `extern "C"` signature to define, what each argument holds
-  (device pointers, which are read, written or both, their element counts) and the sizes used.
+  (device pointers, which are read, written or both, their element counts) and the sizes used;
+  the last line states the signature again, next to where the answer starts.
 - torch2cuda: the PyTorch reference and the light calling convention (light_abi.py, the one
   definition), with the tensor list and shapes of one small configuration, computed by running
   the reference module on CPU, and the reminder that shapes change between configurations.
@@ -72,7 +73,7 @@ def c2cuda_prompt(task: Task) -> str:
         lines.append(f"Checked against the C function on: {show(checked)}.")
     if timed:
         lines.append(f"Timed against a naive one-thread-per-element CUDA version on: {show(timed)}.")
-    lines.append("Reply with the complete file in one ```cuda block.")
+    lines.append(f"Reply with the complete file in one ```cuda block. It defines {c_signature(task)}")
     return "\n".join(lines)
 
 

@@ -1,6 +1,7 @@
 """cudaperf sft on CPU with the tiny model: pairs in the RL prompt format, the loss falls, the
 checkpoint loads as a policy; rejection mode trains on the policy's own kept samples."""
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ from pipeline.config import SFTSection
 from pipeline.records import Implementation
 from pipeline.rollout.parsing import answer_text, extract_code
 from pipeline.rollout.prompts import entry_point, opening_messages
-from pipeline.sft import fastest_first, main, renamed, supervised_pairs
+from pipeline.sft import encode_pairs, fastest_first, main, renamed, supervised_pairs
 from pipeline.tasks import load_tasks
 
 pytestmark = pytest.mark.slow
@@ -43,6 +44,32 @@ def test_pairs_rename_and_order(small_task_dir):
     assert len({t.function for t in saxpy_renamed}) == 4  # every copy its own made-up name
     new_task, new_impl = renamed(task, task.implementations[0], "fused_op")
     assert new_task.function == "fused_op" and "fused_op" in new_task.reference and "fused_op" in new_impl.code
+
+
+def test_entry_name_tokens_carry_the_loss_weight(small_task_dir, model_cfg):
+    from pipeline.rollout.conversation import ChatFormat
+    from pipeline.rollout.tiny_model import load_tokenizer, resolve_model_path
+    tasks = load_tasks(small_task_dir)
+    pairs, _ = supervised_pairs(tasks, SFTSection(rename_copies_per_pair=1, keep_fastest_per_task=1,
+                                                  entry_first=True), 0, {})
+    tokenizer = load_tokenizer(resolve_model_path(model_cfg))
+    chat = ChatFormat(tokenizer)
+    plain, _ = encode_pairs(pairs, chat, 4096)
+    weighted, _ = encode_pairs(pairs, chat, 4096, entry_name_weight=20.0)
+    assert [s.input_ids for s in plain] == [s.input_ids for s in weighted] and all(s.weights is None for s in plain)
+    kinds = set()
+    for (task, answer), s in zip(pairs, weighted):
+        kinds.add(task.kind)
+        if task.kind != "c2cuda":
+            assert s.weights is None
+            continue
+        response = s.input_ids[s.prompt_len:]
+        assert len(s.weights) == len(response) and set(s.weights) == {1.0, 20.0}
+        heavy = [t for t, w in zip(response, s.weights) if w == 20.0]
+        mentions = len(re.findall(rf"\b{entry_point(task)}\b", answer))
+        assert tokenizer.decode(heavy).count(entry_point(task)) == mentions >= 1
+        assert len(heavy) <= mentions * (len(tokenizer.encode(entry_point(task), add_special_tokens=False)) + 2)
+    assert kinds == {"c2cuda", "torch2cuda"}
 
 
 def test_supervised_sft_lowers_loss_and_writes_a_policy(small_task_dir, tiny_dir, tmp_path):

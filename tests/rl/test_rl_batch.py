@@ -29,6 +29,15 @@ def test_turns_become_aligned_rows():
     assert mb.padded_tokens == 14 and mb.policy_tokens == 3
 
 
+def test_sft_weights_fill_the_response_mask():
+    weighted = TrainSequence([1, 2, 3, 4, 5], 2, [0.0] * 3, 0.0, ("w", 0), weights=[1.0, 20.0, 1.0])
+    mb = collate([weighted, seq(2, 2, key=1)])
+    assert mb.response_mask.tolist() == [[0, 0, 1, 20, 1], [0, 0, 1, 1, 0]]
+    assert mb.policy_tokens == 5  # tokens are counted, not weighted
+    with pytest.raises(ValueError, match="3 response tokens but 2 weights"):
+        collate([TrainSequence([1, 2, 3, 4, 5], 2, [0.0] * 3, 0.0, ("w", 1), weights=[1.0, 2.0])])
+
+
 def test_logprob_count_mismatch_is_an_error():
     turn = Turn(prompt_ids=[1], response_ids=[2, 3], logprobs=[-1.0])
     with pytest.raises(ValueError, match="episode ep turn 0 has 2 response tokens but 1 logprobs"):

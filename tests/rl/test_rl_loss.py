@@ -1,4 +1,6 @@
 """PPO-clip, KL and SFT losses on hand-made [B, L] tensors."""
+import math
+
 import pytest
 import torch
 
@@ -103,3 +105,12 @@ def test_shape_errors_name_the_tensors():
         ppo_loss(torch.zeros(2, 5), torch.zeros(2, 5), torch.zeros(2, 4), MASK)
     with pytest.raises(ValueError, match="token aggregation"):
         aggregate(torch.zeros(2, 5), MASK, "mean")
+
+
+def test_weighted_mask_gives_weighted_means():
+    values = torch.tensor([[9.0, 9.0, 1.0, 2.0, 3.0], [9.0, 9.0, 4.0, 9.0, 9.0]])
+    weights = MASK * torch.tensor([[1.0, 1.0, 1.0, 10.0, 1.0], [1.0, 1.0, 1.0, 1.0, 1.0]])
+    assert aggregate(values, weights, "token_mean").item() == pytest.approx((1 + 20 + 3 + 4) / 13)
+    assert aggregate(values, weights, "seq_mean_token_mean").item() == pytest.approx(((1 + 20 + 3) / 12 + 4) / 2)
+    lp = torch.log(torch.tensor([[0.5, 0.5, 0.5, 0.1, 0.5], [0.5, 0.5, 0.5, 0.5, 0.5]]))
+    assert sft_loss(lp, weights).item() == pytest.approx(-(3 * math.log(0.5) + 10 * math.log(0.1)) / 13)
