@@ -37,19 +37,19 @@ def first_entry_name(text: str) -> str | None:
     return match.group(1) if match else None
 
 
-def names_written(model, chat, tokenizer, tasks, max_new_tokens: int) -> list[tuple[str, str | None]]:
+def names_written(model, chat, tokenizer, pad_id: int, tasks, max_new_tokens: int) -> list[tuple[str, str | None]]:
     """(name asked for, name written on the first extern "C" line) per task, greedy."""
     import torch
 
     from pipeline.rollout.prompts import opening_messages
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     out = []
     for task in tasks:
         prompt = chat.opening_ids(*opening_messages(task))
         with torch.no_grad():
             ids = model.generate(torch.tensor([prompt]), max_new_tokens=max_new_tokens, do_sample=False,
                                  pad_token_id=pad_id)
-        out.append((task.function, first_entry_name(tokenizer.decode(ids[0, len(prompt):], skip_special_tokens=True))))
+        answer = tokenizer.decode(ids[0, len(prompt):], skip_special_tokens=True)
+        out.append((task.function, first_entry_name(answer)))
     return out
 
 
@@ -88,8 +88,8 @@ def one_variant(args) -> dict:
     model = learner.engine.module.eval()
     rng = random.Random(1)  # names the training never used
     fresh = [renamed(t, t.implementations[0], random_name(rng))[0] for t in tasks]
-    recall = names_written(model, chat, tokenizer, tasks, args.answer_tokens)
-    copy = names_written(model, chat, tokenizer, fresh, args.answer_tokens)
+    recall = names_written(model, chat, tokenizer, pad_id, tasks, args.answer_tokens)
+    copy = names_written(model, chat, tokenizer, pad_id, fresh, args.answer_tokens)
     rate = lambda rows: sum(asked == wrote for asked, wrote in rows) / len(rows)
     return {"rename_copies_per_pair": copies, "entry_name_weight": weight, "tasks": len(tasks),
             "sequences": len(seqs), "too_long": too_long, "steps": len(history),

@@ -43,9 +43,10 @@ class MicroBatch:
     """One forward pass worth of sequences. Every tensor is [B, L] (B sequences, L the longest).
 
     input_ids int64; attention_mask int64 (1 on real tokens); response_mask float32 (1 on the
-    policy's tokens, or the sequence's SFT loss weights there; 0 elsewhere); old_logprobs float32 (the generator's, 0 elsewhere); advantages float32
-    (the turn's advantage on each of its response tokens, 0 elsewhere); ref_logprobs float32 or
-    None (the frozen reference's, filled by the driver when rl.kl_coef > 0).
+    policy's tokens, or the sequence's SFT loss weights there; 0 elsewhere); old_logprobs float32
+    (the generator's, 0 elsewhere); advantages float32 (the turn's advantage on each of its response
+    tokens, 0 elsewhere); ref_logprobs float32 or None (the frozen reference's, filled by the driver
+    when rl.kl_coef > 0).
     """
     input_ids: torch.Tensor
     attention_mask: torch.Tensor

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.data.families._kit import (BINARY, DOUBLE, DTYPES, FLOAT, SQRT_NEAR_ZERO_TOL, UNARY, UNBOUNDED_SAFE, DType, Impl,
-                                         TorchModule, arg, bin_c, bin_t, c2cuda_task, configs, dedent, pick, tfill,
-                                         torch_task)
+from pipeline.data.families._kit import (BINARY, DOUBLE, DTYPES, FLOAT, SQRT_NEAR_ZERO_TOL, UNARY, UNBOUNDED_SAFE,
+                                         DType, Impl, TorchModule, arg, bin_c, bin_t, c2cuda_task, configs, dedent,
+                                         pick, tfill, torch_task)
 from pipeline.records import Tolerance
 
 UINT = DType("unsigned int", "", "u", 4, "uint4", 4, Tolerance(rtol=0, atol=0))
@@ -232,8 +232,8 @@ def fused_tasks(rng) -> list:
             dt = FLOAT if len(out) % 3 == 0 else DOUBLE
             e = Elementwise(dt, ["a", "b", "c"], "d", steps, flops)
             tol = SQRT_NEAR_ZERO_TOL if dt is FLOAT and u2 == "sqrt_abs" else None  # u1 is libm's in C, CUDA's here
-            out.append(_c_task("elementwise_fused", f"{variant}_{dt.name}", e, f"{o2}({u2}({o1}({u1}(a), b)), c), {dt.name}",
-                               tol))
+            out.append(_c_task("elementwise_fused", f"{variant}_{dt.name}", e,
+                               f"{o2}({u2}({o1}({u1}(a), b)), c), {dt.name}", tol))
     return out
 
 

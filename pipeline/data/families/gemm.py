@@ -11,7 +11,8 @@ outer_product: naive, row_threads (uncoalesced), block_per_row, vector_loads, co
 from __future__ import annotations
 
 from pipeline.data.families._kit import (BINARY, DOUBLE, FLOAT, SQRT_NEAR_ZERO_TOL, UNARY, UNBOUNDED_SAFE, Impl,
-                                         TorchModule, arg, arg_names, bin_t, c2cuda_task, configs, dedent, signature, tfill, torch_task)
+                                         TorchModule, arg, arg_names, bin_t, c2cuda_task, configs, dedent, signature,
+                                         tfill, torch_task)
 from pipeline.records import Tolerance
 
 TOL = Tolerance(rtol=1e-3, atol=1e-4)
