@@ -53,10 +53,10 @@ class LearnerActor:
                            backend="nccl" if use_gpu else "gloo")
         from pipeline.rl.learner import Learner
         from pipeline.rl.update import build_policy
-        from pipeline.rollout.tiny_model import load_tokenizer
+        from pipeline.rollout.tiny_model import load_tokenizer, padding_id
 
         tokenizer = load_tokenizer(model_path)
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.pad_id = padding_id(tokenizer)
         self.learner = Learner(learner_cfg, rl_cfg, build_policy(model_path, learner_cfg), tokenizer=tokenizer,
                                temperature=temperature, seed=seed)
         if rl_cfg.kl_coef > 0:

@@ -1,11 +1,11 @@
-"""Does the SFT policy write the entry point's name it is asked for? Variants of the renamed copies
-and of `sft.entry_name_weight`, side by side in one run, each judged two ways.
+"""Does the SFT policy write the entry point's name it is asked for? Variants of the renamed copies,
+the name drills and `sft.entry_name_weight`, side by side in one run, each judged two ways.
 
-    python benchmarks/sft_name_copy.py --variants 0:1,0:20,3:1,3:20 --steps 240 \
+    python benchmarks/sft_name_copy.py --variants 0:1,0:20,3:1,3:20,0:1:8 --steps 240 \
         --out benchmarks/results/sft_name_copy_cpu.json
 
-A variant C:W trains with sft.rename_copies_per_pair=C (the originals kept) and
-sft.entry_name_weight=W, its own model from the same random start (a subprocess each: one learner
+A variant C:W[:D] trains with sft.rename_copies_per_pair=C (the originals kept),
+sft.entry_name_weight=W and sft.name_drills_per_pair=D (default 0), its own model from the same random start (a subprocess each: one learner
 per process), for about `--steps` optimizer steps on c2cuda tasks of the train split (fastest
 implementation per task, entry first). Then it answers greedily, and the first `extern "C"` line of
 each answer is compared with the name asked for (another name there is a format_error):
@@ -59,12 +59,13 @@ def one_variant(args) -> dict:
 
     from pipeline.config import load_config
     from pipeline.rollout.conversation import ChatFormat
-    from pipeline.rollout.tiny_model import load_tokenizer, resolve_model_path
-    from pipeline.sft import encode_pairs, make_learner, random_name, renamed, supervised_pairs, train
+    from pipeline.rollout.tiny_model import load_tokenizer, padding_id, resolve_model_path
+    from pipeline.sft import encode_pairs, make_learner, name_drills, random_name, renamed, supervised_pairs, train
     from pipeline.tasks import load_tasks
 
     torch.manual_seed(0)
-    copies, weight = int(args.one.split(":")[0]), float(args.one.split(":")[1])
+    spec = args.one.split(":") + ["0"]
+    copies, weight, drills = int(spec[0]), float(spec[1]), int(spec[2])
     cfg = load_config(ROOT / "configs/sft_h200.yaml", [
         f"model.tiny_hidden_size={args.hidden}", f"model.tiny_layers={args.layers}",
         f"model.tiny_heads={args.hidden // 64}", "model.dtype=float32", "learner.precision=fp32",
@@ -76,10 +77,12 @@ def one_variant(args) -> dict:
     model_path = resolve_model_path(cfg.model)
     tokenizer = load_tokenizer(model_path)
     chat = ChatFormat(tokenizer)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad_id = padding_id(tokenizer)
     learner = make_learner(cfg, model_path, tokenizer)
     pairs, _ = supervised_pairs(tasks, cfg.sft, cfg.run.seed, {})
     seqs, too_long = encode_pairs(pairs, chat, cfg.model.max_model_len_tokens, cfg.sft.entry_name_weight)
+    seqs += encode_pairs(name_drills(pairs, drills, cfg.run.seed), chat, cfg.model.max_model_len_tokens,
+                         cfg.sft.entry_name_weight, end_turn=False)[0]
     steps_per_epoch = -(-len(seqs) // cfg.sft.sequences_per_step)
     epochs = max(1, round(args.steps / steps_per_epoch))  # about `steps` for every variant
     cfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"epochs": epochs})})
@@ -87,11 +90,12 @@ def one_variant(args) -> dict:
         history = train(learner, seqs, cfg, log, None, pad_id, cfg.run.seed)
     model = learner.engine.module.eval()
     rng = random.Random(1)  # names the training never used
-    fresh = [renamed(t, t.implementations[0], random_name(rng))[0] for t in tasks]
+    fresh = [renamed(t, random_name(rng)) for t in tasks]
     recall = names_written(model, chat, tokenizer, pad_id, tasks, args.answer_tokens)
     copy = names_written(model, chat, tokenizer, pad_id, fresh, args.answer_tokens)
     rate = lambda rows: sum(asked == wrote for asked, wrote in rows) / len(rows)
-    return {"rename_copies_per_pair": copies, "entry_name_weight": weight, "tasks": len(tasks),
+    return {"rename_copies_per_pair": copies, "entry_name_weight": weight, "name_drills_per_pair": drills,
+            "tasks": len(tasks),
             "sequences": len(seqs), "too_long": too_long, "steps": len(history),
             "tokens_trained": sum(m["policy_tokens"] for m in history),
             "last_loss": history[-1]["loss"] if history else None, "recall_rate": rate(recall), "copy_rate": rate(copy),
@@ -101,7 +105,7 @@ def one_variant(args) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--variants", default="0:1,0:20,3:1,3:20",
-                   help="comma-separated C:W, rename copies per pair and entry_name_weight")
+                   help="comma-separated C:W[:D], rename copies per pair, entry_name_weight and name drills per pair")
     p.add_argument("--steps", type=int, default=240, help="optimizer steps (about the same for every variant)")
     p.add_argument("--tasks", type=int, default=16, help="c2cuda train tasks used")
     p.add_argument("--hidden", type=int, default=128)
@@ -126,7 +130,8 @@ def main() -> int:
             return f"sft_name_copy: variant {variant} failed (its output is above)"
         rows.append(json.loads(line[len("RESULT "):]))
         r = rows[-1]
-        print(f"rename copies {r['rename_copies_per_pair']}, name weight {r['entry_name_weight']:g}: recall "
+        print(f"rename copies {r['rename_copies_per_pair']}, name weight {r['entry_name_weight']:g}, name drills "
+              f"{r['name_drills_per_pair']}: recall "
               f"{r['recall_rate']:.0%}, copy {r['copy_rate']:.0%} of {r['tasks']} tasks; {r['steps']} steps, "
               f"loss {r['last_loss']:.3f}", flush=True)
     import platform

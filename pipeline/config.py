@@ -246,6 +246,10 @@ class SFTSection(Section):
                                      "spell the entry point's name (c2cuda), against 1 for every other token: the name "
                                      "must be copied from the prompt, and it is a few tokens among hundreds of "
                                      "boilerplate ones the model learns first")
+    name_drills_per_pair: int = Field(0, ge=0, description="supervised, c2cuda: short extra sequences per pair, the "
+                                      "task renamed to a made-up name with the answer's opening up to the end of its "
+                                      "extern \"C\" entry as response: many cheap lessons in copying the name and "
+                                      "parameters from the prompt (needs entry_first)")
     rejection_rounds: int = Field(1, ge=1, description="rejection: rounds of sample, evaluate, keep, train")
     rejection_keep: list[Literal["correct", "not_executed", "incorrect"]] = Field(
         ["correct"], description="rejection: verdicts of the samples trained on (not_executed only for CPU tests)")

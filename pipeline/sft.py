@@ -17,6 +17,10 @@ of pipeline/rl/loss.py: the loss is on response tokens only):
   task was measured correct, strategy order otherwise; the log says which. `rename_copies_per_pair`
   adds copies of c2cuda pairs with the function renamed throughout, so the policy learns to take
   the name from the prompt, and `entry_name_weight` weights the loss on the tokens of that name.
+  `name_drills_per_pair` adds short sequences that teach only the copying: the prompt of a c2cuda
+  task renamed to a made-up name, and as response the answer's opening up to the end of its
+  extern "C" entry (no end of turn), so each costs a fraction of a pair and its loss is mostly the
+  name and parameters taken from the prompt.
   Pairs longer than model.max_model_len_tokens are dropped (counted).
 - rejection: per round, sample every task (rollout settings, multi-turn as in RL), evaluate with
   the evaluator pools, and train on the turns whose verdict is in `sft.rejection_keep`, as the
@@ -90,13 +94,16 @@ def fastest_first(task: Task, impls: list[Implementation],
     return [impls[j] for j in order], "strategy"
 
 
-def renamed(task: Task, impl: Implementation, name: str) -> tuple[Task, Implementation]:
-    """A c2cuda task and implementation with the function renamed to `name` everywhere it is a whole word."""
-    pattern = re.compile(rf"\b{re.escape(task.function)}\b")
-    sub = lambda text: pattern.sub(name, text)
-    new_task = task.model_copy(update={"id": f"{task.id}~{name}", "function": name, "reference": sub(task.reference),
-                                       "description": sub(task.description), "implementations": []})
-    return new_task, impl.model_copy(update={"code": sub(impl.code)})
+def rename_word(text: str, old: str, new: str) -> str:
+    """`text` with every whole-word `old` replaced by `new`."""
+    return re.sub(rf"\b{re.escape(old)}\b", lambda _: new, text)
+
+
+def renamed(task: Task, name: str) -> Task:
+    """A c2cuda task with the function renamed to `name` everywhere it is a whole word (no implementations)."""
+    sub = lambda text: rename_word(text, task.function, name)
+    return task.model_copy(update={"id": f"{task.id}~{name}", "function": name, "reference": sub(task.reference),
+                                   "description": sub(task.description), "implementations": []})
 
 
 _ENTRY_TAIL = r'extern "C" \w+ {name}\([^)]*\) \{{\n.*?\n\}}\s*$'
@@ -143,8 +150,10 @@ def supervised_pairs(tasks: list[Task], cfg: SFTSection, seed: int,
         for impl in impls:
             variants = [(task, impl)]
             if task.kind == "c2cuda" and cfg.rename_copies_per_pair:
+                names = [random_name(rng) for _ in range(cfg.rename_copies_per_pair)]
                 variants = variants[:1] * cfg.rename_keep_original + [
-                    renamed(task, impl, random_name(rng)) for _ in range(cfg.rename_copies_per_pair)]
+                    (renamed(task, n), impl.model_copy(update={"code": rename_word(impl.code, task.function, n)}))
+                    for n in names]
             for t, i in variants:
                 text = answer_text(entry_first(t, i.code) if cfg.entry_first and t.kind == "c2cuda" else i.code)
                 if extract_code(text, entry_point(t)).code is None:  # the policy's format must parse back
@@ -155,6 +164,28 @@ def supervised_pairs(tasks: list[Task], cfg: SFTSection, seed: int,
     return pairs, dict(stats)
 
 
+def answer_head(task: Task, text: str) -> str | None:
+    """The opening of an answer up to the closing brace of its extern "C" entry (an answer written
+    entry first), or None when the entry does not come first."""
+    entry = re.search(rf'extern "C" \w+ {re.escape(task.function)}\([^)]*\) \{{\n.*?\n\}}\n', text, re.S)
+    if entry is None or "__global__" in text[:entry.start()]:
+        return None
+    return text[:entry.end()]
+
+
+def name_drills(pairs: list[tuple[Task, str]], per_pair: int, seed: int) -> list[tuple[Task, str]]:
+    """`per_pair` (renamed task, answer head) drills per c2cuda pair, each under a fresh made-up name."""
+    rng = random.Random(seed + 1)
+    drills = []
+    for task, text in pairs:
+        if task.kind != "c2cuda" or answer_head(task, text) is None:
+            continue
+        for _ in range(per_pair):
+            new_task = renamed(task, random_name(rng))
+            drills.append((new_task, answer_head(new_task, rename_word(text, task.function, new_task.function))))
+    return drills
+
+
 def name_weights(text: str, offsets: list[tuple[int, int]], name: str, weight: float) -> list[float]:
     """Per token of `text` (its character `offsets`): `weight` on tokens that overlap a whole-word
     occurrence of `name`, 1 elsewhere."""
@@ -162,10 +193,11 @@ def name_weights(text: str, offsets: list[tuple[int, int]], name: str, weight: f
     return [weight if any(a < e and s < b for s, e in spans) else 1.0 for a, b in offsets]
 
 
-def encode_pairs(pairs: list[tuple[Task, str]], chat, max_len: int,
-                 entry_name_weight: float = 1.0) -> tuple[list[TrainSequence], int]:
-    """Token sequences (opening prompt ids + answer ids + end of turn) and how many were too long;
-    with `entry_name_weight` > 1 the c2cuda entry's name tokens in the answer carry that loss weight."""
+def encode_pairs(pairs: list[tuple[Task, str]], chat, max_len: int, entry_name_weight: float = 1.0,
+                 end_turn: bool = True) -> tuple[list[TrainSequence], int]:
+    """Token sequences (opening prompt ids + answer ids + end of turn unless `end_turn` is false) and
+    how many were too long; with `entry_name_weight` > 1 the c2cuda entry's name tokens in the answer
+    carry that loss weight."""
     seqs, too_long = [], 0
     openings = {task.id: chat.opening_text(*opening_messages(task)) for task, _ in pairs}  # one per task
     prompt_ids = dict(zip(openings, chat.encode_many(list(openings.values()))))
@@ -174,13 +206,13 @@ def encode_pairs(pairs: list[tuple[Task, str]], chat, max_len: int,
         chat.encode_many(texts), None)
     for k, ((task, text), answer) in enumerate(zip(pairs, answers)):
         prompt = prompt_ids[task.id]
-        response = answer + [chat.eos_id]
+        response = answer + [chat.eos_id] * end_turn
         if len(prompt) + len(response) > max_len:
             too_long += 1
             continue
         weights = None
         if offsets is not None and task.kind == "c2cuda":
-            weights = name_weights(text, offsets[k], entry_point(task), entry_name_weight) + [1.0]
+            weights = name_weights(text, offsets[k], entry_point(task), entry_name_weight) + [1.0] * end_turn
         seqs.append(TrainSequence(prompt + response, len(prompt), [0.0] * len(response), 0.0, (task.id, k), weights))
     return seqs, too_long
 
@@ -253,7 +285,7 @@ def training_deadline(cfg: RunConfig) -> float | None:
 def run_sft(cfg: RunConfig) -> dict:
     """The whole run (module docstring); returns a summary that is also written to sft_summary.json."""
     from pipeline.rollout.conversation import ChatFormat
-    from pipeline.rollout.tiny_model import load_tokenizer, resolve_model_path
+    from pipeline.rollout.tiny_model import load_tokenizer, padding_id, resolve_model_path
 
     out = Path(cfg.sft.output_dir) if cfg.sft.output_dir else Path(cfg.run.output_dir) / cfg.run.name / "sft"
     out.mkdir(parents=True, exist_ok=True)
@@ -273,7 +305,7 @@ def run_sft(cfg: RunConfig) -> dict:
     model_path = resolve_model_path(cfg.model)
     tokenizer = load_tokenizer(model_path)
     chat = ChatFormat(tokenizer)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad_id = padding_id(tokenizer)
     summary: dict = {"mode": cfg.sft.mode, "tasks": len(tasks), "task_source": cfg.tasks.source,
                      "start_model": str(model_path)}
     learner = make_learner(cfg, model_path, tokenizer)
@@ -285,6 +317,12 @@ def run_sft(cfg: RunConfig) -> dict:
             measured = measured_times({t.id for t in tasks}) if cfg.sft.keep_fastest_per_task else {}
             pairs, stats = supervised_pairs(tasks, cfg.sft, cfg.run.seed, measured)
             seqs, too_long = encode_pairs(pairs, chat, cfg.model.max_model_len_tokens, cfg.sft.entry_name_weight)
+            if cfg.sft.name_drills_per_pair:
+                drills = name_drills(pairs, cfg.sft.name_drills_per_pair, cfg.run.seed)
+                drill_seqs, _ = encode_pairs(drills, chat, cfg.model.max_model_len_tokens, cfg.sft.entry_name_weight,
+                                             end_turn=False)
+                stats["name_drills"] = len(drill_seqs)
+                seqs += drill_seqs
             summary.update(stats, too_long=too_long, sequences=len(seqs), tokens_per_epoch=sum(map(len, seqs)))
             print(f"sft: {len(seqs)} sequences ({summary['tokens_per_epoch']} tokens) from {len(tasks)} tasks; "
                   f"{too_long} longer than {cfg.model.max_model_len_tokens} tokens dropped; {stats}")

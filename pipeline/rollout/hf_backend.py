@@ -62,6 +62,8 @@ class HFGenerator(Generator):
         import torch
         from transformers import AutoModelForCausalLM
 
+        from pipeline.rollout.tiny_model import padding_id
+
         torch.manual_seed(seed)
         self.device = device
         self.max_sequences_per_call = max_sequences_per_call
@@ -69,7 +71,7 @@ class HFGenerator(Generator):
         self.model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=dtype)
         self.model.to(device).eval()
         self.eos_id = self.tokenizer.eos_token_id
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_id
+        self.pad_id = padding_id(self.tokenizer)
 
     def _generate(self, requests: list[GenerationRequest], sampling: SamplingSpec) -> list[list[Sample]]:
         import torch

@@ -135,3 +135,8 @@ def load_tokenizer(path: str | Path):
         raise ModelPathError(f"the tokenizer in '{path}' has no eos token; set eos_token in its "
                              "tokenizer_config.json to the token that ends an assistant turn")
     return tokenizer
+
+
+def padding_id(tokenizer) -> int:
+    """The id that pads a batch: the tokenizer's pad token, or its eos token when it has none."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id

@@ -10,7 +10,7 @@ from pipeline.config import SFTSection
 from pipeline.records import Implementation
 from pipeline.rollout.parsing import answer_text, extract_code
 from pipeline.rollout.prompts import entry_point, opening_messages
-from pipeline.sft import encode_pairs, fastest_first, main, renamed, supervised_pairs
+from pipeline.sft import answer_head, encode_pairs, fastest_first, main, name_drills, rename_word, renamed, supervised_pairs
 from pipeline.tasks import load_tasks
 
 pytestmark = pytest.mark.slow
@@ -42,8 +42,36 @@ def test_pairs_rename_and_order(small_task_dir):
     saxpy_renamed = [t for t, _ in only_renamed if t.id.startswith("c2cuda/saxpy")]
     assert len(saxpy_renamed) == 2 * 2 and all(t.function != "saxpy" for t in saxpy_renamed)
     assert len({t.function for t in saxpy_renamed}) == 4  # every copy its own made-up name
-    new_task, new_impl = renamed(task, task.implementations[0], "fused_op")
-    assert new_task.function == "fused_op" and "fused_op" in new_task.reference and "fused_op" in new_impl.code
+    new_task = renamed(task, "fused_op")
+    assert new_task.function == "fused_op" and "fused_op" in new_task.reference and not new_task.implementations
+    assert rename_word("saxpy(saxpy_n); saxpy2", "saxpy", "op") == "op(saxpy_n); saxpy2"  # whole words only
+
+
+def test_name_drills_are_answer_openings_under_made_up_names(small_task_dir, model_cfg):
+    from pipeline.rollout.conversation import ChatFormat
+    from pipeline.rollout.tiny_model import load_tokenizer, resolve_model_path
+    generated = [t for t in load_tasks("generated:train") if t.kind == "c2cuda"]
+    tasks = generated[::700]  # several families, all written with a static run() the entry calls
+    pairs, _ = supervised_pairs(tasks, SFTSection(keep_fastest_per_task=1, entry_first=True), 0, {})
+    drills = name_drills(pairs, 2, 0)
+    c_pairs = [(t, a) for t, a in pairs if t.kind == "c2cuda"]
+    assert c_pairs and len(drills) == 2 * len(c_pairs)
+    for (task, answer), (d1, h1), (d2, h2) in zip(c_pairs, drills[::2], drills[1::2]):
+        for drill, head in ((d1, h1), (d2, h2)):
+            assert drill.function not in (task.function, "") and drill.function in drill.reference
+            assert task.function not in head and f'extern "C" void {drill.function}(' in head
+            assert head.rstrip().endswith("}") and "__global__" not in head and len(head) < len(answer) / 2
+        assert d1.function != d2.function
+    # without the entry first (or with an entry that calls its kernels directly, as the small tasks'
+    # do) there is no short opening to drill on
+    late, _ = supervised_pairs(tasks, SFTSection(keep_fastest_per_task=1), 0, {})
+    assert all(answer_head(t, a) is None for t, a in late) and not name_drills(late, 2, 0)
+    small, _ = supervised_pairs(load_tasks(small_task_dir), SFTSection(entry_first=True), 0, {})
+    assert not name_drills(small, 2, 0)
+    chat = ChatFormat(load_tokenizer(resolve_model_path(model_cfg)))
+    seqs, _ = encode_pairs(drills, chat, 4096, end_turn=False)
+    full, _ = encode_pairs(drills, chat, 4096)
+    assert [s.input_ids + [chat.eos_id] for s in seqs] == [s.input_ids for s in full]
 
 
 def test_entry_name_tokens_carry_the_loss_weight(small_task_dir, model_cfg):
