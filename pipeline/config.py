@@ -259,6 +259,13 @@ class SFTSection(Section):
     log_every_steps: int = Field(10, ge=1, description="optimizer steps between progress lines; every step is "
                                  "logged to the JSONL file")
 
+    @model_validator(mode="after")
+    def _drills_need_entry_first(self) -> "SFTSection":
+        if self.name_drills_per_pair and not self.entry_first:
+            raise ValueError("name_drills_per_pair needs entry_first=true (a drill is the answer's opening up to its "
+                             "entry); set sft.entry_first=true or sft.name_drills_per_pair=0")
+        return self
+
 
 class TrainSection(Section):
     """The RL driver, `cudaperf train` (pipeline/rl/train.py, actors/driver.py): steps, placement, logging."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import SFTSection
+from pipeline.config import ConfigError, SFTSection, load_config
 from pipeline.records import Implementation
 from pipeline.rollout.parsing import answer_text, extract_code
 from pipeline.rollout.prompts import entry_point, opening_messages
@@ -68,6 +68,8 @@ def test_name_drills_are_answer_openings_under_made_up_names(small_task_dir, mod
     assert all(answer_head(t, a) is None for t, a in late) and not name_drills(late, 2, 0)
     small, _ = supervised_pairs(load_tasks(small_task_dir), SFTSection(entry_first=True), 0, {})
     assert not name_drills(small, 2, 0)
+    with pytest.raises(ConfigError, match="name_drills_per_pair needs entry_first=true"):
+        load_config("configs/local.yaml", ["sft.name_drills_per_pair=2", "sft.entry_first=false"])
     chat = ChatFormat(load_tokenizer(resolve_model_path(model_cfg)))
     seqs, _ = encode_pairs(drills, chat, 4096, end_turn=False)
     full, _ = encode_pairs(drills, chat, 4096)
