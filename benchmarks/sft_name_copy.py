@@ -5,10 +5,11 @@ the name drills and `sft.entry_name_weight`, side by side in one run, each judge
         --out benchmarks/results/sft_name_copy_cpu.json
 
 A variant C:W[:D] trains with sft.rename_copies_per_pair=C (the originals kept),
-sft.entry_name_weight=W and sft.name_drills_per_pair=D (default 0), its own model from the same random start (a subprocess each: one learner
-per process), for about `--steps` optimizer steps on c2cuda tasks of the train split (fastest
-implementation per task, entry first). Then it answers greedily, and the first `extern "C"` line of
-each answer is compared with the name asked for (another name there is a format_error):
+sft.entry_name_weight=W and sft.name_drills_per_pair=D (default 0), its own model from the same
+random start (a subprocess each: one learner per process), for about `--steps` optimizer steps on
+c2cuda tasks of the train split (fastest implementation per task, entry first). Then it answers
+greedily, and the first `extern "C"` line of each answer is compared with the name asked for
+(another name there is a format_error):
 - recall: the training tasks under their own names (what RL on the train split needs);
 - copy: the same tasks under fresh made-up names (what unseen tasks need).
 Writes one JSON: per variant both rates, steps, tokens and the final loss. The model, tasks and
@@ -60,7 +61,7 @@ def one_variant(args) -> dict:
     from pipeline.config import load_config
     from pipeline.rollout.conversation import ChatFormat
     from pipeline.rollout.tiny_model import load_tokenizer, padding_id, resolve_model_path
-    from pipeline.sft import encode_pairs, make_learner, name_drills, random_name, renamed, supervised_pairs, train
+    from pipeline.sft import make_learner, random_name, renamed, supervised_pairs, supervised_sequences, train
     from pipeline.tasks import load_tasks
 
     torch.manual_seed(0)
@@ -71,7 +72,8 @@ def one_variant(args) -> dict:
         f"model.tiny_heads={args.hidden // 64}", "model.dtype=float32", "learner.precision=fp32",
         f"learner.lr={args.lr}", "learner.lr_warmup_steps=10", f"sft.sequences_per_step={args.sequences_per_step}",
         "sft.keep_fastest_per_task=1", f"sft.rename_copies_per_pair={copies}", f"sft.entry_name_weight={weight}",
-        "rollout.device=cpu", "model.max_model_len_tokens=2048", "learner.max_tokens_per_microbatch=16384"])
+        f"sft.name_drills_per_pair={drills}", "rollout.device=cpu", "model.max_model_len_tokens=2048",
+        "learner.max_tokens_per_microbatch=16384"])
     tasks = [t for t in load_tasks("generated:train", split_seed=cfg.data.split_seed) if t.kind == "c2cuda"]
     tasks = random.Random(0).sample(tasks, args.tasks)
     model_path = resolve_model_path(cfg.model)
@@ -80,9 +82,7 @@ def one_variant(args) -> dict:
     pad_id = padding_id(tokenizer)
     learner = make_learner(cfg, model_path, tokenizer)
     pairs, _ = supervised_pairs(tasks, cfg.sft, cfg.run.seed, {})
-    seqs, too_long = encode_pairs(pairs, chat, cfg.model.max_model_len_tokens, cfg.sft.entry_name_weight)
-    seqs += encode_pairs(name_drills(pairs, drills, cfg.run.seed), chat, cfg.model.max_model_len_tokens,
-                         cfg.sft.entry_name_weight, end_turn=False)[0]
+    seqs, too_long, _ = supervised_sequences(pairs, chat, cfg)
     steps_per_epoch = -(-len(seqs) // cfg.sft.sequences_per_step)
     epochs = max(1, round(args.steps / steps_per_epoch))  # about `steps` for every variant
     cfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"epochs": epochs})})

@@ -178,11 +178,12 @@ def name_drills(pairs: list[tuple[Task, str]], per_pair: int, seed: int) -> list
     rng = random.Random(seed + 1)
     drills = []
     for task, text in pairs:
-        if task.kind != "c2cuda" or answer_head(task, text) is None:
+        head = answer_head(task, text) if task.kind == "c2cuda" else None
+        if head is None:
             continue
         for _ in range(per_pair):
             new_task = renamed(task, random_name(rng))
-            drills.append((new_task, answer_head(new_task, rename_word(text, task.function, new_task.function))))
+            drills.append((new_task, rename_word(head, task.function, new_task.function)))
     return drills
 
 
@@ -215,6 +216,16 @@ def encode_pairs(pairs: list[tuple[Task, str]], chat, max_len: int, entry_name_w
             weights = name_weights(text, offsets[k], entry_point(task), entry_name_weight) + [1.0] * end_turn
         seqs.append(TrainSequence(prompt + response, len(prompt), [0.0] * len(response), 0.0, (task.id, k), weights))
     return seqs, too_long
+
+
+def supervised_sequences(pairs: list[tuple[Task, str]], chat, cfg: RunConfig) -> tuple[list[TrainSequence], int, int]:
+    """The pairs' training sequences followed by their name drills' (`sft.name_drills_per_pair`, no end
+    of turn); how many pairs were too long, and how many drill sequences there are."""
+    seqs, too_long = encode_pairs(pairs, chat, cfg.model.max_model_len_tokens, cfg.sft.entry_name_weight)
+    drills = name_drills(pairs, cfg.sft.name_drills_per_pair, cfg.run.seed)
+    drill_seqs, _ = encode_pairs(drills, chat, cfg.model.max_model_len_tokens, cfg.sft.entry_name_weight,
+                                 end_turn=False)
+    return seqs + drill_seqs, too_long, len(drill_seqs)
 
 
 def rejection_sequences(episodes, keep: list[str]) -> list[TrainSequence]:
@@ -316,13 +327,9 @@ def run_sft(cfg: RunConfig) -> dict:
         if cfg.sft.mode == "supervised":
             measured = measured_times({t.id for t in tasks}) if cfg.sft.keep_fastest_per_task else {}
             pairs, stats = supervised_pairs(tasks, cfg.sft, cfg.run.seed, measured)
-            seqs, too_long = encode_pairs(pairs, chat, cfg.model.max_model_len_tokens, cfg.sft.entry_name_weight)
+            seqs, too_long, drill_count = supervised_sequences(pairs, chat, cfg)
             if cfg.sft.name_drills_per_pair:
-                drills = name_drills(pairs, cfg.sft.name_drills_per_pair, cfg.run.seed)
-                drill_seqs, _ = encode_pairs(drills, chat, cfg.model.max_model_len_tokens, cfg.sft.entry_name_weight,
-                                             end_turn=False)
-                stats["name_drills"] = len(drill_seqs)
-                seqs += drill_seqs
+                stats["name_drills"] = drill_count
             summary.update(stats, too_long=too_long, sequences=len(seqs), tokens_per_epoch=sum(map(len, seqs)))
             print(f"sft: {len(seqs)} sequences ({summary['tokens_per_epoch']} tokens) from {len(tasks)} tasks; "
                   f"{too_long} longer than {cfg.model.max_model_len_tokens} tokens dropped; {stats}")

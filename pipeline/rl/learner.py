@@ -218,6 +218,7 @@ class Learner:
             self.engine.set_gradient_accumulation_boundary(i == len(padded) - 1)
             lp, ent = self._forward(mb, entropy=self.cfg.log_entropy and real)
             mask = mb.response_mask.to(self.device)
+            on = (mask > 0).float()  # the response tokens (the mask may hold SFT loss weights)
             if loss == "ppo":
                 ref = mb.ref_logprobs.to(self.device) if use_kl else None
                 value, stats = ppo_loss(lp, mb.old_logprobs.to(self.device), mb.advantages.to(self.device), mask,
@@ -225,7 +226,6 @@ class Learner:
                                         denominator)
             else:
                 value = sft_loss(lp, mask, mode, denominator)  # a weighted mean where the mask holds weights
-                on = (mask > 0).float()
                 n = float(on.sum())
                 stats = {"nll": float(-(lp.detach() * on).sum()) / max(n, 1.0), "tokens": n}
             self.engine.backward(value)
@@ -234,7 +234,7 @@ class Learner:
                 for k in stat_keys:
                     sums[k] += stats[k] * stats["tokens"]
                 if ent is not None:
-                    sums["entropy"] += float((ent * (mask > 0)).sum())
+                    sums["entropy"] += float((ent * on).sum())
                 sums["policy_tokens"] += stats["tokens"]
                 sums["sequences"] += float((mask.sum(-1) > 0).sum())
         lr = warmup_lr(self.step + 1, self.cfg.lr, self.cfg.lr_warmup_steps)

@@ -10,7 +10,8 @@ from pipeline.config import ConfigError, SFTSection, load_config
 from pipeline.records import Implementation
 from pipeline.rollout.parsing import answer_text, extract_code
 from pipeline.rollout.prompts import entry_point, opening_messages
-from pipeline.sft import answer_head, encode_pairs, fastest_first, main, name_drills, rename_word, renamed, supervised_pairs
+from pipeline.sft import (answer_head, encode_pairs, fastest_first, main, name_drills, rename_word, renamed,
+                          supervised_pairs)
 from pipeline.tasks import load_tasks
 
 pytestmark = pytest.mark.slow
