@@ -94,9 +94,14 @@ def fastest_first(task: Task, impls: list[Implementation],
     return [impls[j] for j in order], "strategy"
 
 
+def whole_word(name: str) -> re.Pattern:
+    """`name` as a whole word (not part of a longer identifier)."""
+    return re.compile(rf"\b{re.escape(name)}\b")
+
+
 def rename_word(text: str, old: str, new: str) -> str:
     """`text` with every whole-word `old` replaced by `new`."""
-    return re.sub(rf"\b{re.escape(old)}\b", lambda _: new, text)
+    return whole_word(old).sub(lambda _: new, text)
 
 
 def renamed(task: Task, name: str) -> Task:
@@ -106,7 +111,7 @@ def renamed(task: Task, name: str) -> Task:
                                    "description": sub(task.description), "implementations": []})
 
 
-_ENTRY_TAIL = r'extern "C" \w+ {name}\([^)]*\) \{{\n.*?\n\}}\s*$'
+_ENTRY = r'extern "C" \w+ {name}\([^)]*\) \{{\n.*?\n\}}'  # a c2cuda entry's whole definition
 _RUN_DEFINITION = re.compile(r"^static void run\(([^)]*)\) \{", re.M)
 _INCLUDES = re.compile(r"\A(?:[ \t]*#[ \t]*include[^\n]*\n)*")
 
@@ -114,7 +119,7 @@ _INCLUDES = re.compile(r"\A(?:[ \t]*#[ \t]*include[^\n]*\n)*")
 def entry_first(task: Task, code: str) -> str:
     """The implementation with its extern "C" entry moved up to just after the includes, and the
     static `run` it calls declared ahead of it; the code unchanged when it has another shape."""
-    tail = re.search(_ENTRY_TAIL.format(name=re.escape(task.function)), code, re.S)
+    tail = re.search(_ENTRY.format(name=re.escape(task.function)) + r"\s*$", code, re.S)
     run = _RUN_DEFINITION.search(code)
     if tail is None or run is None or run.start() > tail.start():
         return code
@@ -167,7 +172,7 @@ def supervised_pairs(tasks: list[Task], cfg: SFTSection, seed: int,
 def answer_head(task: Task, text: str) -> str | None:
     """The opening of an answer up to the closing brace of its extern "C" entry (an answer written
     entry first), or None when the entry does not come first."""
-    entry = re.search(rf'extern "C" \w+ {re.escape(task.function)}\([^)]*\) \{{\n.*?\n\}}\n', text, re.S)
+    entry = re.search(_ENTRY.format(name=re.escape(task.function)) + r"\n", text, re.S)
     if entry is None or "__global__" in text[:entry.start()]:
         return None
     return text[:entry.end()]
@@ -190,7 +195,7 @@ def name_drills(pairs: list[tuple[Task, str]], per_pair: int, seed: int) -> list
 def name_weights(text: str, offsets: list[tuple[int, int]], name: str, weight: float) -> list[float]:
     """Per token of `text` (its character `offsets`): `weight` on tokens that overlap a whole-word
     occurrence of `name`, 1 elsewhere."""
-    spans = [m.span() for m in re.finditer(rf"\b{re.escape(name)}\b", text)] if name else []
+    spans = [m.span() for m in whole_word(name).finditer(text)] if name else []
     return [weight if any(a < e and s < b for s, e in spans) else 1.0 for a, b in offsets]
 
 
