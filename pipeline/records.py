@@ -133,6 +133,10 @@ class ConfigResult(Record):
     compiled_baseline_time: Timing | None = Field(default=None, description="torch2cuda: the reference under "
                                                   "torch.compile, when eval.compile_baseline is on and it builds")
     floor_ms: float | None = Field(default=None, description="roofline floor: fastest time the hardware allows")
+    calls_per_batch: int | None = Field(default=None, description="timed calls per batch, one slot (set of "
+                                        "buffers with fresh inputs) each, all checked")
+    batch_overhead_ms: float | None = Field(default=None, description="fixed cost of one batch (an empty batch "
+                                            "of a trusted process), subtracted from each batch's time")
 
 
 class Finding(Record):

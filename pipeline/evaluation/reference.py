@@ -3,7 +3,8 @@
 In: a Task, a seed the candidates cannot know, the Driver of this GPU, the Compiler.
 Out: a `GroupData` with, for each input configuration, two fresh input sets (the candidate runs
 on both, in the same buffers), the reference outputs for each, the device buffers the child maps
-over IPC, the call layout per candidate format, and a `time_reference` callable for the baseline.
+over IPC, the call layout per candidate format; for timing configurations, slots (sets of buffers,
+one per timed call of a batch) and a maker of fresh inputs on the GPU (`ConfigData.fresh`).
 - c2cuda: the C reference (gcc) gives outputs of the check configurations; the task's naive CUDA
   implementation, run in a child like any candidate and first verified against the C reference,
   gives outputs at timing sizes and the baseline times.
@@ -61,6 +62,16 @@ class ConfigData:
     calls: dict[str, dict] = field(default_factory=dict)  # candidate format -> child call spec
     flops: float = 0.0
     min_bytes: float = 0.0
+    # Timing configurations only (see add_timing_slots and timed_rounds.py):
+    slots: list[list[int]] = field(default_factory=list)  # per slot: buffer indices in the order of `buffers`
+    fresh: object = None  # callable(seed) -> {position in `buffers`: GPU tensor} for every in/inout/param buffer
+    run_reference: object = None  # torch2cuda: callable(fresh set) -> list of output tensors (no sync)
+    run_compiled: object = None  # torch2cuda: the same under torch.compile, or None
+
+    def slot_calls(self, fmt: str) -> list[dict]:
+        """The child's call spec of every slot (one entry, slot 0, for configurations that are not timed)."""
+        slots = self.slots or [self.buffers]
+        return [remap_call(self.calls[fmt], fmt, dict(zip(self.buffers, slot))) for slot in slots]
 
 
 @dataclass
@@ -68,12 +79,10 @@ class GroupData:
     task: Task
     buffers: list[Buffer]
     configs: list[ConfigData]
-    time_reference: object = None  # callable(config_index, trials) -> list[float] of trial ms
     reference_label: str = ""
     baseline_child: object = None  # c2cuda: the child running the naive baseline for this group
     reference_calls: list = field(default_factory=list)  # torch2cuda: per config, runs the reference once
     compiled_calls: list = field(default_factory=list)  # torch2cuda: per config, the torch.compile'd reference or None
-    time_compiled: object = None  # callable(config_index, trials) -> list[float], set when compiled_calls exist
 
 
 def _fill(rng: np.random.Generator, dtype: str, n: int, init: tuple) -> np.ndarray:
@@ -114,9 +123,73 @@ def build_c2cuda(task: Task, seed: int) -> GroupData:
                 for s in sets:
                     s[b] = _fill(rng, arg_dtype(arg), n, init)
         flops, nbytes = _work(task, params)
-        configs.append(ConfigData(cfg.name, cfg.check, cfg.time, params, idx, sets,
-                                  calls={"c2cuda": {"args": call_args}}, flops=flops, min_bytes=nbytes))
+        cd = ConfigData(cfg.name, cfg.check, cfg.time, params, idx, sets,
+                        calls={"c2cuda": {"args": call_args}}, flops=flops, min_bytes=nbytes)
+        if cfg.time:
+            cd.fresh = _c2cuda_fresh(task, params, [buffers[b] for b in idx])
+        configs.append(cd)
     return GroupData(task, buffers, configs, reference_label="naive CUDA baseline")
+
+
+def _c2cuda_fresh(task: Task, params: dict, bufs: list[Buffer]):
+    """Fresh inputs made on the GPU from the task's own initialisers (uniform/randint), seeded."""
+    inits = {}
+    pointer_args = [a for a in task.args if is_pointer(a)]
+    for j, (arg, buf) in enumerate(zip(pointer_args, bufs)):
+        if arg.role in ("in", "inout"):
+            inits[j] = (buf, parse_init(arg.init, params))
+
+    def fresh(seed: int) -> dict:
+        import torch
+        gen = torch.Generator(device="cuda")
+        gen.manual_seed(seed)
+        out = {}
+        for j, (buf, (kind, lo, hi)) in inits.items():
+            if kind == "uniform":
+                t = torch.empty(buf.shape, dtype=torch_dtype(buf.dtype), device="cuda").uniform_(lo, hi, generator=gen)
+            elif kind == "randint":
+                t = torch.randint(int(lo), int(hi), buf.shape, generator=gen, device="cuda").to(torch_dtype(buf.dtype))
+            else:
+                raise ValueError(f"pointer argument initialised with {kind!r}: use uniform(lo,hi) or randint(lo,hi)")
+            out[j] = t
+        return out
+    return fresh
+
+
+def torch_dtype(name: str):
+    """The torch dtype of a numpy-style dtype name (or 'bfloat16')."""
+    import torch
+    return torch.bfloat16 if name == "bfloat16" else getattr(torch, str(np.dtype(name)))
+
+
+def remap_call(spec: dict, fmt: str, mapping: dict[int, int]) -> dict:
+    """A child call spec with its buffer indices replaced (slot k of a timing configuration)."""
+    if fmt == "c2cuda":
+        return {"args": [["ptr", mapping[a[1]]] if a[0] == "ptr" else a for a in spec["args"]]}
+    if fmt == "light":
+        return dict(spec, inputs=[mapping[b] for b in spec["inputs"]], outputs=[mapping[b] for b in spec["outputs"]])
+    return dict(spec, **{key: [dict(t, buf=mapping[t["buf"]]) if "buf" in t else t for t in spec[key]]
+                         for key in ("inputs", "params", "outputs")})
+
+
+def add_timing_slots(group: GroupData, memory_bytes: int, max_slots: int) -> None:
+    """Give every timing configuration up to `max_slots` sets of its buffers (slot 0 is the checked set).
+    Each timed call of a batch gets a slot of its own, so the trusted side can check every one of them.
+    A slot costs about twice its bytes (the slot and the trusted copy of its inputs and expected outputs),
+    so `memory_bytes` bounds the slots of one configuration; there is always at least one."""
+    for cd in group.configs:
+        if not cd.time or cd.slots:
+            continue
+        set_bytes = sum(group.buffers[b].nbytes for b in cd.buffers)
+        n = max(1, min(max_slots, memory_bytes // max(2 * set_bytes, 1)))
+        cd.slots = [list(cd.buffers)]
+        for k in range(1, n):
+            slot = []
+            for b in cd.buffers:
+                src = group.buffers[b]
+                group.buffers.append(Buffer(f"{src.name}#{k}", src.dtype, src.shape, src.role))
+                slot.append(len(group.buffers) - 1)
+            cd.slots.append(slot)
 
 
 def adopt_baseline_outputs(group: GroupData, stage_inputs: Callable,
@@ -244,6 +317,8 @@ def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = Fal
             for b, o in zip(out_idx, outs):
                 expected[si][b] = o.detach().contiguous().clone()
         flops, nbytes = _work(task, params)
+        if not (flops or nbytes):  # no work model (KernelBench problems): the floor is moving inputs and outputs once
+            nbytes = float(sum(buffers[b].nbytes for b in idx if buffers[b].role in ("in", "out")))
         calls = {"kernelbench": {
             "inputs": [dict(s, **_meta(buffers[s["buf"]])) if "buf" in s else s for s in in_specs],
             "params": [dict(name=n, buf=b, **_meta(buffers[b])) for (n, _), b in zip(state, param_idx)],
@@ -253,7 +328,11 @@ def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = Fal
             tensors = [s["buf"] for s in in_specs] + param_idx
             calls["light"] = {"inputs": tensors, "outputs": out_idx,
                               "sizes": light_abi.pack_sizes([buffers[b].shape for b in tensors + out_idx])}
-        configs.append(ConfigData(cfg.name, cfg.check, cfg.time, params, idx, sets, expected, calls, flops, nbytes))
+        cd = ConfigData(cfg.name, cfg.check, cfg.time, params, idx, sets, expected, calls, flops, nbytes)
+        if cfg.time:
+            cd.fresh, cd.run_reference = _torch_fresh(ns, model, in_specs, len(idx) - len(param_idx) - len(out_idx),
+                                                      [p for _, p in state])
+        configs.append(cd)
         runners.append((model, gpu_inputs))
 
     def call(model, inputs):
@@ -261,9 +340,42 @@ def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = Fal
             with torch.no_grad():
                 model(*inputs)
         return run
-    return GroupData(task, buffers, configs, reference_label="PyTorch eager",
-                     reference_calls=[call(m, x) for m, x in runners],
-                     compiled_calls=[_compiled_call(m, x) for m, x in runners] if compiled else [])
+    group = GroupData(task, buffers, configs, reference_label="PyTorch eager",
+                      reference_calls=[call(m, x) for m, x in runners],
+                      compiled_calls=[_compiled_call(m, x) for m, x in runners] if compiled else [])
+    for cd, (model, _), comp in zip(configs, runners, group.compiled_calls or [None] * len(configs)):
+        if cd.time and comp is not None:
+            cd.run_compiled = _torch_fresh(None, comp.module, cd.calls["kernelbench"]["inputs"], 0, [])[1]
+    return group
+
+
+def _torch_fresh(ns: dict | None, model, in_specs: list[dict], n_inputs: int, params: list):
+    """(fresh, run): `fresh(seed)` runs the task's get_inputs() on the GPU under that seed and returns
+    {position: tensor} for the input buffers (positions 0..n_inputs-1) and the parameters (after them);
+    `run(fresh_set)` calls the reference on such a set and returns its outputs."""
+    import torch
+
+    def fresh(seed: int) -> dict:
+        torch.manual_seed(seed)
+        with torch.device("cuda"):
+            raw = list(ns["get_inputs"]())
+        tensors = [x.contiguous().cuda() for x in raw if isinstance(x, torch.Tensor)]
+        out = dict(enumerate(tensors))
+        out.update({n_inputs + k: p for k, p in enumerate(params)})
+        return out
+
+    def run(fresh_set: dict) -> list:
+        args, j = [], 0
+        for spec in in_specs:
+            if "buf" in spec:
+                args.append(fresh_set[j])
+                j += 1
+            else:
+                args.append(spec["value"])
+        with torch.no_grad():
+            out = model(*args)
+        return list(out) if isinstance(out, (tuple, list)) else [out]
+    return fresh, run
 
 
 def _compiled_call(model, inputs):
@@ -280,8 +392,8 @@ def _compiled_call(model, inputs):
     def run():
         with torch.no_grad():
             compiled(*inputs)
+    run.module = compiled
     return run
-
 
 
 def _meta(buf: Buffer) -> dict:

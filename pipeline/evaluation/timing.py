@@ -1,23 +1,83 @@
-"""The one timing function of the project: CUDA events around a call, L2 flushed before each trial.
+"""The trusted clock: how long a batch of calls took, measured where the candidate cannot reach.
 
-Used on both sides of the evaluator (the trusted process times the PyTorch reference, the
-child's harness code times the candidate or the naive baseline) and by dataset measurement, so
-every figure the project reports comes from the same procedure:
-  warm-up calls; then per trial: write `flush_bytes` (evicts the 60 MiB L2 of an H200) on the
-  legacy default stream, record a start event, call, record an end event on the legacy default
-  stream (it waits for every blocking stream), synchronise the whole device so no trial's work
-  leaks into the next. Trials stop at `max_trials` or when `budget_s` of wall time is spent.
+The evaluator (trusted) times a batch from "go" to "done" with its own host clock, then queues a
+tiny operation of its own on the GPU and waits for it: the batch ends when the trusted side has
+seen the GPU get past the work, not when the worker says so. The same procedure times the
+candidate (a batch in its child process), the naive CUDA baseline (a batch in a trusted child) and
+the PyTorch reference (a batch in this process), so whatever overhead the procedure adds is the
+same kind on both sides, and it is measured on its own (an empty batch) and subtracted.
+
+    clock = TrustedClock(driver)
+    t = clock.batch(run)   # run() sends "go" and waits for "done" (or launches the calls in-process)
+    t.seconds, t.probe_before_s, t.probe_after_s
+
+`probe_before_s` / `probe_after_s` are how long the GPU took to run the trusted probe just before
+"go" and just after "done". The GPU time-slices between processes, so a probe that waits far longer
+than on an idle GPU means some other context still had work running: a worker that answered
+"done" while its kernels were still running, or that kept a kernel running between calls, is
+caught by `probe_after_s` / `probe_before_s` above `eval.busy_probe_limit_s`.
+
+`time_calls` is the in-process procedure of dataset measurement (trusted code timed with CUDA
+events of the trusted process itself); candidates are never timed with it.
 """
 from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Callable
+
+
+@dataclass
+class BatchTime:
+    seconds: float          # trusted wall clock: "go" until the trusted probe after "done" completed
+    probe_before_s: float   # latency of the trusted probe just before "go"
+    probe_after_s: float    # latency of the trusted probe just after "done"
+
+
+class TrustedClock:
+    """Batches timed by the trusted process's clock (see the module docstring)."""
+
+    def __init__(self, driver, flush_ptr: int = 0, flush_bytes: int = 0):
+        self.driver = driver
+        self.flush_ptr, self.flush_bytes = flush_ptr, flush_bytes
+        self.probe_ptr = driver.alloc(256)
+        self._flushes = 0
+
+    def probe(self) -> float:
+        """Seconds for a 4-byte memset of the trusted side to complete on the GPU."""
+        t0 = time.perf_counter()
+        self.driver.memset_async(self.probe_ptr, 0, 4)
+        self.driver.synchronize()
+        return time.perf_counter() - t0
+
+    def flush_l2(self) -> None:
+        """Evict the L2 (outside any timed window) so every batch starts cold."""
+        if self.flush_bytes:
+            self._flushes += 1
+            self.driver.memset_async(self.flush_ptr, self._flushes & 0xFF, self.flush_bytes)
+        self.driver.synchronize()
+
+    def batch(self, run: Callable[[], None]) -> BatchTime:
+        before = self.probe()
+        t0 = time.perf_counter()
+        run()
+        t1 = time.perf_counter()
+        self.driver.memset_async(self.probe_ptr, 1, 4)
+        self.driver.synchronize()
+        t2 = time.perf_counter()
+        return BatchTime(t2 - t0, before, t2 - t1)
+
+    def overhead(self, run_empty: Callable[[], None], repeats: int = 15) -> float:
+        """Median seconds of an empty batch of this kind (what every batch costs besides its calls)."""
+        return statistics.median(self.batch(run_empty).seconds for _ in range(repeats))
 
 
 def time_calls(driver, call: Callable[[], None], flush_ptr: int, flush_bytes: int,
                warmup: int, max_trials: int, budget_s: float) -> list[float]:
-    """Per-trial milliseconds of `call()`; `driver` is a cuda_driver.Driver bound to the device."""
+    """Dataset measurement of trusted implementations in a trusted process: per-trial milliseconds of
+    `call()` from CUDA events of this process, the L2 flushed before each trial, the device synchronised
+    after each (so work on any stream counts). Candidates are timed by TrustedClock instead."""
     for _ in range(warmup):
         call()
     driver.synchronize()
@@ -36,8 +96,8 @@ def time_calls(driver, call: Callable[[], None], flush_ptr: int, flush_bytes: in
 
 
 def summarize(times_ms: list[float]):
-    """Median, interquartile range and minimum of trial times, as a records.Timing."""
-    from pipeline.records import Timing  # imported here: the child process uses time_calls only
+    """Median, interquartile range and minimum of per-call times, as a records.Timing."""
+    from pipeline.records import Timing
     if not times_ms:
         raise ValueError("summarize() needs at least one trial time")
     ordered = sorted(times_ms)

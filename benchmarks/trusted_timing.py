@@ -1,0 +1,126 @@
+"""Trusted-clock timing on one GPU: honest speedups before and after, and timing stability.
+
+    python benchmarks/trusted_timing.py --out benchmarks/results/trusted_timing_h200.json \
+        [--before benchmarks/results/evaluator_h200.json]
+
+1. Every c2cuda and light implementation of the built-in tasks (all known correct) through one
+   in-process evaluator (no Ray), with empty result caches: verdict, speedup, calls per batch and
+   batch overhead per timing configuration. Side by side with the speedups of the same candidates
+   in `--before` (the evaluator's benchmark JSON of the previous protocol, child-side CUDA events),
+   as the ratio after/before.
+2. Stability: one kernel (saxpy naive, sgemm tiled) timed in 10 separate evaluations; spread of
+   the per-configuration medians (max/min - 1).
+Figures go to JSON with the machine, versions and date; a table is printed at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipeline.config import CompileSection, EvalSection  # noqa: E402
+from pipeline.records import Candidate  # noqa: E402
+from pipeline.tasks import load_tasks  # noqa: E402
+
+STABILITY = [("c2cuda/saxpy", "naive"), ("c2cuda/sgemm", "naive")]
+
+
+def machine() -> dict:
+    import torch
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.max.sm",
+                          "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    return {"python": platform.python_version(), "torch": torch.__version__, "nvidia_smi": smi,
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+
+def honest(ev, tasks) -> dict:
+    out = {}
+    for task in tasks.values():
+        impls = [i for i in task.implementations if i.format in ("c2cuda", "light")]
+        if not impls:
+            continue
+        t0 = time.perf_counter()
+        results = ev.evaluate(task, [Candidate(task_id=task.id, code=i.code, format=i.format) for i in impls])
+        per = (time.perf_counter() - t0) / len(impls)
+        for impl, r in zip(impls, results):
+            out[f"{task.id}/{impl.name}"] = {
+                "verdict": r.verdict, "reason": r.reason[:200], "speedup": r.speedup, "seconds": per,
+                "configs": {c.name: {"median_ms": c.time.median_ms, "iqr_ms": c.time.iqr_ms, "trials": c.time.trials,
+                                     "baseline_ms": c.baseline_time.median_ms, "calls_per_batch": c.calls_per_batch,
+                                     "overhead_ms": c.batch_overhead_ms, "floor_ms": c.floor_ms}
+                            for c in r.configs if c.time is not None}}
+    return out
+
+
+def stability(ev, tasks, runs: int = 10) -> list:
+    out = []
+    for task_id, impl_name in STABILITY:
+        task = tasks[task_id]
+        impl = next(i for i in task.implementations if i.name == impl_name)
+        medians: dict[str, list[float]] = {}
+        for k in range(runs):  # a comment makes each evaluation a new candidate (no result reuse)
+            r = ev.evaluate(task, [Candidate(task_id=task.id, code=impl.code + f"\n// run {k}\n", format=impl.format)])[0]
+            assert r.verdict == "correct", r.reason
+            for c in r.configs:
+                if c.time is not None:
+                    medians.setdefault(c.name, []).append(c.time.median_ms)
+        out.append({"task": task_id, "implementation": impl_name, "configs": {
+            name: {"medians_ms": m, "median_ms": statistics.median(m), "spread_pct": 100 * (max(m) / min(m) - 1)}
+            for name, m in medians.items()}})
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--before", default=str(ROOT / "benchmarks/results/evaluator_h200.json"))
+    args = ap.parse_args()
+    from pipeline.evaluation.evaluator import Evaluator
+    tasks = {t.id: t for t in load_tasks("builtin")}
+    ev = Evaluator(EvalSection(result_cache_dir=""), CompileSection(cache_dir=tempfile.mkdtemp()), use_gpu=True)
+    t0 = time.perf_counter()
+    after = honest(ev, tasks)
+    wall = time.perf_counter() - t0
+    before = json.loads(Path(args.before).read_text())["ours_one_worker"]["per_candidate"] if args.before else {}
+    compare = {}
+    for key, r in after.items():
+        b = before.get(key, {}).get("speedup")
+        if b and r["speedup"]:
+            compare[key] = {"before": b, "after": r["speedup"], "ratio": r["speedup"] / b}
+    ratios = [c["ratio"] for c in compare.values()]
+    report = {"machine": machine(), "candidates": len(after), "wall_s": wall,
+              "candidates_per_minute": 60 * len(after) / wall,
+              "verdicts": {v: sum(r["verdict"] == v for r in after.values()) for v in {r["verdict"] for r in after.values()}},
+              "per_candidate": after, "before_after": compare,
+              "ratio_summary": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+                                "within_3pct": sum(abs(r - 1) <= 0.03 for r in ratios),
+                                "within_10pct": sum(abs(r - 1) <= 0.10 for r in ratios), "n": len(ratios)}
+              if ratios else {},
+              "stability": stability(ev, tasks)}
+    Path(args.out).write_text(json.dumps(report, indent=1))
+    print(f"{'candidate':48s} {'verdict':10s} {'before':>8s} {'after':>8s} {'ratio':>6s} {'calls':>5s}")
+    for key, r in after.items():
+        c = compare.get(key, {})
+        calls = ",".join(str(v["calls_per_batch"]) for v in r["configs"].values())
+        print(f"{key:48s} {r['verdict']:10s} {c.get('before', 0):8.3f} {r['speedup'] or 0:8.3f} "
+              f"{c.get('ratio', 0):6.3f} {calls:>5s}")
+    print("ratio after/before:", json.dumps(report["ratio_summary"]))
+    for s in report["stability"]:
+        for name, c in s["configs"].items():
+            print(f"stability {s['task']}/{s['implementation']} {name}: median {c['median_ms']:.4f} ms, "
+                  f"spread {c['spread_pct']:.2f} %")
+    print(f"wrote {args.out}: {len(after)} candidates in {wall:.0f} s ({report['candidates_per_minute']:.1f}/min)")
+
+
+if __name__ == "__main__":
+    main()

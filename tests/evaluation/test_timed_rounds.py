@@ -1,0 +1,148 @@
+"""The timed rounds without a GPU: CPU tensors stand in for device buffers, a fake driver for CUDA and
+scripted children for the candidate, so every rule of timed_rounds.py is exercised on CPU: each timed
+call is checked on fresh inputs, the trusted clock is the only clock, the fixed cost is subtracted."""
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from pipeline.config import EvalSection
+from pipeline.evaluation.outcome import Stop
+from pipeline.evaluation.reference import Buffer, ConfigData, GroupData, add_timing_slots
+from pipeline.evaluation.timed_rounds import time_config
+from pipeline.evaluation.timing import TrustedClock
+from pipeline.tasks import load_tasks
+
+N = 1000
+
+
+class FakeDriver:
+    """Memsets and syncs on CPU tensors registered by pointer; `busy_s` makes the probe slow."""
+
+    def __init__(self):
+        self.views, self.busy_s = {}, 0.0
+
+    def alloc(self, nbytes):
+        return 0
+
+    def memset_async(self, ptr, byte, nbytes, stream=0):
+        if ptr in self.views:
+            self.views[ptr].view(-1).view(torch.uint8).fill_(byte)
+
+    def synchronize(self):
+        if self.busy_s:
+            time.sleep(self.busy_s)
+
+
+class ScriptedChild:
+    """Plays a candidate (or the trusted baseline): `compute(call_index, x, y_in) -> y` or None to skip."""
+
+    def __init__(self, group, cd, compute, sleep_per_call_s=0.0):
+        self.group, self.cd, self.compute, self.calls = group, cd, compute, 0
+        self.sleep = sleep_per_call_s
+
+    def request(self, msg, timeout_s):
+        for k in msg["slots"]:
+            self.calls += 1
+            x, y = (self.group.buffers[b].view for b in self.cd.slots[k])
+            out = self.compute(self.calls, x, y.clone())
+            if out is not None:
+                y.copy_(out)
+            time.sleep(self.sleep)
+        return {"ok": True, "flags": []}
+
+
+def saxpy(x, y):
+    return 1.5 * x + y
+
+
+def make(candidate, sleep=0.0, eval_updates=None, busy_s=0.0):
+    task = next(t for t in load_tasks("builtin") if t.id == "c2cuda/saxpy")
+    bufs = [Buffer("large.x", "float32", (N,), "in"), Buffer("large.y", "float32", (N,), "inout")]
+    cd = ConfigData("large", False, True, {}, [0, 1], [])
+    group = GroupData(task, bufs, [cd])
+    add_timing_slots(group, memory_bytes=8 * 2 * (2 * 4 * N), max_slots=8)  # 8 slots of 2 float buffers
+    driver = FakeDriver()
+    for i, b in enumerate(group.buffers):
+        b.ptr = 1000 + i
+        b.view = torch.zeros(b.shape, dtype=torch.float32)
+        driver.views[b.ptr] = b.view
+
+    def fresh(seed):
+        g = torch.Generator().manual_seed(seed)
+        return {0: torch.rand(N, generator=g) * 2 - 1, 1: torch.rand(N, generator=g)}
+    cd.fresh = fresh
+    group.baseline_child = ScriptedChild(group, cd, lambda n, x, y: saxpy(x, y), sleep)
+    cfg = EvalSection(result_cache_dir="", timing_rounds=3, timing_trials=12, timing_batch_s=0.05,
+                      busy_probe_limit_s=0.05, **(eval_updates or {}))
+
+    class Ev:
+        pass
+    ev = Ev()
+    ev.cfg, ev.driver = cfg, driver
+    ev.clock = TrustedClock(driver)
+    null = ScriptedChild(group, cd, lambda n, x, y: None)
+    ev.null_child = lambda fmt: null
+    driver.busy_s = busy_s
+    child = ScriptedChild(group, cd, candidate, sleep)
+    return ev, group, cd, child
+
+
+def test_slots_follow_the_memory_budget():
+    _, group, cd, _ = make(lambda n, x, y: saxpy(x, y))
+    assert len(cd.slots) == 8 and len({b for s in cd.slots for b in s}) == 16
+    assert all(group.buffers[s[1]].role == "inout" for s in cd.slots)
+
+
+def test_honest_candidate_gets_per_call_times_from_the_trusted_clock():
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002)
+    times = time_config(ev, group, 0, cd, child, "c2cuda")
+    assert len(times.candidate) >= 3 and times.calls_per_batch == 8  # 50 ms aim / 2 ms per call, at most 8 slots
+    assert 0.0015 < np.median(times.candidate) / 1e3 < 0.004  # per call, overhead removed
+    assert 0.8 < np.median(times.candidate) / np.median(times.baseline) < 1.25
+
+
+def test_every_timed_call_is_checked_so_skipping_later_calls_fails():
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y) if n <= 3 else None)
+    with pytest.raises(Stop) as stop:
+        time_config(ev, group, 0, cd, child, "c2cuda")
+    assert stop.value.verdict == "incorrect" and "wrong-in-timed-call" in stop.value.flags
+
+
+def test_drift_after_many_calls_fails():
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y) if n <= 20 else saxpy(x, y) + 1e-3)
+    with pytest.raises(Stop) as stop:
+        time_config(ev, group, 0, cd, child, "c2cuda")
+    assert stop.value.verdict == "incorrect"
+
+
+def test_memoised_results_fail_because_every_round_has_fresh_inputs():
+    cache = {}
+
+    def memo(n, x, y):
+        key = x.data_ptr()
+        cache.setdefault(key, saxpy(x, y))
+        return cache[key]
+    ev, group, cd, child = make(memo)
+    with pytest.raises(Stop) as stop:
+        time_config(ev, group, 0, cd, child, "c2cuda")
+    assert stop.value.verdict == "incorrect"
+
+
+def test_input_mutation_in_a_timed_call_is_rejected():
+    def mutate(n, x, y):
+        out = saxpy(x, y)
+        x.zero_()
+        return out
+    ev, group, cd, child = make(mutate)
+    with pytest.raises(Stop) as stop:
+        time_config(ev, group, 0, cd, child, "c2cuda")
+    assert stop.value.verdict == "rejected" and stop.value.flags == ["input-mutation"]
+
+
+def test_a_busy_gpu_around_the_batch_is_rejected():
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), busy_s=0.06)
+    with pytest.raises(Stop) as stop:
+        time_config(ev, group, 0, cd, child, "c2cuda")
+    assert stop.value.verdict == "rejected" and stop.value.flags[0].startswith("work-")
