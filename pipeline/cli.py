@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from pipeline.config import ConfigError, describe_schema, load_config
 
@@ -46,11 +47,42 @@ def _config(args):
         raise UsageError(str(e)) from None
 
 
+def candidate_file_problem(path_arg: str) -> str:
+    """One sentence saying why `path_arg` cannot be a candidate file, or '' when it can be read."""
+    from pipeline.evaluation.gate import MAX_CANDIDATE_BYTES
+    path = Path(path_arg).expanduser()
+    if path.is_dir():
+        return f"{path} is a directory; pass the path of one candidate file (.cu or .py)."
+    if not path.exists():
+        return f"{path} does not exist; pass the path of one candidate file (.cu or .py)."
+    if not path.is_file():
+        return f"{path} is not a regular file; pass the path of one candidate file (.cu or .py)."
+    try:
+        size = path.stat().st_size
+        if size > MAX_CANDIDATE_BYTES:
+            return (f"{path} is {size:,} bytes, over the candidate limit of {MAX_CANDIDATE_BYTES:,} bytes; "
+                    f"pass a shorter candidate.")
+        with path.open("rb") as f:
+            data = f.read()
+    except OSError as e:
+        return f"{path} cannot be read ({e.strerror or e}); check its permissions."
+    try:
+        if b"\0" in data:
+            raise UnicodeDecodeError("utf-8", data, data.index(b"\0"), data.index(b"\0") + 1, "NUL byte")
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"{path} is not UTF-8 text (it looks binary); pass the candidate's source file."
+    return ""
+
+
 def cmd_eval(args) -> int:
     from pipeline.evaluation.evaluator import Evaluator
     from pipeline.evaluation.feedback import format_feedback
     from pipeline.tasks import TaskError, load_candidate_file, load_task_arg
     cfg = _config(args)
+    problem = candidate_file_problem(args.candidate)
+    if problem:
+        raise UsageError(problem)
     try:
         task = load_task_arg(args.task)
         cand = load_candidate_file(args.candidate, task)

@@ -148,6 +148,14 @@ class Evaluator:
             return self._base(task, cand, "compile_error", "the candidate does not compile", compile_log=comp.log,
                               findings=findings + [Finding(source="compile", severity="error", message=comp.log)],
                               stage_s=stage)
+        if comp.ok:  # the gate's second look, at what was built (artifact.py)
+            from pipeline.evaluation.artifact import check_built
+            t_built = time.perf_counter()
+            built = [f for f in check_built(cand, task, comp, self.compiler.cfg) if f.severity == "error"]
+            stage["gate"] += time.perf_counter() - t_built
+            if built:
+                return self._base(task, cand, "rejected", built[0].message, findings=findings + built,
+                                  flags=sorted({f.rule for f in built}), stage_s=stage, compile_log=comp.ptxas_log)
         t2 = time.perf_counter()
         features, hints = self._structure(cand, comp)
         stage["structure"] = time.perf_counter() - t2

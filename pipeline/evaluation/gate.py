@@ -4,11 +4,12 @@
     extract_load_inline(py_source) -> list[dict]          # what the compile step builds
     cuda_sources_of(candidate) -> list[(text, line_offset)]
 
-Every format's CUDA/C++ text goes through the tree-sitter rules of gate_cuda.py. A kernelbench
-candidate is Python: it is read with `ast` (imports, introspection, try statements, torch compute
-in forward, patched modules, reduced precision) and its `load_inline` sources must be constants,
-which are then extracted and checked as CUDA with their lines mapped back into the Python file.
-Each finding names the rule (`Finding.rule`) and the 1-based line of the candidate file.
+A candidate over MAX_CANDIDATE_BYTES is refused before any rule reads it. Every format's CUDA/C++
+text goes through the tree-sitter rules of gate_cuda.py. A kernelbench candidate is Python, read by
+the allow-list rules of gate_python.py; its `load_inline` sources must be constants, which are then
+extracted and checked as CUDA with their lines mapped back into the Python file. What was built
+is checked after compiling, by artifact.py. Each finding names the rule (`Finding.rule`) and the
+1-based line of the candidate file.
 """
 from __future__ import annotations
 
@@ -16,61 +17,14 @@ import ast
 import re
 
 from pipeline.evaluation import light_abi
-from pipeline.evaluation.gate_cuda import COMPUTE_METHODS, finding, scan_cuda
+from pipeline.evaluation.gate_cuda import finding, scan_cuda
+from pipeline.evaluation.gate_python import (ADVICE, LOAD_INLINE, _aliases, _check_python, _Dynamic, _evaluate_call,
+                                             _f, _load_inline_calls, _module_assigns)
 from pipeline.records import Candidate, Finding, Task
 
-LOAD_INLINE = "torch.utils.cpp_extension.load_inline"
-_ALLOWED_MODULES = {"torch", "torch.nn", "torch.nn.functional", "torch.utils.cpp_extension", "math", "typing",
-                    "__future__"}
-_MODULE_RULES = [  # forbidden imports that get a more specific rule than forbidden-import
-    ("threads", {"threading", "_thread", "concurrent", "multiprocessing", "asyncio"}),
-    ("process-or-file-or-network", {"os", "subprocess", "socket", "shutil", "pathlib", "io", "ctypes", "signal", "pty",
-                                    "urllib", "http", "requests", "tempfile", "mmap", "pickle", "resource", "cffi"}),
-    ("introspection", {"gc", "sys", "inspect", "builtins", "importlib", "types", "dis", "traceback", "weakref"}),
-    ("timing-tamper", {"time", "timeit", "datetime"}),
-]
-_INTROSPECTION_NAMES = {"gc", "sys", "inspect", "builtins", "globals", "locals", "vars", "eval", "exec", "compile",
-                        "__import__", "open", "breakpoint"}
-_TORCH_INTERNALS = {"_C", "ops", "classes", "library", "overrides", "jit", "fx", "hub", "package", "backends", "compiler",
-                    "compile", "distributed", "_dynamo", "_inductor", "func", "export"}
-_TORCH_OK_CALLS = {"torch.empty", "torch.empty_like", "torch.zeros", "torch.zeros_like", "torch.empty_strided",
-                   "torch.Size", "torch.device", "torch.nn.Parameter", "torch.is_tensor", "torch.no_grad",
-                   "torch.inference_mode", "torch.finfo", "torch.iinfo", "torch.get_default_dtype"}
-_LOW_DTYPES = re.compile(r"torch\.(float16|half|bfloat16|float8\w*|complex32|autocast|amp|cuda\.amp|set_default_dtype)")
-_NOT_SUBMODULES = {"torch.nn.Parameter", "torch.nn.ParameterList", "torch.nn.ParameterDict", "torch.nn.Buffer"}
-_KEYWORDS = {"name", "cpp_sources", "cuda_sources", "functions", "extra_cflags", "extra_cuda_cflags", "verbose",
-             "with_cuda", "with_pytorch_error_handling"}
-_SAFE_FLAG = re.compile(r"-O[0-3s]|-?-use_fast_math|--?std=c\+\+\d\d|-lineinfo|--extended-lambda|--expt-relaxed-constexpr"
-                        r"|--expt-extended-lambda|-w|-Wall|-Wno-[\w-]+|-D[A-Za-z_]\w*(=[0-9.]+)?|-U\w+|-?-maxrregcount=\d+"
-                        r"|-Xptxas=?-v|--ptxas-options=-v|-v")
-ADVICE = {
-    "syntax": "fix the Python syntax",
-    "no-modelnew": "define class ModelNew(nn.Module) with the reference's constructor and forward signature",
-    "subclass-reference": "derive ModelNew from nn.Module only and compute forward with your own kernels",
-    "reference-use": "do not use the reference; compute the result with your own kernels",
-    "forbidden-import": "import only torch, torch.nn, torch.nn.functional, torch.utils.cpp_extension, math and typing",
-    "introspection": "do not inspect or alter the interpreter, torch internals or objects' dunders",
-    "try-fallback": "remove the try statement and let errors surface",
-    "torch-compute-in-forward": "compute with your own CUDA kernels and use torch only to allocate outputs (torch.empty)",
-    "side-stream": "launch on the current stream",
-    "threads": "do all the work from the calling thread",
-    "timing-tamper": "do not patch modules or time anything; the harness does the timing",
-    "precision-downgrade": "compute in float32, the task's precision",
-    "dynamic-build": "pass load_inline string literals, lists of them, or module-level variables assigned only them",
-    "compile-flags": "use only flags such as -O3, --use_fast_math or -DNAME",
-    "tensor-subclass": "return plain tensors; do not subclass torch.Tensor",
-    "no-device-code": "write at least one __global__ kernel that does the work",
-}
-
-
-def _f(rule: str, line: int, what: str) -> Finding:
-    return finding(rule, line, what, ADVICE.get(rule))
-
-
-class _Dynamic(Exception):
-    def __init__(self, line: int, what: str):
-        super().__init__(what)
-        self.line, self.what = line, what
+__all__ = ["ADVICE", "LOAD_INLINE", "MAX_CANDIDATE_BYTES", "check_candidate", "cuda_sources_of", "extract_load_inline",
+           "task_is_float32"]
+MAX_CANDIDATE_BYTES = 256 * 1024  # larger candidates are refused unread (a policy answer is a few KB)
 
 
 # --- public API -----------------------------------------------------------------------------------
@@ -84,6 +38,10 @@ def task_is_float32(task: Task) -> bool:
 
 def check_candidate(candidate: Candidate, task: Task) -> list[Finding]:
     """All gate findings for one candidate; any finding with severity "error" rejects it."""
+    size = len(candidate.code.encode("utf-8", errors="replace"))
+    if size > MAX_CANDIDATE_BYTES:
+        return [finding("too-large", 1, f"the candidate is {size:,} bytes, over the limit of {MAX_CANDIDATE_BYTES:,} "
+                                        f"bytes ({MAX_CANDIDATE_BYTES // 1024} KB)", "send a shorter candidate")]
     float32 = task_is_float32(task)
     if candidate.format != "kernelbench":
         scan = scan_cuda(candidate.code, 0, fmt=candidate.format, float32=float32)
@@ -169,330 +127,3 @@ def _entry_findings(scan, fmt: str, task: Task) -> list[Finding]:
                            f"use the signature {sig}"))
     return out
 
-
-# --- Python (kernelbench) -------------------------------------------------------------------------
-def _aliases(tree: ast.AST) -> dict[str, str]:
-    """Local name -> dotted path it stands for, from imports and plain `x = a.b` assignments."""
-    out: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for a in node.names:
-                out[a.asname or a.name] = f"{node.module}.{a.name}"
-    for _ in range(2):
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                q = _qual(node.value, out)
-                if q:
-                    out[node.targets[0].id] = q
-    return out
-
-
-def _qual(node: ast.AST, aliases: dict[str, str]) -> str | None:
-    """Dotted path an expression resolves to (`F.relu` -> torch.nn.functional.relu), or None."""
-    if isinstance(node, ast.Name):
-        return aliases.get(node.id)
-    if isinstance(node, ast.Attribute):
-        base = _qual(node.value, aliases)
-        return f"{base}.{node.attr}" if base else None
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
-            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
-        base = _qual(node.args[0], aliases)
-        return f"{base}.{node.args[1].value}" if base else None
-    return None
-
-
-def _check_python(source: str, float32: bool) -> tuple[list[Finding], list[dict]]:
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError) as e:
-        return [_f("syntax", getattr(e, "lineno", None) or 1, f"the Python does not parse ({getattr(e, 'msg', e)})")], []
-    aliases = _aliases(tree)
-    out: list[Finding] = []
-    _check_imports(tree, out)
-    _check_modelnew(tree, aliases, out)
-    _check_nodes(tree, aliases, float32, out)
-    _check_compute(tree, aliases, out)
-    calls = []
-    assigns = _module_assigns(tree)
-    for call in _load_inline_calls(tree, aliases):
-        try:
-            calls.append(_evaluate_call(call, assigns))
-        except _Dynamic as e:
-            out.append(_f("dynamic-build", e.line, e.what))
-    for line in _load_inline_refs(tree, aliases):
-        out.append(_f("dynamic-build", line, "refers to load_inline other than by calling it"))
-    for c in calls:
-        for flag in c["extra_cflags"] + c["extra_cuda_cflags"]:
-            if re.search(r"PER_THREAD_DEFAULT_STREAM|default-stream", flag):
-                out.append(_f("side-stream", c["line"], f"compiles with {flag}"))
-            elif not _SAFE_FLAG.fullmatch(flag):
-                out.append(_f("compile-flags", c["line"], f"passes the compiler flag {flag!r}"))
-    return out, calls
-
-
-def _check_imports(tree: ast.AST, out: list[Finding]) -> None:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.level or any(a.name == "*" for a in node.names)):
-            out.append(_f("forbidden-import", node.lineno, "uses a relative or star import"))
-            continue
-        if isinstance(node, ast.Import):
-            bad = [a.name for a in node.names if a.name not in _ALLOWED_MODULES]
-        elif isinstance(node, ast.ImportFrom):
-            mod = node.module or ""
-            bad = [f"{mod}.{a.name}" for a in node.names if not (
-                mod in ("typing", "__future__", "math") or f"{mod}.{a.name}" in _ALLOWED_MODULES | {LOAD_INLINE}
-                or (mod in ("torch.nn", "torch.nn.functional") and not a.name.startswith("_"))
-                or (mod == "torch" and a.name == "Tensor"))]
-        else:
-            continue
-        for name in bad:
-            if name.startswith("torch.utils.cpp_extension."):
-                out.append(_f("dynamic-build", node.lineno, f"imports {name}; only load_inline with literal sources is allowed"))
-            else:
-                rule = next((r for r, names in _MODULE_RULES if name.split(".")[0] in names), "forbidden-import")
-                out.append(_f(rule, node.lineno, f"imports {name}"))
-
-
-def _check_modelnew(tree: ast.Module, aliases: dict[str, str], out: list[Finding]) -> None:
-    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"), None)
-    if cls is None:
-        out.append(_f("no-modelnew", 1, "no top-level class ModelNew is defined"))
-        return
-    bases = [_qual(b, aliases) or ast.unparse(b) for b in cls.bases]
-    if bases != ["torch.nn.Module"] or cls.keywords or cls.decorator_list:
-        what = f"ModelNew derives from {', '.join(bases) or 'nothing'}" if bases != ["torch.nn.Module"] \
-            else "ModelNew has a decorator or metaclass"
-        out.append(_f("subclass-reference", cls.lineno, what))
-
-
-def _excluded(tree: ast.Module) -> set[int]:
-    """ids of nodes inside a copied reference (class Model, get_inputs, get_init_inputs): dead code here."""
-    skip: set[int] = set()
-    for n in tree.body:
-        if (isinstance(n, ast.ClassDef) and n.name == "Model") or \
-                (isinstance(n, ast.FunctionDef) and n.name in ("get_inputs", "get_init_inputs")):
-            skip |= {id(x) for x in ast.walk(n)}
-    return skip
-
-
-def _check_nodes(tree: ast.Module, aliases: dict[str, str], float32: bool, out: list[Finding]) -> None:
-    skip = _excluded(tree)
-    for node in ast.walk(tree):
-        line = getattr(node, "lineno", 1)
-        if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-            out.append(_f("try-fallback", line, "has a try statement (a fallback path)"))
-        elif isinstance(node, ast.Name):
-            if node.id in ("Model", "get_inputs", "get_init_inputs") and id(node) not in skip:
-                out.append(_f("reference-use", line, f"uses the reference's {node.id}"))
-            elif node.id in _INTROSPECTION_NAMES or (re.fullmatch(r"__\w+__", node.id) and node.id != "__name__"):
-                out.append(_f("introspection", line, f"uses {node.id}"))
-        elif isinstance(node, ast.Attribute):
-            _check_attribute(node, aliases, float32, out)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-                node.func.id in ("getattr", "setattr", "delattr", "hasattr"):
-            key = node.args[1] if len(node.args) > 1 else None
-            if not (isinstance(key, ast.Constant) and isinstance(key.value, str)) or re.fullmatch(r"__\w+__", key.value):
-                out.append(_f("introspection", line, f"calls {node.func.id} with a computed or dunder attribute name"))
-            elif key.value in ("Model", "get_inputs", "get_init_inputs"):
-                out.append(_f("reference-use", line, f"reaches the reference's {key.value}"))
-            if node.func.id in ("setattr", "delattr") and node.args and _qual(node.args[0], aliases):
-                out.append(_f("timing-tamper", line, f"patches {_qual(node.args[0], aliases)} with {node.func.id}"))
-        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
-            for t in node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]:
-                base = t.value if isinstance(t, (ast.Attribute, ast.Subscript)) else None
-                if base is not None and _qual(base, aliases):
-                    out.append(_f("timing-tamper", line, f"patches {ast.unparse(t)}, an attribute of a module"))
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in (
-                "__torch_function__", "__torch_dispatch__"):
-            out.append(_f("tensor-subclass", line, f"defines {node.name}"))
-        elif isinstance(node, ast.ClassDef) and any(_qual(b, aliases) == "torch.Tensor" for b in node.bases):
-            out.append(_f("tensor-subclass", line, f"class {node.name} subclasses torch.Tensor"))
-        if float32 and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr in ("half", "bfloat16"):
-            out.append(_f("precision-downgrade", line, f"converts with .{node.func.attr}(), lower precision than float32"))
-
-
-def _check_attribute(node: ast.Attribute, aliases: dict[str, str], float32: bool, out: list[Finding]) -> None:
-    line, attr, q = node.lineno, node.attr, _qual(node, aliases) or ""
-    parts = q.split(".")
-    if re.fullmatch(r"__\w+__", attr) and not (attr == "__init__" and (
-            (isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) and node.value.func.id == "super")
-            or _qual(node.value, aliases) == "torch.nn.Module")):
-        out.append(_f("introspection", line, f"accesses the dunder attribute {attr}"))
-    elif attr in ("as_subclass", "_make_subclass", "_make_wrapper_subclass"):
-        out.append(_f("tensor-subclass", line, f"uses {attr}"))
-    elif parts[0] == "torch" and len(parts) > 1:
-        if q.startswith("torch.cuda.") and parts[2] in ("Stream", "stream", "set_stream", "ExternalStream", "StreamContext"):
-            out.append(_f("side-stream", line, f"uses {q}"))
-        elif q in ("torch.Stream", "torch.Event") or (q.startswith("torch.cuda.") and parts[2] in (
-                "Event", "graph", "graphs", "CUDAGraph", "make_graphed_callables", "set_device", "set_sync_debug_mode")):
-            out.append(_f("timing-tamper", line, f"uses {q}"))
-        elif parts[1] == "multiprocessing":
-            out.append(_f("threads", line, f"uses {q}"))
-        elif parts[1] in _TORCH_INTERNALS or any(p.startswith("_") and not p.startswith("__") for p in parts[1:]) or (
-                parts[1] == "utils" and len(parts) > 2 and parts[2] != "cpp_extension"):
-            out.append(_f("introspection", line, f"reaches into torch internals ({q})"))
-        elif q.startswith("torch.utils.cpp_extension.") and q != LOAD_INLINE:
-            out.append(_f("dynamic-build", line, f"uses {q}; only load_inline with literal sources is allowed"))
-        elif float32 and _LOW_DTYPES.fullmatch(q):
-            out.append(_f("precision-downgrade", line, f"uses {q}, lower precision than the task's float32"))
-
-
-def _check_compute(tree: ast.Module, aliases: dict[str, str], out: list[Finding]) -> None:
-    """No torch compute in any function the forward pass can reach (all but __init__ and the copied reference)."""
-    skip = _excluded(tree) | {id(x) for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "__init__"
-                              for x in ast.walk(n)}
-    checked = {id(x) for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-               for x in ast.walk(n)} - skip
-    exts, exported, torch_attrs = set(), set(), {}
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Assign) and len(n.targets) == 1:
-            target, value = ast.unparse(n.targets[0]), n.value
-            q = _qual(value.func if isinstance(value, ast.Call) else value, aliases) or ""
-            if q == LOAD_INLINE or ast.unparse(value) in exts:
-                exts.add(target)
-            elif q.startswith("torch.") and q not in _NOT_SUBMODULES and target.startswith("self."):
-                torch_attrs[target] = q
-        if isinstance(n, ast.keyword) and n.arg == "functions":
-            exported |= {c.value for c in ast.walk(n.value) if isinstance(c, ast.Constant)}
-    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
-    for n in ast.walk(tree):
-        if id(n) not in checked:
-            continue
-        line = getattr(n, "lineno", 1)
-        if isinstance(n, (ast.BinOp, ast.AugAssign)) and isinstance(n.op, ast.MatMult):
-            out.append(_f("torch-compute-in-forward", line, "uses the @ operator (a torch matmul)"))
-        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and ast.unparse(n) in torch_attrs:
-            up = parents.get(id(n))  # reading self.linear.weight is fine; calling or iterating self.linear is not
-            if not (isinstance(up, ast.Attribute) and up.attr not in ("forward", "__call__", "_call_impl")):
-                out.append(_f("torch-compute-in-forward", line, f"calls or passes on {ast.unparse(n)}, "
-                                                                f"a torch module or function ({torch_attrs[ast.unparse(n)]})"))
-        if not isinstance(n, ast.Call):
-            continue
-        q = _qual(n.func, aliases)
-        if q and q.startswith("torch.") and q not in _TORCH_OK_CALLS and not q.startswith(
-                ("torch.cuda.", "torch.utils.", "torch.nn.init.")):
-            out.append(_f("torch-compute-in-forward", line, f"calls {q}"))
-        elif q is None and isinstance(n.func, ast.Attribute) and n.func.attr in COMPUTE_METHODS \
-                and n.func.attr not in exported and ast.unparse(n.func.value) not in exts:
-            out.append(_f("torch-compute-in-forward", line, f"calls the tensor method .{n.func.attr}()"))
-        elif q is None and isinstance(n.func, ast.Attribute) and n.func.attr == "to" and not _device_only(n):
-            out.append(_f("torch-compute-in-forward", line, "converts with .to(...) other than to a device"))
-
-
-def _device_only(call: ast.Call) -> bool:
-    return all(k.arg in ("device", "non_blocking") for k in call.keywords) and all(
-        (isinstance(a, ast.Constant) and isinstance(a.value, str)) or
-        (isinstance(a, (ast.Attribute, ast.Name, ast.Call)) and ast.unparse(getattr(a, "func", a)).endswith("device"))
-        for a in call.args)
-
-
-# --- load_inline ----------------------------------------------------------------------------------
-def _load_inline_calls(tree: ast.AST, aliases: dict[str, str]) -> list[ast.Call]:
-    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _qual(n.func, aliases) == LOAD_INLINE]
-
-
-def _load_inline_refs(tree: ast.AST, aliases: dict[str, str]) -> list[int]:
-    """Lines where load_inline is referred to other than by calling it (aliased, stored, passed on)."""
-    called = {id(n.func) for n in _load_inline_calls(tree, aliases)}
-    return [n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in called
-            and _qual(n, aliases) == LOAD_INLINE]
-
-
-def _module_assigns(tree: ast.Module) -> dict[str, list]:
-    """Module-level name -> the values bound to it; None for a binding or mutation that is not `name = value`."""
-    binds: dict[str, list] = {}
-    for n in ast.walk(tree):  # mutations anywhere: x.append(...), x[i] = ..., x.attr = ..., global x
-        target = n.func.value if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) else \
-            n.value if isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, (ast.Store, ast.Del)) else None
-        names = n.names if isinstance(n, ast.Global) else [target.id] if isinstance(target, ast.Name) else []
-        for name in names:
-            binds.setdefault(name, []).append(None)
-    stack = list(tree.body)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ast.Assign) and all(isinstance(t, ast.Name) for t in n.targets):
-            for t in n.targets:
-                binds.setdefault(t.id, []).append(n.value)
-            continue
-        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):
-            binds.setdefault(n.target.id, []).append(n.value)
-            continue
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            binds.setdefault(n.name, []).append(None)
-            continue
-        if isinstance(n, (ast.Import, ast.ImportFrom)):
-            for a in n.names:
-                binds.setdefault(a.asname or a.name.split(".")[0], []).append(None)
-        elif isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            binds.setdefault(n.id, []).append(None)
-        stack += list(ast.iter_child_nodes(n))
-    return binds
-
-
-def _evaluate_call(call: ast.Call, assigns: dict[str, list]) -> dict:
-    """The constant arguments of one load_inline call, sources as (text, line offset) pieces; raises _Dynamic."""
-    line = call.lineno
-    if len(call.args) > 3 or any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-        raise _Dynamic(line, "calls load_inline with *args, **kwargs or arguments after cuda_sources by position")
-    args = dict(zip(("name", "cpp_sources", "cuda_sources"), call.args)) | {k.arg: k.value for k in call.keywords}
-    bad = sorted(set(args) - _KEYWORDS - {"extra_ldflags"})
-    if bad:
-        raise _Dynamic(line, f"passes load_inline the argument {bad[0]}")
-    for key in ("verbose", "with_cuda", "with_pytorch_error_handling"):
-        if key in args and not (isinstance(args[key], ast.Constant) and args[key].value in (True, False, None)):
-            raise _Dynamic(line, f"passes load_inline a {key} that is not True, False or None")
-
-    def value(key: str) -> tuple[list[tuple[str, int]], bool]:
-        node = args.get(key)
-        if node is None or (isinstance(node, ast.Constant) and node.value is None):
-            return [], True
-        return _const(node, assigns, line)
-    if any(t.strip() for t, _ in value("extra_ldflags")[0]):  # KernelBench's own example passes [""]
-        raise _Dynamic(line, "passes load_inline linker flags (extra_ldflags)")
-    name, is_list = value("name")
-    if is_list or not re.fullmatch(r"[A-Za-z_]\w{0,63}", name[0][0]):
-        raise _Dynamic(line, "gives load_inline a name that is not a plain identifier string")
-    has_functions = args.get("functions") is not None and not (
-        isinstance(args["functions"], ast.Constant) and args["functions"].value is None)
-    return {"name": name[0][0], "cpp_sources": value("cpp_sources")[0], "cuda_sources": value("cuda_sources")[0],
-            "functions": [t for t, _ in value("functions")[0]] if has_functions else None,
-            "extra_cflags": [t.strip() for t, _ in value("extra_cflags")[0] if t.strip()],
-            "extra_cuda_cflags": [t.strip() for t, _ in value("extra_cuda_cflags")[0] if t.strip()], "line": line}
-
-
-def _const(node: ast.AST, assigns: dict[str, list], line: int, depth: int = 0) -> tuple[list[tuple[str, int]], bool]:
-    """A constant string (one piece) or list of strings (a piece each): ([(text, line offset)], is_list).
-
-    The offset is the file line of the literal's opening quote minus 1, so text line k sits at file line
-    offset + k. That is exact for a literal written out in the file (a triple-quoted source starting with
-    a newline included) and approximate when a string is concatenated from several literals (the later
-    parts are numbered on from the first literal's line) or contains escaped newlines.
-    """
-    where = getattr(node, "lineno", line)
-    if depth > 20:
-        raise _Dynamic(line, "passes load_inline an argument that is too deeply indirect")
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return [(node.value, node.lineno - 1)], False
-    if isinstance(node, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in node.values):
-        return [("".join(v.value for v in node.values), node.lineno - 1)], False
-    if isinstance(node, (ast.List, ast.Tuple)):
-        pieces = [_const(e, assigns, line, depth + 1) for e in node.elts]
-        if any(is_list for _, is_list in pieces):
-            raise _Dynamic(where, "passes load_inline a nested list")
-        return [p[0][0] for p in pieces], True
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        (left, left_list), (right, right_list) = (_const(x, assigns, line, depth + 1) for x in (node.left, node.right))
-        if left_list != right_list:
-            raise _Dynamic(where, "adds a string and a list in a load_inline argument")
-        return (left + right, True) if left_list else ([(left[0][0] + right[0][0], left[0][1])], False)
-    if isinstance(node, ast.Name):
-        values = assigns.get(node.id, [])
-        if len(values) != 1 or values[0] is None:
-            raise _Dynamic(where, f"passes load_inline {node.id}, which is not a module-level variable assigned once")
-        return _const(values[0], assigns, line, depth + 1)
-    src = ast.unparse(node)
-    raise _Dynamic(where, f"builds a load_inline argument at run time ({src if len(src) < 60 else src[:56] + ' ...'})")

@@ -36,6 +36,8 @@ ADVICE = {
     "introspection": "do not reach into Python from the extension",
     "digraph": "write preprocessor directives with #",
     "symbol-alias": "call functions by their own names",
+    "dispatch-tamper": "leave torch's dispatcher state alone (no dispatch-key guards, modes or record-function switches)",
+    "line-directive": "remove #line directives and line markers; the gate reports your file's own lines",
 }
 
 
@@ -99,6 +101,12 @@ _NAME_RULES = [
     ("driver-api", ANY, r"cu(Init|Ctx|Device|Mem|Module|Launch|Stream|Event|Func|Graph|Link|Get|Driver|Pointer|Tex|Surf"
      r"|Array|Occupancy|Library|Kernel|Tensor|Profiler|GreenCtx|Multicast|Signal|Wait|Import|External|Thread|Flush)\w*"
      r"|cudaGetDriverEntryPoint\w*", "calls the CUDA driver API"),
+    ("dispatch-tamper", ANY,
+     r"\w*DispatchKey\w*|AutoDispatch\w*|AutoNonVariableTypeMode|\w*tls_\w*dispatch\w*|\w*_dispatch_key_\w*"
+     r"|\w*TorchDispatchMode\w*|\w*PythonDispatcher\w*|\w*PythonTLSSnapshot\w*|\w*DisableTorchDispatch\w*"
+     r"|\w*FunctionalizationReapplyViews\w*|\w*RecordFunction\w*|enableRecordFunction|hasCallbacks|\w*GlobalCallback"
+     r"|\w*ThreadLocalCallback\w*|ThreadLocalStateGuard|\w*LocalDispatchKeySet\w*",
+     "changes torch's dispatcher state (hides operators from the runtime check)"),
     ("introspection", ANY, r"Py[A-Z][A-Za-z]*_\w+|(::)?(py|pybind11)::(module_?::import|eval|exec|eval_file|globals)\b.*",
      "calls into the Python interpreter"),
     ("load-time-code", ANY, r"(__)?(constructor|destructor)(__)?", "runs code when the library loads"),
@@ -361,6 +369,8 @@ def _supplement(text: str, add, fmt: str, float32: bool) -> None:
     kept = _strip(spliced, keep_strings=True)
     for m in re.finditer(r'^[ \t]*(?:#|%:)[ \t]*pragma[ \t]+omp\b|_Pragma\s*\(\s*"\s*omp\b', kept, re.M):
         add("threads", line_of(m.start()), "uses an OpenMP pragma")
+    for m in re.finditer(r"^[ \t]*(?:#|%:)[ \t]*(line\b|[0-9])", kept, re.M):
+        add("line-directive", line_of(m.start()), "has a #line directive or line marker")
     for m in re.finditer(r"^[ \t]*%:", kept, re.M):
         add("digraph", line_of(m.start()), "writes a preprocessor directive with the %: digraph")
     for m in _DIRECTIVE.finditer(kept):

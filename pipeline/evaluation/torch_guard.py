@@ -3,7 +3,15 @@
 - `load_candidate` executes the candidate module with `load_inline` replaced by an import of the
   extension the compile step already built (so candidate Python never runs a compiler).
 - `NoTorchCompute` raises on every torch operator that computes while the candidate's forward
-  runs (allocation, views and metadata are allowed), including operators called from C++.
+  runs (allocation, views and metadata are allowed), including operators called from C++. A
+  dispatch mode sees only operators that reach the Python dispatch key, which an extension can
+  exclude (c10::impl::ExcludeDispatchKeyGuard, torch._C._DisableTorchDispatch); so the mode also
+  checks from below the keys: on a random AUDIT_FRACTION of its uses (and whenever asked), the
+  record-function profiler, which the dispatcher calls for every operator before it looks at any
+  dispatch key, lists what ran, and an operator neither allowed nor a view-only composite is
+  flagged; on every use, the thread-local dispatch-key sets and the mode stack must be the same
+  when forward returns as when it began. The audit costs ~0.5 ms on the calls it covers; timing
+  reports medians, so the minority of audited timing calls does not move them.
 - `snapshot` / `changes_since` detect patched timers and torch functions.
 - `output_problems` requires a plain dense CUDA tensor of the expected shape and dtype.
 - `poison_allocator` leaves NaN bytes in the caching allocator so unwritten outputs fail.
@@ -12,6 +20,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import secrets
 import time
 import types
 
@@ -33,12 +42,27 @@ ALLOWED_OPS = {
 }
 
 
-class NoTorchCompute(TorchDispatchMode):
-    """Raise on any computing torch operator; record it in `flags`."""
+# Composite operators the profiler lists but a dispatch mode never sees (they decompose above the
+# Python key into the ALLOWED_OPS, or into a computing operator that is then listed as well).
+VIEW_COMPOSITES = {"contiguous", "to", "reshape", "flatten", "view_as", "expand_as", "narrow", "item", "type_as",
+                   "resolve_conj", "resolve_neg", "cuda", "is_same_size", "requires_grad_", "data", "clone_if_needed"}
+AUDIT_FRACTION = 0.25
+_PYTHON_KEY = torch._C.DispatchKey.Python
 
-    def __init__(self, flags: list[str]):
+
+class NoTorchCompute(TorchDispatchMode):
+    """Raise on any computing torch operator; record it in `flags`; flag operators hidden from the mode.
+
+    audit: True profiles this use, False never, None a random AUDIT_FRACTION of uses (unpredictable
+    to the candidate, so a candidate that hides operators on some calls is caught on some of them).
+    """
+
+    def __init__(self, flags: list[str], audit: bool | None = None):
         super().__init__()
         self.flags = flags
+        self.audit = audit if audit is not None else secrets.randbelow(1000) < AUDIT_FRACTION * 1000
+        self._profiler = None
+        self._tls = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
@@ -46,6 +70,45 @@ class NoTorchCompute(TorchDispatchMode):
             self.flags.append(f"torch-compute-in-forward: aten.{name} ran inside the candidate's forward")
             raise RuntimeError(f"torch operator aten.{name} is not allowed in ModelNew.forward; compute in your CUDA kernel")
         return func(*args, **(kwargs or {}))
+
+    def __enter__(self):
+        self._tls = _dispatch_tls()
+        out = super().__enter__()
+        if self.audit and not torch.autograd._profiler_enabled():
+            from torch.autograd.profiler import profile
+            self._profiler = profile(use_kineto=False)
+            self._profiler.__enter__()
+        return out
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            on_top = _current_mode() is self
+            if self._profiler is not None:
+                self._profiler.__exit__(None, None, None)
+                ran = [e.name.split("::", 1)[1] for e in self._profiler.function_events if e.name.startswith("aten::")]
+                hidden = [op for op in ran if op not in ALLOWED_OPS and op not in VIEW_COMPOSITES]
+                if hidden:
+                    self.flags.append(f"torch-compute-in-forward: aten.{hidden[0]} ran inside the candidate's forward "
+                                      f"hidden from the dispatch mode (dispatch keys excluded)")
+        finally:
+            result = super().__exit__(exc_type, exc, tb)
+        changed = [what for what, before, after in zip(("exclude set", "include set", "Python key excluded"),
+                                                        self._tls, _dispatch_tls()) if before != after]
+        if changed or not on_top:
+            what = ", ".join(changed) if changed else "the dispatch mode was no longer on top of the mode stack"
+            self.flags.append(f"torch-compute-in-forward: the candidate's forward changed torch's dispatch state ({what})")
+        return result
+
+
+def _dispatch_tls() -> tuple[str, str, bool]:
+    """This thread's dispatch-key state: local exclude and include sets, whether the Python key is excluded."""
+    return (str(torch._C._dispatch_tls_local_exclude_set()), str(torch._C._dispatch_tls_local_include_set()),
+            torch._C._dispatch_tls_is_dispatch_key_excluded(_PYTHON_KEY))
+
+
+def _current_mode():
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+    return _get_current_dispatch_mode()
 
 
 def _watched() -> dict[str, object]:

@@ -47,3 +47,51 @@ def test_output_problems():
     out = torch.empty(2, 3)
     assert guard.output_problems(torch.empty(2, 3), [out]) == ["output-type: output 0 is not a dense contiguous CUDA tensor"]
     assert guard.output_problems((out, out), [out])[0].startswith("output-type: forward returned 2")
+
+
+def _run_guarded(fn, audit=True) -> list[str]:
+    flags: list[str] = []
+    with torch.no_grad(), guard.NoTorchCompute(flags, audit=audit):
+        fn()
+    return flags
+
+
+def test_operators_hidden_by_excluding_the_python_key_are_flagged():
+    """A C++ extension (c10::impl::ExcludeDispatchKeyGuard) or Python (torch._C._DisableTorchDispatch)
+    can hide operators from the dispatch mode; the audit from below the dispatch keys still sees them."""
+    x = torch.randn(8, 8)
+    python_key = torch._C.DispatchKeySet(torch._C.DispatchKey.Python)
+
+    def excluded():
+        with torch._C._ExcludeDispatchKeyGuard(python_key):
+            torch.mm(x, x)
+
+    def disabled():
+        with torch._C._DisableTorchDispatch():
+            torch.relu(x)
+    for fn, op in ((excluded, "aten.mm"), (disabled, "aten.relu")):
+        flags = _run_guarded(fn)
+        assert flags and flags[0].startswith("torch-compute-in-forward") and op in flags[0], flags
+
+
+def test_a_leaked_exclusion_is_flagged_without_the_audit():
+    x = torch.randn(4)
+    keep = []
+
+    def leak():
+        g = torch._C._DisableTorchDispatch()
+        g.__enter__()
+        keep.append(g)
+        x.numel()
+    flags = _run_guarded(leak, audit=False)
+    keep.pop().__exit__(None, None, None)
+    assert any("dispatch state" in f for f in flags), flags
+
+
+def test_honest_forward_is_not_flagged_by_the_audit():
+    x = torch.randn(4, 4)
+
+    def honest():
+        y = torch.empty_like(x)
+        x.reshape(-1), x.contiguous(), x.to(x.device), x.t(), x.size(0), y.view(16)
+    assert _run_guarded(honest) == []

@@ -1,0 +1,383 @@
+"""The gate's second look: check what was built, not only what was written (after a successful compile).
+
+    check_built(candidate, task, comp, cfg) -> list[Finding]     # severity "error" means rejected
+
+c2cuda and light candidates (one .cu file), three checks, each in a scratch directory with a timeout:
+1. Preprocessed rules. `nvcc -E` expands the candidate's macros; the lines that come from the
+   candidate's own file (followed through the `# N "file" flags` line markers, header content
+   dropped) go through gate_cuda.scan_cuda again, mapped back to the candidate's line numbers. nvcc
+   spells `__global__` as `__attribute__((global))` after preprocessing; those annotations are put
+   back so the rules that need device context (inline asm) still see it.
+2. Symbols. The candidate's translation unit is compiled to an object (`nvcc -c`, the Compiler's
+   flags) and `nm` lists what it calls (undefined symbols) and what it defines. The object, not the
+   shared library, is checked: the library also holds the statically linked CUDA runtime, which
+   itself needs dlopen, pthread_create and more libc, so at library level those names cannot tell
+   a hack from cudart. The object holds only code compiled from the candidate's file (its own
+   functions, the inline header code it instantiates and nvcc's registration stubs); the candidate
+   has no say in the link line, so every symbol the final library gains beyond this object comes
+   from the fixed toolchain. Each undefined symbol must pass `symbol_allowed`; a refused one is
+   named with the gate rule its name belongs to (system -> process-or-file-or-network, ...) or
+   `unlisted-symbol`. A defined global symbol with the name of a runtime or libc function
+   (interposing on cudaLaunchKernel, malloc, ...) is `symbol-alias`.
+3. Load-time code. Every entry of the object's .init_array/.fini_array/.ctors/.dtors/.preinit_array
+   and any .init/.fini section is resolved to its function; only nvcc's own registration
+   constructor is allowed (`__sti____cudaRegisterAll`, one entry in every known-good build), so
+   `__attribute__((constructor))`, a constructor pointer placed in .init_array, and C++ globals
+   with dynamic initialisers (g++'s `_GLOBAL__sub_I_*`) are `load-time-code`.
+
+kernelbench candidates (where the extension .so exists, i.e. on GPU hosts): the .so links libtorch,
+libc10 and Python dynamically, so no allow-list was measured for it; its undefined dynamic symbols
+are checked against DENIED_IN_EXTENSION, names a torch extension never needs.
+
+What this does not protect against: code reached through data (a function pointer to a libc symbol
+obtained at run time without naming it needs dlsym or a raw syscall, both refused, or an
+executable mapping, refused by name), and differences between this object build and the cached
+artefact (same source, same flags, same toolchain: deterministic up to __TIME__/__DATE__ strings).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from pipeline.config import CompileSection
+from pipeline.evaluation.compile import CompileResult, toolchain_id
+from pipeline.evaluation.gate_cuda import _classify, finding, scan_cuda
+from pipeline.records import Candidate, Finding, Task
+
+CHECK_VERSION = "1"  # part of the cache key of a check's findings: bump when the rules change
+ADVICE = {
+    "unlisted-symbol": "call only CUDA runtime launch, memory, error and occupancy functions, libm and the C++ "
+                       "runtime basics",
+    "symbol-alias": "do not define functions with the names of CUDA runtime or C library functions",
+    "load-time-code": "do no work when the library loads (no constructors, no globals with constructors); "
+                      "do it inside the entry point",
+    "artifact-check": "keep the source to one plain .cu file the checker can build",
+}
+
+# What a candidate's own object may call (symbol_allowed). The toolchain part was derived by compiling every c2cuda and light
+# implementation of the built-in tasks with the Compiler's flags (`nvcc -c`) and listing `nm -u`
+# (tests/evaluation/test_artifact.py re-derives it): nvcc's registration and launch stubs, the C++
+# runtime's guards and unwinder, atexit/exit (nvcc's fatbinary registration calls both). To that
+# are added, as a family, the CUDA runtime calls an honest kernel's host code makes (launch,
+# memory, errors, device queries, occupancy, function attributes), libm, and the C/C++ basics
+# (memcpy/memset, console output, malloc/new, assert, std:: exception throwers).
+TOOLCHAIN_SYMBOLS = frozenset("""
+__cudaRegisterFatBinary __cudaRegisterFatBinaryEnd __cudaUnregisterFatBinary __cudaRegisterFunction
+__cudaRegisterVar __cudaRegisterManagedVar __cudaRegisterTexture __cudaRegisterSurface __cudaInitModule
+__cudaPushCallConfiguration __cudaPopCallConfiguration __cudaLaunchKernel __cudaGetKernel
+__cudaLaunchKernel_helper cudaLaunchKernel cudaLaunchKernelExC cudaLaunchCooperativeKernel
+__cxa_guard_acquire __cxa_guard_release __cxa_guard_abort __cxa_atexit __cxa_pure_virtual
+__gxx_personality_v0 _Unwind_Resume __cxa_begin_catch __cxa_end_catch __cxa_rethrow __cxa_allocate_exception
+__cxa_free_exception __cxa_throw __cxa_call_terminate __clang_call_terminate _ZSt9terminatev __stack_chk_fail
+__dso_handle _GLOBAL_OFFSET_TABLE_ atexit exit abort __assert_fail
+memcpy memmove memset memcmp strlen strcmp strncmp
+printf fprintf puts putchar fputs fputc fflush snprintf sprintf vprintf vfprintf vsnprintf __printf_chk
+__fprintf_chk __snprintf_chk __sprintf_chk __vsnprintf_chk stdout stderr
+malloc calloc realloc free aligned_alloc posix_memalign
+_Znwm _Znam _ZdlPv _ZdaPv _ZdlPvm _ZdaPvm _ZnwmRKSt9nothrow_t _ZnamRKSt9nothrow_t _ZnwmSt11align_val_t
+_ZdlPvSt11align_val_t _ZdlPvmSt11align_val_t
+""".split())
+_CUDA_RUNTIME_OK = re.compile(
+    r"cuda(GetLastError|PeekAtLastError|GetErrorString|GetErrorName|DeviceSynchronize|StreamSynchronize"
+    r"|Malloc|MallocAsync|MallocPitch|MallocHost|HostAlloc|MallocManaged|Free|FreeAsync|FreeHost"
+    r"|Memcpy|MemcpyAsync|Memcpy2D|Memcpy2DAsync|Memset|MemsetAsync|Memset2D|Memset2DAsync"
+    r"|MemcpyToSymbol|MemcpyFromSymbol|MemcpyToSymbolAsync|MemcpyFromSymbolAsync|GetSymbolAddress|GetSymbolSize"
+    r"|FuncSetAttribute|FuncGetAttributes|FuncSetCacheConfig|FuncSetSharedMemConfig|FuncGetName"
+    r"|Occupancy\w+|GetDevice|GetDeviceCount|GetDeviceProperties(_v2)?|DeviceGetAttribute|DeviceGetLimit"
+    r"|DriverGetVersion|RuntimeGetVersion|PointerGetAttributes|MemGetInfo|ChooseDevice|DeviceCanAccessPeer"
+    r"|CreateChannelDesc|GetChannelDesc|StreamGetCaptureInfo(_v\d)?)")
+# libm (float and double forms; __*_finite aliases of older glibc)
+_LIBM = re.compile(
+    r"(__)?(a?(sin|cos|tan)h?|atan2|exp(2|10|m1)?|log(2|10|1p|b)?|pow|sqrt|cbrt|hypot|fabs|fmod|remainder|floor|ceil"
+    r"|trunc|round|lround|llround|rint|lrint|llrint|nearbyint|fmin|fmax|fdim|fma|frexp|ldexp|modf|scalbl?n|ilogb"
+    r"|erfc?|[lt]gamma|copysign|nextafter|nan|sincos)[fl]?(_finite)?")
+# std:: throwers std::vector and friends instantiate (_ZSt20__throw_length_errorPKc ...)
+_STD_THROW = re.compile(r"_ZSt\d+__throw_\w+")
+# per-thread-default-stream builds of the runtime API (cudaLaunchKernel_ptsz, cudaMemcpy_ptds): side-stream
+_PER_THREAD = re.compile(r"cuda\w+_pt(s|d)z?")
+
+# The only load-time function allowed: nvcc's fatbinary registration (measured: one per object).
+_TOOLCHAIN_INIT = re.compile(r"_ZL\d+__sti____cudaRegisterAllv|__sti____cudaRegisterAll")
+_INIT_SECTIONS = re.compile(r"\.(init_array|fini_array|preinit_array|ctors|dtors)(\.\d+)?|\.(init|fini)")
+# A defined global with one of these names interposes on the runtime or libc.
+_RESERVED_DEFINED = re.compile(r"cuda[A-Z]\w*|__cuda\w*|cu[A-Z]\w*|(malloc|free|calloc|realloc|memcpy|memset|dlopen"
+                               r"|dlsym|exit|atexit|abort|printf|puts|write|read|open|close|mmap|pthread_\w+)")
+# kernelbench extension .so (libtorch, Python and cudart linked dynamically): names it never needs.
+DENIED_IN_EXTENSION = re.compile(
+    r"system|popen|exec(l|lp|le|v|vp|vpe|ve)|fexecve|posix_spawnp?|fork|vfork|clone3?|syscall|socket|connect|bind"
+    r"|listen|accept4?|dlopen|dlmopen|dlsym|dlvsym|pthread_create|thrd_create|open(64|at|at64)?|creat(64)?|fopen(64)?"
+    r"|freopen(64)?|remove|rename(at2?)?|unlink(at)?|opendir|fdopendir|mmap(64)?|mprotect|ptrace|kill|prctl"
+    r"|PyRun_\w+|Py_CompileString\w*|PyEval_EvalCode\w*|PyImport_\w+|cudaStreamCreate\w*|cudaLaunchHostFunc"
+    r"|cudaStreamAddCallback|cudaEventCreate\w*|cudaIpc\w+|cudaGraph\w+|cudaStreamBeginCapture\w*"
+    r"|cudaGetDriverEntryPoint\w*|cuGetProcAddress\w*|cudaDeviceReset|cudaSetDevice")
+
+
+def symbol_allowed(name: str) -> bool:
+    """Whether a candidate's object may call `name` (TOOLCHAIN_SYMBOLS and the families below it)."""
+    if _PER_THREAD.fullmatch(name):
+        return False
+    return bool(name in TOOLCHAIN_SYMBOLS or _CUDA_RUNTIME_OK.fullmatch(name) or _LIBM.fullmatch(name)
+                or _STD_THROW.fullmatch(name))
+
+
+def _f(rule: str, line: int, what: str) -> Finding:
+    return finding(rule, line, what, ADVICE.get(rule))
+
+
+# --- running the tools --------------------------------------------------------------------------
+def _run(argv: list[str], cwd: str, timeout_s: float) -> subprocess.CompletedProcess | str:
+    """The finished process, or a sentence saying why it could not run."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": cwd, "TMPDIR": cwd}
+    for key in ("CUDA_HOME", "LD_LIBRARY_PATH"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    try:
+        return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s,
+                              start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return f"{argv[0]} exceeded its {timeout_s:.0f} s limit"
+    except FileNotFoundError:
+        return f"{argv[0]} is not installed"
+
+
+def object_flags(cfg: CompileSection) -> list[str]:
+    """The Compiler's nvcc flags (compile.Compiler.nvcc_flags) for an object instead of a shared library."""
+    return [f"-arch={cfg.arch}", "-c", "-Xcompiler", "-fPIC", "-lineinfo", *cfg.extra_flags]
+
+
+def build_object(source: str, cfg: CompileSection, scratch: str) -> str:
+    """Compile `source` to scratch/candidate.o; returns '' or a sentence saying why it failed."""
+    Path(scratch, "candidate.cu").write_text(source)
+    proc = _run([cfg.nvcc, *object_flags(cfg), "-o", "candidate.o", "candidate.cu"], scratch, cfg.timeout_s)
+    if isinstance(proc, str):
+        return proc
+    return "" if proc.returncode == 0 else f"nvcc -c failed: {(proc.stderr or proc.stdout)[-300:]}"
+
+
+def nm_symbols(path: str, scratch: str, *args: str) -> list[tuple[str, str, str]]:
+    """(type letter, mangled name, demangled name) of each symbol `nm <args>` lists."""
+    raw, dem = (_run(["nm", *args, *extra, path], scratch, 60) for extra in ([], ["-C"]))
+    if isinstance(raw, str) or isinstance(dem, str) or raw.returncode or dem.returncode:
+        raise RuntimeError(f"nm {' '.join(args)} {path} failed: {raw if isinstance(raw, str) else raw.stderr}")
+
+    def rows(text: str) -> list[tuple[str, str]]:
+        out = []
+        for line in text.splitlines():
+            m = re.match(r"^\s*(?:[0-9a-fA-F]+\s+)?([A-Za-z?])\s+(.+)$", line)
+            if m:
+                out.append((m.group(1), m.group(2).strip()))
+        return out
+    a, b = rows(raw.stdout), rows(dem.stdout)
+    return [(t, n, d) for (t, n), (_, d) in zip(a, b)] if len(a) == len(b) else [(t, n, n) for t, n in a]
+
+
+def init_functions(obj: str, scratch: str) -> list[str]:
+    """The function each load-time entry of the object points at (.init_array ... .ctors), in order;
+    the section's own name for code placed in .init/.fini."""
+    proc = _run(["readelf", "-W", "-S", "-s", "-r", obj], scratch, 60)
+    if isinstance(proc, str) or proc.returncode:
+        raise RuntimeError(f"readelf {obj} failed: {proc if isinstance(proc, str) else proc.stderr}")
+    text = proc.stdout
+    sections = {int(m.group(1)): m.group(2) for m in re.finditer(r"^\s*\[\s*(\d+)\]\s+(\S+)", text, re.M)}
+    funcs: dict[tuple[str, int], str] = {}
+    for m in re.finditer(r"^\s*\d+:\s+([0-9a-f]+)\s+\d+\s+(FUNC|NOTYPE)\s+\w+\s+\w+\s+(\d+)\s+(\S+)", text, re.M):
+        funcs.setdefault((sections.get(int(m.group(3)), ""), int(m.group(1), 16)), m.group(4))
+    out = [name for name in sections.values() if re.fullmatch(r"\.(init|fini)", name)]
+    for block in re.split(r"\n(?=Relocation section )", text):
+        head = re.match(r"Relocation section '\.rela?(\S+)'", block)
+        if not head or not _INIT_SECTIONS.fullmatch(head.group(1)):
+            continue
+        for m in re.finditer(r"^[0-9a-f]+\s+[0-9a-f]+\s+\S+\s+[0-9a-f]+\s+(\S+)\s*([+-])\s*([0-9a-f]+)", block, re.M):
+            target, addend = m.group(1), int(m.group(3), 16) * (1 if m.group(2) == "+" else -1)
+            out.append(funcs.get((target, addend), target if addend == 0 else f"{target}+{addend:#x}"))
+    for idx, name in sections.items():  # an init section without relocations (absolute entries) still runs code
+        if _INIT_SECTIONS.fullmatch(name) and not re.search(rf"Relocation section '\.rela?{re.escape(name)}'", text):
+            if re.search(rf"^\s*\[\s*{idx}\]\s+\S+\s+\S+\s+[0-9a-f]+\s+[0-9a-f]+\s+0*[1-9a-f]", text, re.M):
+                out.append(f"{name} (absolute entries)")
+    return out
+
+
+# --- 1. the candidate's own lines after preprocessing --------------------------------------------
+_MARKER = re.compile(r'^#\s*(\d+)\s+"((?:\\.|[^"\\])*)"((?:\s+\d)*)\s*$')
+_NVCC_ANNOTATION = re.compile(r"__attribute__\(\((global|device|host|shared|constant|managed|grid_constant)\)\)")
+
+
+def own_lines(preprocessed: str, filename: str) -> list[tuple[int, str]]:
+    """(candidate line, text) of each preprocessed line that comes from `filename` itself.
+
+    Line markers `# N "file" flags` say where the next line comes from: flag 1 enters an included
+    file, flag 2 returns from one; a marker without either renames or renumbers the current file.
+    Only lines at include depth 0 under the candidate's own name are kept.
+    """
+    out: list[tuple[int, str]] = []
+    depth, current, line = 0, "", 0
+    for text in preprocessed.splitlines():
+        m = _MARKER.match(text)
+        if m:
+            flags = m.group(3).split()
+            depth += ("1" in flags) - ("2" in flags)
+            depth = max(depth, 0)
+            current, line = m.group(2), int(m.group(1))
+            continue
+        if depth == 0 and current == filename and text.strip():
+            out.append((line, _restore(text)))
+        line += 1
+    return out
+
+
+def _restore(text: str) -> str:
+    """nvcc's annotations spelled as the source spells them (__global__, __launch_bounds__(n), ...)."""
+    text = _NVCC_ANNOTATION.sub(r"__\1__", text)
+    return re.sub(r"__attribute__\(\(launch_bounds\(([^()]*)\)\)\)", r"__launch_bounds__(\1)", text)
+
+
+def preprocessed_findings(source: str, cfg: CompileSection, scratch: str, fmt: str, float32: bool,
+                          drop_includes: bool = False, line_offset: int = 0) -> list[Finding]:
+    """gate_cuda's rules on the macro-expanded candidate lines, at the candidate's line numbers.
+
+    drop_includes (kernelbench sources): #include lines are blanked first, so torch's headers are not
+    needed; the candidate's own macros still expand.
+    """
+    if drop_includes:
+        source = re.sub(r"(?m)^[ \t]*#[ \t]*include\b.*$", "", source)
+    Path(scratch, "pre.cu").write_text(source)
+    argv = [cfg.nvcc, f"-arch={cfg.arch}", *cfg.extra_flags, "-E", "pre.cu", "-o", "pre.ii"]
+    proc = _run(argv, scratch, cfg.timeout_s)
+    if isinstance(proc, str) or proc.returncode or not Path(scratch, "pre.ii").exists():
+        why = proc if isinstance(proc, str) else (proc.stderr or proc.stdout)[-300:]
+        return [_f("artifact-check", line_offset + 1, f"the source does not preprocess on its own ({why})")]
+    lines = own_lines(Path(scratch, "pre.ii").read_text(errors="replace"), "pre.cu")
+    if not lines:
+        return []
+    text = "\n".join(t for _, t in lines) + "\n"
+    out = []
+    for f in scan_cuda(text, 0, fmt=fmt, float32=float32).findings:
+        if f.rule in ("forbidden-include", "token-paste", "digraph"):
+            continue  # no directives survive preprocessing; the gate checked them on the source
+        line = line_offset + lines[min(max((f.line or 1) - 1, 0), len(lines) - 1)][0]
+        message = re.sub(r"^line \d+:", f"line {line}:", f.message)
+        message = message.replace("; ", " (after macro expansion); ", 1)
+        out.append(f.model_copy(update={"line": line, "message": message}))
+    return out
+
+
+# --- 2 and 3: the object ------------------------------------------------------------------------
+def _line_of(source: str, name: str) -> int:
+    """The first candidate line naming `name` (as a word, strings included), else 1."""
+    m = re.search(rf"(?<![\w$]){re.escape(name)}(?![\w$])", source)
+    return source.count("\n", 0, m.start()) + 1 if m else 1
+
+
+def _base_name(demangled: str) -> str:
+    """`std::thread::thread<...>(...)` -> `std::thread::thread`; `system` -> `system`."""
+    name = re.sub(r"\(.*$", "", demangled)
+    while re.search(r"<[^<>]*>", name):
+        name = re.sub(r"<[^<>]*>", "", name)
+    return name.strip()
+
+
+def object_findings(source: str, obj: str, scratch: str, fmt: str, float32: bool) -> list[Finding]:
+    """Symbol and load-time rules on the candidate's object file."""
+    out: list[Finding] = []
+    for kind, name, demangled in nm_symbols(obj, scratch, "--undefined-only"):
+        if symbol_allowed(name):
+            continue
+        base = _base_name(demangled)
+        short = base.split("::")[-1]
+        rule_what = _classify(short, base, "call", fmt, float32) if base else None
+        if rule_what is None and _PER_THREAD.fullmatch(name):
+            rule_what = ("side-stream", f"uses the per-thread default stream ({name})")
+        rule, what = rule_what or ("unlisted-symbol", f"calls {base or name}, which is not on the allow-list")
+        where = _line_of(source, short) if short else 1
+        out.append(finding(rule, where, f"the built object needs the symbol {demangled} ({what})",
+                           ADVICE.get(rule)))
+    for kind, name, demangled in nm_symbols(obj, scratch, "--defined-only", "--extern-only"):
+        if kind in "TtWwVvi" and _RESERVED_DEFINED.fullmatch(name):
+            out.append(_f("symbol-alias", _line_of(source, name), f"defines {name}, a CUDA runtime or C library name"))
+    readable_names = {name: dem for _, name, dem in nm_symbols(obj, scratch, "--defined-only")}
+    allowed_left = 1  # nvcc's registration constructor, once
+    for fn in init_functions(obj, scratch):
+        if _TOOLCHAIN_INIT.fullmatch(fn) and allowed_left:
+            allowed_left -= 1
+            continue
+        readable = readable_names.get(fn, fn)
+        what = ("initialises a global with a constructor" if fn.startswith("_GLOBAL__sub_I")
+                else f"registers {readable} to run when the library loads or unloads")
+        needle = next((w for w in ("constructor", "destructor", "init_array", "section") if w in source),
+                      re.sub(r"\(.*$", "", readable).split("::")[-1])
+        out.append(_f("load-time-code", _line_of(source, needle), f"the built object {what}"))
+    return out
+
+
+def extension_findings(source: str, so_path: str, scratch: str) -> list[Finding]:
+    """A kernelbench extension .so: its undefined dynamic symbols against DENIED_IN_EXTENSION."""
+    out = []
+    for kind, name, demangled in nm_symbols(so_path, scratch, "-D", "--undefined-only"):
+        plain = name.split("@")[0]
+        if DENIED_IN_EXTENSION.fullmatch(plain):
+            hit = _classify(plain, plain, "call", "kernelbench", False)
+            rule = hit[0] if hit else "unlisted-symbol"
+            out.append(finding(rule, _line_of(source, plain), f"the built extension needs the symbol {plain}"
+                               + (f" ({hit[1]})" if hit else ""), ADVICE.get(rule)))
+    return out
+
+
+# --- entry ----------------------------------------------------------------------------------------
+def check_built(candidate: Candidate, task: Task, comp: CompileResult, cfg: CompileSection) -> list[Finding]:
+    """Findings on what the compile step built (see the module docstring); empty when all is well.
+
+    Runs the tools itself in a scratch directory; findings are cached by content under
+    compile.cache_dir/artifact-checks. A candidate that no longer builds as an object here
+    is rejected under `artifact-check` (it built once, so this is not the candidate's compile error).
+    """
+    from pipeline.evaluation.gate import cuda_sources_of, task_is_float32
+    float32 = task_is_float32(task)
+    key = hashlib.sha256("\0".join([CHECK_VERSION, candidate.format, candidate.code, str(float32), comp.key,
+                                     " ".join(object_flags(cfg)), toolchain_id(cfg.nvcc)]).encode()).hexdigest()[:24]
+    cached = Path(os.path.expanduser(cfg.cache_dir), "artifact-checks", f"{key}.json")
+    if cached.is_file():
+        return [Finding.model_validate(f) for f in json.loads(cached.read_text())]
+    findings = _check_built(candidate, comp, cfg, float32)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps([f.model_dump() for f in findings]))
+    os.replace(tmp, cached)
+    return findings
+
+
+def _check_built(candidate: Candidate, comp: CompileResult, cfg: CompileSection, float32: bool) -> list[Finding]:
+    from pipeline.evaluation.gate import cuda_sources_of
+    scratch = tempfile.mkdtemp(prefix="cudaperf-artifact-")
+    try:
+        if candidate.format == "kernelbench":
+            out = []
+            for text, offset in cuda_sources_of(candidate):
+                out += preprocessed_findings(text, cfg, scratch, "kernelbench", float32, drop_includes=True,
+                                             line_offset=offset)
+            for so in comp.extensions.values():
+                if so and Path(so).is_file():
+                    out += extension_findings(candidate.code, so, scratch)
+            return _dedupe(out)
+        out = preprocessed_findings(candidate.code, cfg, scratch, candidate.format, float32)
+        why = build_object(candidate.code, cfg, scratch)
+        if why:
+            return _dedupe(out + [_f("artifact-check", 1, f"the source did not build as an object for checking: {why}")])
+        return _dedupe(out + object_findings(candidate.code, str(Path(scratch, "candidate.o")), scratch,
+                                             candidate.format, float32))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    seen, out = set(), []
+    for f in sorted(findings, key=lambda f: (f.line or 0, f.rule)):
+        if (f.rule, f.line, f.message) not in seen:
+            seen.add((f.rule, f.line, f.message))
+            out.append(f)
+    return out

@@ -1,0 +1,116 @@
+"""The gate's check of what was built (artifact.py): macro-expanded rules, the object's symbols and its
+load-time code. Needs nvcc (present on CPU machines and in CI); nothing built here runs."""
+import shutil
+import textwrap
+
+import pytest
+
+from pipeline.evaluation import artifact
+from pipeline.evaluation.compile import CompileResult
+from pipeline.evaluation.evaluator import Evaluator
+from pipeline.records import Candidate
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+
+SAXPY = """\
+#include <cuda_runtime.h>
+TOP
+__global__ void saxpy_kernel(int n, float a, const float* x, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+extern "C" void saxpy(int n, float a, const float* x, float* y) {
+    saxpy_kernel<<<(n + 255) / 256, 256>>>(n, a, x, y);
+    BODY
+}
+"""
+
+
+def saxpy(top: str = "", body: str = "") -> str:
+    return SAXPY.replace("TOP", textwrap.dedent(top).strip("\n")).replace("BODY", body)
+
+
+def built(builtin_tasks, compile_cfg, code: str, fmt: str = "c2cuda", task_id: str = "c2cuda/saxpy"):
+    task = builtin_tasks[task_id]
+    return artifact.check_built(Candidate(task_id=task.id, code=code, format=fmt), task, CompileResult(ok=True),
+                                compile_cfg)
+
+
+def rules_at(findings) -> set[tuple[str, int]]:
+    return {(f.rule, f.line) for f in findings if f.severity == "error"}
+
+
+@pytest.mark.parametrize("name,top,body,rule,line", [
+    # an innocent declaration bound to system() by an asm label hidden in a macro
+    ("asm-label-macro", '#define BIND(d) d __asm__("system")\nBIND(int run_tool(const char*));', 'run_tool("id");',
+     "process-or-file-or-network", 2),
+    # a weak reference to pthread_create spelled in a macro
+    ("weakref-macro", '#define ALIAS(n) __attribute__((weakref(n)))\n'
+                      'static int spawn(void*, void*, void* (*)(void*), void*) ALIAS("pthread_create");',
+     "spawn(0, 0, 0, 0);", "threads", 3),
+    # a constructor pointer placed in .init_array by a macro
+    ("init-array-macro", 'static void early() {}\n#define PLACE(s) __attribute__((used, section(s)))\n'
+                         'PLACE(".init_array") static void (*hook)() = early;', "", "load-time-code", 4),
+])
+def test_hidden_by_macros_is_found_after_building(builtin_tasks, compile_cfg, name, top, body, rule, line):
+    code = saxpy(top, body)
+    from pipeline.evaluation.gate import check_candidate
+    task = builtin_tasks["c2cuda/saxpy"]
+    assert not check_candidate(Candidate(task_id=task.id, code=code, format="c2cuda"), task), "the source gate sees it"
+    found = built(builtin_tasks, compile_cfg, code)
+    assert (rule, line) in rules_at(found), [f.message for f in found]
+    assert all(f"line {f.line}:" in f.message and f"[{f.rule}]" in f.message for f in found)
+
+
+def test_global_with_a_constructor_is_load_time_code(builtin_tasks, compile_cfg):
+    code = saxpy("struct Warm { Warm() { cudaFree(0); } };\nstatic Warm warm;")
+    assert "load-time-code" in {f.rule for f in built(builtin_tasks, compile_cfg, code)}
+
+
+def test_unlisted_symbols_are_named(builtin_tasks, compile_cfg):
+    code = saxpy('#include <cstdio>\nextern "C" int rename(const char*, const char*);', 'rename("a", "b");')
+    found = built(builtin_tasks, compile_cfg, code)
+    assert any("rename" in f.message for f in found), [f.message for f in found]
+
+
+@pytest.mark.parametrize("name", ["system", "popen", "execve", "fork", "clone", "syscall", "socket", "connect", "dlopen",
+                                  "dlsym", "PyRun_SimpleString", "Py_Initialize", "pthread_create", "openat64", "open",
+                                  "fopen", "remove", "rename", "opendir", "cudaStreamCreate", "cudaStreamCreateWithFlags",
+                                  "cudaLaunchHostFunc", "cudaEventCreate", "cudaEventCreateWithFlags", "cudaIpcGetMemHandle",
+                                  "cudaGraphCreate", "cudaLaunchKernel_ptsz", "cuGetProcAddress"])
+def test_refused_symbols(name):
+    assert not artifact.symbol_allowed(name)
+
+
+def test_runtime_launch_memory_and_libm_are_allowed():
+    for name in ("cudaLaunchKernel", "cudaMalloc", "cudaMemsetAsync", "cudaGetLastError", "cudaFuncSetAttribute",
+                 "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "__cudaRegisterFunction", "expf", "sqrt", "memcpy",
+                 "__cxa_guard_acquire", "_ZSt20__throw_length_errorPKc", "printf"):
+        assert artifact.symbol_allowed(name), name
+
+
+def test_own_lines_follow_markers_and_drop_headers():
+    pre = ('# 0 "c.cu"\n# 1 "/usr/include/h.h" 1 3 4\nint from_header;\n# 2 "c.cu" 2\nint a;\n\nint b;\n'
+           '# 9 "c.cu"\n__attribute__((global)) void k() {}\n')
+    assert artifact.own_lines(pre, "c.cu") == [(2, "int a;"), (4, "int b;"), (9, "__global__ void k() {}")]
+
+
+def test_every_builtin_native_implementation_passes(builtin_tasks, compile_cfg):
+    """The allow-lists were derived from these; a new built-in implementation that fails here needs a
+    look at what it calls, not a wider list by reflex."""
+    from concurrent.futures import ThreadPoolExecutor
+    impls = [(t, i) for t in builtin_tasks.values() for i in t.implementations if i.format != "kernelbench"]
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda ti: built(builtin_tasks, compile_cfg, ti[1].code, ti[1].format, ti[0].id), impls))
+    failures = [f"{t.id}:{i.name}: {f.message}" for (t, i), found in zip(impls, results) for f in found
+                if f.severity == "error"]
+    assert len(impls) > 20 and not failures, failures
+
+
+def test_evaluator_rejects_after_compiling(eval_cfg, compile_cfg, builtin_tasks):
+    task = builtin_tasks["c2cuda/saxpy"]
+    code = saxpy('#define BIND(d) d __asm__("system")\nBIND(int run_tool(const char*));', 'run_tool("id");')
+    r = Evaluator(eval_cfg, compile_cfg, use_gpu=False).evaluate(task, [Candidate(task_id=task.id, code=code,
+                                                                                  format="c2cuda")])[0]
+    assert r.verdict == "rejected" and "process-or-file-or-network" in r.flags, (r.verdict, r.reason)
+    assert "system" in r.reason and "line 2:" in r.reason and "compile" in r.stage_s
