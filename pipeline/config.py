@@ -39,6 +39,9 @@ class CompileSection(Section):
     extra_flags: list[str] = Field(["-O3"], description="flags added to every nvcc call")
     timeout_s: float = Field(120.0, description="wall-clock limit of one compilation")
     memory_limit_bytes: int = Field(8 << 30, description="address-space limit of the compiler process")
+    sandbox: Literal["bwrap", "none"] = Field("bwrap", description="isolation of compiler processes: 'bwrap' (no "
+                                              "network, read-only system, only the scratch directory writable, caches "
+                                              "invisible) or 'none' (limits only)")
     kernelbench_timeout_s: float = Field(300.0, description="wall-clock limit of one load_inline build")
     cache_dir: str = Field("~/.cache/cudaperf/compile", description="content-addressed artefact cache")
     workers: int = Field(2, description="CPU compile workers in the pool")
@@ -59,7 +62,14 @@ class EvalSection(Section):
     peak_bandwidth_bytes_per_s: float = Field(4.8e12, description="DRAM peak for the roofline floor (H200: 4.8 TB/s)")
     peak_flops_per_s: float = Field(989e12, description="compute peak for the roofline floor (H200 bf16 dense)")
     implausible_fraction: float = Field(0.5, description="reject times below this fraction of the roofline floor")
-    unprivileged_user: str = Field("nobody", description="user the child runs as when the evaluator is root; '' keeps the user")
+    unprivileged_user: str = Field("nobody", description="sandbox 'none' only: user the child runs as when the evaluator "
+                                   "is root; '' keeps the user (with 'bwrap' the child is uid 65534 in its namespace)")
+    sandbox: Literal["bwrap", "none"] = Field("bwrap", description="isolation of candidate children: 'bwrap' (user, "
+                                              "pid, net, mount namespaces with read-only mounts, seccomp allow-list) "
+                                              "or 'none' (rlimits only; an opt-out noted in every result)")
+    bwrap_path: str = Field("", description="bubblewrap executable; '' takes bwrap on PATH, then .sandbox-tools/bin")
+    libseccomp_path: str = Field("", description="libseccomp.so.2 for the child's filter; '' takes the system's, then "
+                                 ".sandbox-tools/lib")
     result_cache_dir: str = Field("~/.cache/cudaperf/results", description="EvalResult cache by content; '' disables")
     max_retries: int = Field(2, description="times a candidate is resubmitted after its actor died")
     compile_baseline: bool = Field(False, description="torch2cuda: also time the reference under torch.compile (where "

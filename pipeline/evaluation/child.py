@@ -36,8 +36,17 @@ CTYPES = {"int": ctypes.c_int, "unsigned int": ctypes.c_uint, "unsigned": ctypes
 
 
 def apply_sandbox(hello: dict) -> dict:
-    """Limits, a private network namespace and an unprivileged user, as far as the host allows."""
+    """Limits and the seccomp allow-list, before any candidate code runs; returns what held.
+
+    With sandbox 'bwrap' the namespaces (uid 65534, no network, read-only mounts) were set up by
+    bubblewrap before this process started; with 'none' this enters a network namespace where
+    it may and drops to `user` when it runs as root. Torch (trusted harness code) is imported
+    first when asked; the seccomp filter (seccomp.py) comes last and holds for the rest of the
+    process: no exec, no child processes, no sockets but AF_UNIX, no ptrace, no mounts.
+    """
+    import pwd
     import resource
+    from pipeline.evaluation import seccomp
     applied: dict = {}
     for lim, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, 256 << 20)):
         try:
@@ -47,25 +56,32 @@ def apply_sandbox(hello: dict) -> dict:
     os.chdir(hello["scratch"])
     os.environ.update(HOME=hello["scratch"], TMPDIR=hello["scratch"])
     if hello.get("isolate_network"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        applied["network_isolated"] = libc.unshare(CLONE_NEWNET) == 0
-    if hello.get("preload_torch"):  # imported before dropping privileges; CUDA starts later
-        import pipeline.evaluation.torch_guard  # noqa: F401  (loaded while files are still readable)
+        ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET)
+    if hello.get("preload_torch"):  # before the filter and, with 'none', before dropping privileges
+        import pipeline.evaluation.torch_guard  # noqa: F401
     user = hello.get("user") or ""
-    applied["user"] = _drop_privileges(user) if user and os.geteuid() == 0 else str(os.geteuid())
-    return applied
-
-
-def _drop_privileges(user: str) -> str:
-    import pwd
+    if hello.get("sandbox") == "none" and user and os.geteuid() == 0:
+        pw = pwd.getpwnam(user)  # the evaluator checked that it exists
+        os.setgroups([])
+        os.setgid(pw.pw_gid)
+        os.setuid(pw.pw_uid)
+    applied["uid"] = os.getuid()
     try:
-        pw = pwd.getpwnam(user)
+        applied["user"] = pwd.getpwuid(os.getuid()).pw_name
     except KeyError:
-        return f"{os.geteuid()} (no user '{user}')"
-    os.setgroups([])
-    os.setgid(pw.pw_gid)
-    os.setuid(pw.pw_uid)
-    return user
+        applied["user"] = str(os.getuid())
+    with open("/proc/net/dev") as f:  # this process's network namespace: only 'lo' when isolated
+        applied["network_isolated"] = [ln.split(":")[0].strip() for ln in f.readlines()[2:]] in ([], ["lo"])
+    applied["seccomp"] = False
+    if hello.get("libseccomp"):
+        try:
+            applied["seccomp_rules"] = seccomp.install(hello["libseccomp"])
+            applied["seccomp"] = True
+        except seccomp.SeccompUnavailable as e:
+            if hello.get("sandbox") != "none":
+                raise  # the child stops here; the evaluator reports its log
+            applied["seccomp_error"] = str(e)
+    return applied
 
 
 class NativeRunner:

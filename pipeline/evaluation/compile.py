@@ -1,9 +1,11 @@
 """Compile step: candidate or trusted source in, a cached artefact (shared library) out.
 
 Separate from execution and sandboxed: the compiler runs in a new session with a wall-clock
-limit, an address-space limit, a scratch directory of its own, a trimmed environment and, where
-the host allows it, a private network namespace. Artefacts are cached by a hash of the source,
-the flags, the architecture and the toolchain version, so identical candidates compile once.
+limit, an address-space limit, a scratch directory of its own and a trimmed environment, inside
+bubblewrap (`sandboxed`: no network, system and toolchain read-only, only the scratch directory
+writable, the home directory and the caches invisible; compile.sandbox=none opts out).
+Artefacts are cached by a hash of the source, the flags, the architecture and the toolchain
+version, so identical candidates compile once.
 - c2cuda and light candidates: `nvcc -shared` (works on CPU-only machines).
 - Several trusted c2cuda/light sources at once (`compile_cuda_batch`, dataset measurement): one
   translation unit, each source in a namespace of its own with its entry renamed, built by one
@@ -69,12 +71,34 @@ def toolchain_id(nvcc: str) -> str:
     return out.strip().splitlines()[-1] if out.strip() else "unknown"
 
 
-def _sandbox_preexec(memory_limit_bytes: int):
+def _sandbox_preexec(memory_limit_bytes: int, isolate_network: bool):
+    """Limits for the compiler (inherited through bwrap); a network namespace only without bwrap."""
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET)  # best effort: fails without privilege
+        if isolate_network:
+            ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET)  # best effort: fails without privilege
     return apply
+
+
+def _install_root(program: str) -> str:
+    """The directory a compiler is installed under: /usr/local/cuda-13.0 for .../cuda-13.0/bin/nvcc."""
+    path = os.path.realpath(shutil.which(program) or program)
+    return os.path.dirname(os.path.dirname(path))
+
+
+def sandboxed(argv: list[str], scratch: str, env: dict[str, str], cfg: CompileSection) -> tuple[list[str], dict]:
+    """(argv, environment) that run a compiler under bwrap: no network, system and toolchain read-only,
+    only `scratch` writable, the home directory and the compile cache invisible. Unchanged for sandbox 'none'."""
+    if cfg.sandbox == "none":
+        return argv, env
+    from pipeline.evaluation.sandbox import bwrap_command, python_trees, require_bwrap
+    bwrap, bwrap_env = require_bwrap(field="compile.sandbox")
+    trees = [_install_root(argv[0]), _install_root(cfg.nvcc), *python_trees(),
+             *[d for d in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d], env.get("CUDA_HOME", "")]
+    prefix = bwrap_command(bwrap, scratch, [t for t in trees if t], env, [str(Path.home()), cfg.cache_dir],
+                           devices=False)
+    return prefix + argv, dict(os.environ, **bwrap_env)
 
 
 def trim_log(text: str, scratch: str, limit: int) -> str:
@@ -293,9 +317,14 @@ class Compiler:
             if key in os.environ:
                 env[key] = os.environ[key]
         timeout_s = timeout_s or self.cfg.timeout_s
+        if shutil.which(argv[0], path=env["PATH"]) is None:
+            return CompileResult(ok=False, unavailable=True,
+                                 log=f"compiler '{argv[0]}' not found; install it or set compile.nvcc")
+        run_argv, run_env = sandboxed(argv, scratch, env, self.cfg)
         try:
-            proc = subprocess.run(argv, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout_s,
-                                  preexec_fn=_sandbox_preexec(self.cfg.memory_limit_bytes), start_new_session=True)
+            proc = subprocess.run(run_argv, cwd=scratch, env=run_env, capture_output=True, text=True, timeout=timeout_s,
+                                  preexec_fn=_sandbox_preexec(self.cfg.memory_limit_bytes, self.cfg.sandbox == "none"),
+                                  start_new_session=True)
         except subprocess.TimeoutExpired:
             return CompileResult(ok=False, log=f"compilation exceeded its {timeout_s:.0f} s limit")
         except FileNotFoundError:

@@ -32,7 +32,7 @@ from pipeline.evaluation.gate import check_candidate, cuda_sources_of
 from pipeline.evaluation.reference import (GroupData, adopt_baseline_outputs, build_c2cuda, build_torch2cuda,
                                            compare, poison_byte, TaskBroken, run_c_reference, to_device)
 from pipeline.evaluation.result_cache import ResultCache
-from pipeline.evaluation.sandbox import ChildFailed, ChildProcess
+from pipeline.evaluation.sandbox import ChildFailed, ChildProcess, SandboxUnavailable
 from pipeline.evaluation.timing import time_calls
 from pipeline.records import Candidate, EvalResult, Finding, Task
 
@@ -57,8 +57,9 @@ class Evaluator:
         self.use_gpu = use_gpu
         self.gpu_name = "cpu"
         self.cache = ResultCache(eval_cfg.result_cache_dir)
-        self.child_user = eval_cfg.unprivileged_user
-        self.sandbox_note = ""
+        self.child_user = eval_cfg.unprivileged_user if eval_cfg.sandbox == "none" else ""
+        self.sandbox_note = ("children ran without the OS sandbox (eval.sandbox=none): no namespaces, no read-only "
+                             "mounts" if eval_cfg.sandbox == "none" else "")
         self.visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         self.gpu_lock = GpuLock(self.visible)  # shared for correctness work, exclusive for timing
         if use_gpu:
@@ -178,19 +179,28 @@ class Evaluator:
 
     # --- GPU group ----------------------------------------------------------------------------
     def _probe_child_user(self) -> None:
-        """Children run unprivileged only if such a child can still reach the GPU here."""
-        if not self.child_user or os.geteuid() != 0:
+        """A sandboxed child must reach the GPU here; with sandbox 'none', an unprivileged user is dropped if it cannot."""
+        if self.cfg.sandbox == "none" and (not self.child_user or os.geteuid() != 0):
             return
         try:
             with self._child(False) as child:
-                child.request({"op": "probe"}, 60)["device"]
-        except (ChildFailed, KeyError, TypeError) as e:
-            self.sandbox_note = f"children run as uid {os.geteuid()}: user '{self.child_user}' cannot use the GPU ({e})"
-            self.child_user = ""
+                reply = child.request({"op": "probe"}, 60)
+            problem = "" if reply.get("ok") else reply.get("error", "no answer")
+        except ChildFailed as e:
+            problem = f"{e}; {e.log.strip()[-300:]}"
+        if not problem:
+            return
+        if self.cfg.sandbox == "bwrap":
+            raise SandboxUnavailable(f"a child in the bwrap sandbox cannot use the GPU here ({problem}); fix the "
+                                     f"sandbox or set eval.sandbox=none")
+        self.sandbox_note += f"; children run as uid {os.geteuid()}: user '{self.child_user}' cannot use the GPU ({problem})"
+        self.child_user = ""
 
     def _child(self, torch_format: bool) -> ChildProcess:
-        return ChildProcess(self.visible, self.child_user, self.cfg.child_memory_limit_bytes,
-                            preload_torch=torch_format)
+        c = self.cfg
+        return ChildProcess(self.visible, self.child_user, c.child_memory_limit_bytes, preload_torch=torch_format,
+                            sandbox=c.sandbox, bwrap_path=c.bwrap_path, libseccomp_path=c.libseccomp_path,
+                            hidden=tuple(d for d in (self.compiler.cfg.cache_dir, c.result_cache_dir) if d))
 
     def _prepare_group(self, task: Task) -> GroupData:
         seed = secrets.randbits(31)

@@ -156,7 +156,7 @@ def test_child_sandbox_and_death_are_reported():
             assert info["user"] == "nobody" and info["network_isolated"] is True
         reply = child.request({"op": "probe"}, 30)  # no GPU here: a clean error, not a crash
         assert reply["ok"] is False and "libcuda" in reply["error"]
-        os.kill(child.proc.pid, signal.SIGKILL)
+        os.kill(child.pid, signal.SIGKILL)
         with pytest.raises(ChildFailed) as e:
             child.request({"op": "probe"}, 30)
         assert "SIGKILL" in str(e.value)
