@@ -72,7 +72,7 @@ DENIED_NAMES = {
                     "torch.cuda.stream", "torch.cuda.set_stream", "torch.cuda.default_stream", "torch.cuda.streams"],
     "timing-tamper": ["torch.Event", "torch.cuda.Event", "torch.cuda.graph", "torch.cuda.CUDAGraph",
                       "torch.cuda.make_graphed_callables", "torch.cuda.graphs", "torch.cuda.set_device", "torch.cuda.set_sync_debug_mode",
-                      "torch.cuda.device", "torch.cuda.synchronize.__call__"],
+                      "torch.cuda.device"],
     "process-or-file-or-network": ["torch.load", "torch.save", "torch.from_file", "torch.UntypedStorage.from_file"],
     "introspection": ["torch.cuda.cudart", "torch.compile", "torch.set_default_device", "torch.get_file_path",
                       "torch.typename", "torch.cuda.check_error", "torch.cuda.init"],
