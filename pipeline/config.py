@@ -54,13 +54,30 @@ class EvalSection(Section):
                                  "overlap, timing stays exclusive (a lock per GPU)")
     run_timeout_s: float = Field(30.0, description="wall-clock limit of one candidate's child process per phase")
     child_memory_limit_bytes: int = Field(32 << 30, description="address-space limit of the child (host memory)")
-    warmup_trials: int = Field(3, description="untimed calls before timing")
-    timing_trials: int = Field(100, description="timed calls per timing round (at most)")
-    timing_rounds: int = Field(3, description="rounds alternating baseline and candidate timing")
-    timing_budget_s: float = Field(2.0, description="stop adding trials in a round after this long")
-    l2_flush_bytes: int = Field(256 << 20, description="bytes written before each trial to flush the L2")
+    warmup_trials: int = Field(3, description="dataset measurement: untimed calls before timing a trusted "
+                               "implementation (candidates get a checked warm-up round instead)")
+    timing_trials: int = Field(100, description="timed calls of the candidate per timing configuration to aim for "
+                               "(rounds continue until reached, or until timing_budget_s)")
+    timing_rounds: int = Field(3, ge=1, description="at least this many timed rounds per configuration, each a "
+                               "baseline batch and a candidate batch on fresh inputs")
+    timing_budget_s: float = Field(2.0, description="stop starting new rounds of a configuration after this long "
+                                   "(once timing_rounds are done)")
+    timing_batch_s: float = Field(0.002, gt=0, description="aim of one timed batch's length: calls per batch are "
+                                  "chosen from the baseline's time so a batch lasts about this long")
+    timing_slots_max: int = Field(32, ge=1, description="most calls in one timed batch, each on its own set of "
+                                  "buffers (slot) so every call is checked")
+    timing_memory_bytes: int = Field(4 << 30, description="device memory for the slots of one timing "
+                                     "configuration (a slot costs about twice its inputs and outputs); at least "
+                                     "one slot is always made")
+    busy_probe_limit_s: float = Field(0.002, description="a trusted probe on the GPU that waits longer than this "
+                                      "just before or after a timed batch means the candidate left work running: "
+                                      "rejected")
+    l2_flush_bytes: int = Field(256 << 20, description="bytes written before each timed batch to flush the L2")
     peak_bandwidth_bytes_per_s: float = Field(4.8e12, description="DRAM peak for the roofline floor (H200: 4.8 TB/s)")
-    peak_flops_per_s: float = Field(989e12, description="compute peak for the roofline floor (H200 bf16 dense)")
+    peak_flops_per_s_by_dtype: dict[str, float] = Field(
+        {"float32": 67e12, "float64": 67e12, "float16": 989e12, "bfloat16": 989e12},
+        description="compute peak for the roofline floor by the task's floating dtype (H200: fp32 FMA 67 TFLOP/s, "
+                    "fp64 tensor 67, fp16/bf16 dense tensor 989); the largest among a task's dtypes applies")
     implausible_fraction: float = Field(0.5, description="reject times below this fraction of the roofline floor")
     unprivileged_user: str = Field("nobody", description="sandbox 'none' only: user the child runs as when the evaluator "
                                    "is root; '' keeps the user (with 'bwrap' the child is uid 65534 in its namespace)")

@@ -177,7 +177,7 @@ class GpuMeasurer:
         if missing:
             return None, f"configurations {missing} have non-tensor inputs, which the {fmt} format cannot take"
         entry = entry or default_entry(group.task, fmt)
-        msg = {"artifact": path, "entry": entry, "format": fmt, "calls": [cd.calls[fmt] for cd in group.configs]}
+        msg = {"artifact": path, "entry": entry, "format": fmt, "calls": [cd.slot_calls(fmt) for cd in group.configs]}
         try:
             return NativeRunner(msg, [b.ptr for b in group.buffers]), ""
         except (OSError, AttributeError) as e:

@@ -8,8 +8,9 @@ Order of work (the evaluation protocol of the design notes):
     device buffers the trusted side owns; then each candidate in its own child process
     (sandbox.py, child.py): correctness on every check configuration, twice with different
     inputs in the same buffers, outputs NaN-poisoned before each call, inputs verified
-    unchanged; then timing on the timing configurations, alternating baseline and candidate
-    rounds under an exclusive GPU lock, outputs re-checked after timing, times below the
+    unchanged; then timing on the timing configurations (timed_rounds.py): rounds of a baseline
+    batch and a candidate batch on fresh inputs, one call per slot, timed by the trusted side's
+    own clock under an exclusive GPU lock, every timed call's outputs checked, times below the
     roofline floor rejected.
 Identical candidates are evaluated once (by content hash), and results are cached on disk by
 candidate, task, evaluator version and GPU.
@@ -29,14 +30,15 @@ from pipeline.evaluation import device_views
 from pipeline.evaluation.compile import CompileResult, Compiler
 from pipeline.evaluation.gpu_lock import GpuLock
 from pipeline.evaluation.gate import check_candidate, cuda_sources_of
-from pipeline.evaluation.reference import (GroupData, adopt_baseline_outputs, build_c2cuda, build_torch2cuda,
-                                           compare, poison_byte, TaskBroken, run_c_reference, to_device)
+from pipeline.evaluation.reference import (GroupData, add_timing_slots, adopt_baseline_outputs, build_c2cuda,
+                                           build_torch2cuda, compare, poison_byte, TaskBroken, run_c_reference,
+                                           to_device)
 from pipeline.evaluation.result_cache import ResultCache
 from pipeline.evaluation.sandbox import ChildFailed, ChildProcess, SandboxUnavailable
-from pipeline.evaluation.timing import time_calls
+from pipeline.evaluation.timing import TrustedClock, time_calls
 from pipeline.records import Candidate, EvalResult, Finding, Task
 
-EVALUATOR_VERSION = "1"
+EVALUATOR_VERSION = "2"  # 2: trusted-clock timing of checked batches
 
 
 @dataclass
@@ -67,6 +69,8 @@ class Evaluator:
             self.driver = Driver(0)
             self.gpu_name = self.driver.info().name
             self.flush_ptr = self.driver.alloc(eval_cfg.l2_flush_bytes)
+            self.clock = TrustedClock(self.driver, self.flush_ptr, eval_cfg.l2_flush_bytes)
+            self._null_children: dict[bool, ChildProcess] = {}
             self._probe_child_user()
 
     # --- public ---------------------------------------------------------------------------
@@ -211,6 +215,7 @@ class Evaluator:
             else:
                 group = build_torch2cuda(task, seed, init_seed=secrets.randbits(31),
                                          compiled=self.cfg.compile_baseline)
+            add_timing_slots(group, self.cfg.timing_memory_bytes, self.cfg.timing_slots_max)
             with self.gpu_lock.shared():
                 to_device(group)
         except TaskBroken:
@@ -238,9 +243,6 @@ class Evaluator:
         self.driver.make_current()
         if task.kind == "c2cuda":
             self._c2cuda_references(group)
-        else:
-            group.time_reference = lambda ci, trials: self.timer(trials)(group.reference_calls[ci])
-            group.time_compiled = lambda ci, trials: self.timer(trials)(group.compiled_calls[ci])
 
     def _run_c_reference(self, group: GroupData) -> None:
         task = group.task
@@ -259,21 +261,13 @@ class Evaluator:
             raise TaskBroken(f"task {task.id}: its naive CUDA baseline does not compile: {base.log}")
         child = self._child(False)
         group.baseline_child = child
-        self._load(child, group, "c2cuda", base, task.function)
+        self._load(child, group, "c2cuda", base, task.function, trusted=True)
 
         def call(ci: int, cd) -> None:
             reply = child.request({"op": "call", "config": ci}, self.cfg.run_timeout_s)
             if not reply["ok"]:
                 raise TaskBroken(f"task {task.id}: the naive baseline failed on {cd.name}: {reply['error']}")
         adopt_baseline_outputs(group, self._stage_inputs, call)
-
-        def time_baseline(ci: int, trials: int) -> list[float]:
-            reply = child.request({"op": "time", "config": ci, "warmup": self.cfg.warmup_trials, "trials": trials,
-                                   "budget_s": self.cfg.timing_budget_s}, self.cfg.run_timeout_s)
-            if not reply["ok"]:
-                raise TaskBroken(f"task {task.id}: timing the naive baseline failed: {reply['error']}")
-            return reply["times_ms"]
-        group.time_reference = time_baseline
 
     def _release_group(self, group: GroupData) -> None:
         if group.baseline_child is not None:
@@ -284,12 +278,14 @@ class Evaluator:
                 buf.ptr = 0
 
     def _load(self, child: ChildProcess, group: GroupData, fmt: str, comp: CompileResult, entry: str,
-              source: str = "") -> dict:
+              source: str = "", trusted: bool = False) -> dict:
+        """Load a candidate (or, `trusted`, the naive baseline, which alone maps its own slots) in a child."""
         msg = {"op": "load", "format": fmt, "entry": entry, "source": source,
                "artifact": child.place(comp.artifact) if comp.artifact else "",
                "extensions": {n: child.place(p) for n, p in comp.extensions.items()},
-               "buffers": [{"handle": b.handle, "nbytes": b.nbytes} for b in group.buffers],
-               "calls": [cd.calls[fmt] for cd in group.configs], "flush_bytes": self.cfg.l2_flush_bytes}
+               "buffers": [{"handle": b.handle if trusted or not b.baseline_only else "", "nbytes": b.nbytes}
+                           for b in group.buffers],
+               "calls": [cd.slot_calls(fmt, baseline=trusted) for cd in group.configs]}
         return child.request(msg, self.cfg.run_timeout_s + (60 if fmt == "kernelbench" else 0))
 
     def _stage_inputs(self, group: GroupData, cd, set_index: int) -> None:
@@ -339,7 +335,18 @@ class Evaluator:
                 if upcoming is not None and upcoming.result().child is not None:
                     upcoming.result().child.close()
 
+    def null_child(self, fmt: str) -> ChildProcess:
+        """A trusted child that never loads candidate code, of the same kind as a `fmt` candidate's (with or
+        without torch): its empty batches give the fixed cost of a batch, subtracted from timed batches."""
+        torch_format = fmt == "kernelbench"
+        child = self._null_children.get(torch_format)
+        if child is None or child.proc.poll() is not None:
+            child = self._child(torch_format)
+            child.request({"op": "probe"}, 60)
+            self._null_children[torch_format] = child
+        return child
+
     def timer(self, trials: int):
-        """The trusted side's use of the one timing function (for the PyTorch reference)."""
+        """Dataset measurement's timing of trusted implementations in a trusted process (CUDA events)."""
         return lambda call: time_calls(self.driver, call, self.flush_ptr, self.cfg.l2_flush_bytes,
                                        self.cfg.warmup_trials, trials, self.cfg.timing_budget_s)

@@ -41,6 +41,7 @@ class Buffer:
     dtype: str
     shape: tuple[int, ...]
     role: str  # in | out | inout | param
+    baseline_only: bool = False  # a slot of the trusted baseline's: never mapped into a candidate's process
     ptr: int = 0
     handle: str = ""
     view: object = None  # torch tensor over ptr (trusted side)
@@ -64,13 +65,16 @@ class ConfigData:
     min_bytes: float = 0.0
     # Timing configurations only (see add_timing_slots and timed_rounds.py):
     slots: list[list[int]] = field(default_factory=list)  # per slot: buffer indices in the order of `buffers`
+    baseline_slots: list[list[int]] = field(default_factory=list)  # c2cuda: the baseline child's own slots
     fresh: object = None  # callable(seed) -> {position in `buffers`: GPU tensor} for every in/inout/param buffer
     run_reference: object = None  # torch2cuda: callable(fresh set) -> list of output tensors (no sync)
     run_compiled: object = None  # torch2cuda: the same under torch.compile, or None
 
-    def slot_calls(self, fmt: str) -> list[dict]:
-        """The child's call spec of every slot (one entry, slot 0, for configurations that are not timed)."""
-        slots = self.slots or [self.buffers]
+    def slot_calls(self, fmt: str, baseline: bool = False) -> list[dict]:
+        """The child's call spec of every slot (one entry, slot 0, for configurations that are not timed);
+        the trusted baseline's child gets its own slots after slot 0."""
+        slots = (self.slots[:1] + self.baseline_slots if baseline and self.baseline_slots else self.slots) \
+            or [self.buffers]
         return [remap_call(self.calls[fmt], fmt, dict(zip(self.buffers, slot))) for slot in slots]
 
 
@@ -176,20 +180,27 @@ def add_timing_slots(group: GroupData, memory_bytes: int, max_slots: int) -> Non
     """Give every timing configuration up to `max_slots` sets of its buffers (slot 0 is the checked set).
     Each timed call of a batch gets a slot of its own, so the trusted side can check every one of them.
     A slot costs about twice its bytes (the slot and the trusted copy of its inputs and expected outputs),
-    so `memory_bytes` bounds the slots of one configuration; there is always at least one."""
+    so `memory_bytes` bounds the slots of one configuration; there is always at least one. c2cuda
+    baselines run in a child of their own: they get slots of their own (slot 1.. of the baseline's
+    list), never mapped into a candidate's process, so no candidate can read the expected outputs."""
     for cd in group.configs:
         if not cd.time or cd.slots:
             continue
-        set_bytes = sum(group.buffers[b].nbytes for b in cd.buffers)
+        own = group.task.kind == "c2cuda"
+        set_bytes = sum(group.buffers[b].nbytes for b in cd.buffers) * (2 if own else 1)
         n = max(1, min(max_slots, memory_bytes // max(2 * set_bytes, 1)))
-        cd.slots = [list(cd.buffers)]
-        for k in range(1, n):
-            slot = []
-            for b in cd.buffers:
-                src = group.buffers[b]
-                group.buffers.append(Buffer(f"{src.name}#{k}", src.dtype, src.shape, src.role))
-                slot.append(len(group.buffers) - 1)
-            cd.slots.append(slot)
+        cd.slots = [list(cd.buffers)] + [_new_slot(group, cd, f"#{k}", False) for k in range(1, n)]
+        if own:
+            cd.baseline_slots = [_new_slot(group, cd, f"#b{k}", True) for k in range(n)]
+
+
+def _new_slot(group: GroupData, cd: ConfigData, tag: str, baseline_only: bool) -> list[int]:
+    slot = []
+    for b in cd.buffers:
+        src = group.buffers[b]
+        group.buffers.append(Buffer(f"{src.name}{tag}", src.dtype, src.shape, src.role, baseline_only))
+        slot.append(len(group.buffers) - 1)
+    return slot
 
 
 def adopt_baseline_outputs(group: GroupData, stage_inputs: Callable,

@@ -42,10 +42,10 @@ class Times:
         self.overhead_ms = 0.0
 
 
-def stage(driver, group: GroupData, cd: ConfigData, slots: list[int], fresh_sets: list[dict]) -> None:
+def stage(driver, group: GroupData, slot_buffers: list[list[int]], fresh_sets: list[dict]) -> None:
     """Write each slot's fresh inputs into its buffers and poison every output of it."""
-    for k, fresh in zip(slots, fresh_sets):
-        for j, b in enumerate(cd.slots[k]):
+    for bufs, fresh in zip(slot_buffers, fresh_sets):
+        for j, b in enumerate(bufs):
             buf = group.buffers[b]
             if j in fresh:
                 buf.view.copy_(fresh[j].reshape(buf.view.shape))
@@ -99,7 +99,7 @@ def time_config(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) 
         fresh_sets = [cd.fresh(seed * 64 + k) for k in slots]
         base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs)
         compiled_s = _in_process_batch(ev, cd.run_compiled, fresh_sets)[0] if cd.run_compiled else None
-        stage(ev.driver, group, cd, slots, fresh_sets)
+        stage(ev.driver, group, [cd.slots[k] for k in slots], fresh_sets)
         clock.flush_l2()
         reply: dict = {}
 
@@ -150,20 +150,21 @@ def _baseline_batch(ev, group: GroupData, ci: int, cd: ConfigData, slots: list[i
     if cd.run_reference is not None:  # torch2cuda: the PyTorch reference, in this process
         seconds, results = _in_process_batch(ev, cd.run_reference, fresh_sets)
         return seconds, [dict(zip(outs, r)) for r in results]
-    stage(ev.driver, group, cd, slots, fresh_sets)
+    stage(ev.driver, group, [cd.baseline_slots[k] for k in slots], fresh_sets)
     ev.clock.flush_l2()
     reply: dict = {}
 
-    def run() -> None:
+    def run() -> None:  # the baseline child's slot k + 1 is cd.baseline_slots[k] (its slot 0 is the checked set)
         nonlocal reply
-        reply = group.baseline_child.request({"op": "run", "config": ci, "slots": slots}, ev.cfg.run_timeout_s)
+        reply = group.baseline_child.request({"op": "run", "config": ci, "slots": [k + 1 for k in slots]},
+                                             ev.cfg.run_timeout_s)
     try:
         t = ev.clock.batch(run)
     except ChildFailed as e:
         raise TaskBroken(f"task {group.task.id}: timing the naive baseline failed: {e}") from e
     if not reply.get("ok"):
         raise TaskBroken(f"task {group.task.id}: timing the naive baseline failed: {reply.get('error')}")
-    expected = [{j: group.buffers[cd.slots[k][j]].view.clone() for j in outs} for k in slots]
+    expected = [{j: group.buffers[cd.baseline_slots[k][j]].view.clone() for j in outs} for k in slots]
     return t.seconds, expected
 
 

@@ -90,7 +90,8 @@ BAD = [
                '    if (x == last_x) return;\n    last_x = x;\n    k<<<(n + 255) / 256, 256>>>(n, a, x, y);\n}\n'),
      {"incorrect"}, RUN),
     ("skip_work_after_checks", "torch2cuda/relu", "light",
-     relu_light(host="static int calls = 0;  // 3 configs x 2 checked calls, then skip the work\n    if (++calls > 6) return 0;"), {"rejected"}, RUN),
+     relu_light(host="static int calls = 0;  // 3 configs x 2 checked calls, then skip the work\n    if (++calls > 6) return 0;"),
+     {"incorrect", "rejected"}, RUN),
     ("fake_success_and_exit", "c2cuda/saxpy", "c2cuda", '#include <cstdio>\n' + saxpy(
         "    if (i < n) y[i] = a * x[i] + y[i];\n",
         launch='}\nextern "C" void saxpy(int n, float a, const float* x, float* y) {\n'

@@ -38,14 +38,15 @@ class FakeDriver:
 class ScriptedChild:
     """Plays a candidate (or the trusted baseline): `compute(call_index, x, y_in) -> y` or None to skip."""
 
-    def __init__(self, group, cd, compute, sleep_per_call_s=0.0):
+    def __init__(self, group, cd, compute, sleep_per_call_s=0.0, baseline=False):
         self.group, self.cd, self.compute, self.calls = group, cd, compute, 0
         self.sleep = sleep_per_call_s
+        self.slots = cd.slots[:1] + cd.baseline_slots if baseline else cd.slots
 
     def request(self, msg, timeout_s):
         for k in msg["slots"]:
             self.calls += 1
-            x, y = (self.group.buffers[b].view for b in self.cd.slots[k])
+            x, y = (self.group.buffers[b].view for b in self.slots[k])
             out = self.compute(self.calls, x, y.clone())
             if out is not None:
                 y.copy_(out)
@@ -62,7 +63,7 @@ def make(candidate, sleep=0.0, eval_updates=None, busy_s=0.0):
     bufs = [Buffer("large.x", "float32", (N,), "in"), Buffer("large.y", "float32", (N,), "inout")]
     cd = ConfigData("large", False, True, {}, [0, 1], [])
     group = GroupData(task, bufs, [cd])
-    add_timing_slots(group, memory_bytes=8 * 2 * (2 * 4 * N), max_slots=8)  # 8 slots of 2 float buffers
+    add_timing_slots(group, memory_bytes=8 * 2 * 2 * (2 * 4 * N), max_slots=8)  # 8 + 8 slots of 2 float buffers
     driver = FakeDriver()
     for i, b in enumerate(group.buffers):
         b.ptr = 1000 + i
@@ -73,7 +74,7 @@ def make(candidate, sleep=0.0, eval_updates=None, busy_s=0.0):
         g = torch.Generator().manual_seed(seed)
         return {0: torch.rand(N, generator=g) * 2 - 1, 1: torch.rand(N, generator=g)}
     cd.fresh = fresh
-    group.baseline_child = ScriptedChild(group, cd, lambda n, x, y: saxpy(x, y), sleep)
+    group.baseline_child = ScriptedChild(group, cd, lambda n, x, y: saxpy(x, y), sleep, baseline=True)
     cfg = EvalSection(result_cache_dir="", timing_rounds=3, timing_trials=12, timing_batch_s=0.05,
                       busy_probe_limit_s=0.05, **(eval_updates or {}))
 
@@ -91,8 +92,11 @@ def make(candidate, sleep=0.0, eval_updates=None, busy_s=0.0):
 
 def test_slots_follow_the_memory_budget():
     _, group, cd, _ = make(lambda n, x, y: saxpy(x, y))
-    assert len(cd.slots) == 8 and len({b for s in cd.slots for b in s}) == 16
+    assert len(cd.slots) == 8 and len(cd.baseline_slots) == 8
+    assert len({b for s in cd.slots + cd.baseline_slots for b in s}) == 32
     assert all(group.buffers[s[1]].role == "inout" for s in cd.slots)
+    assert not any(group.buffers[b].baseline_only for s in cd.slots for b in s)
+    assert all(group.buffers[b].baseline_only for s in cd.baseline_slots for b in s)
 
 
 def test_honest_candidate_gets_per_call_times_from_the_trusted_clock():
@@ -111,7 +115,7 @@ def test_every_timed_call_is_checked_so_skipping_later_calls_fails():
 
 
 def test_drift_after_many_calls_fails():
-    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y) if n <= 20 else saxpy(x, y) + 1e-3)
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y) if n <= 10 else saxpy(x, y) + 1e-3)  # 12+ timed calls
     with pytest.raises(Stop) as stop:
         time_config(ev, group, 0, cd, child, "c2cuda")
     assert stop.value.verdict == "incorrect"
