@@ -135,6 +135,8 @@ class ConfigResult(Record):
     floor_ms: float | None = Field(default=None, description="roofline floor: fastest time the hardware allows")
     calls_per_batch: int | None = Field(default=None, description="timed calls per batch, one slot (set of "
                                         "buffers with fresh inputs) each, all checked")
+    trusted_time: Timing | None = Field(default=None, description="the candidate's per-call time by the trusted "
+                                        "clock alone (window less fixed costs): the bound its own events must meet")
     batch_overhead_ms: float | None = Field(default=None, description="fixed cost of one batch (an empty batch "
                                             "of a trusted process), subtracted from each batch's time")
 

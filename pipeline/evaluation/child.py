@@ -11,8 +11,9 @@ process per candidate (or per trusted baseline). It talks JSON lines over two pr
   run   {config, slots}          -> one call per listed slot, in order, then a device-wide sync
   status {}                      -> the runtime checks' flags (kernelbench: patched functions, threads)
   exit
-Nothing here measures time: the evaluator times `run` with its own clock, from sending it until
-its own probe on the GPU completes after the answer, and checks every slot's outputs afterwards.
+`run` answers with `events_ms`, the batch's time from CUDA events of this process: a claim, which
+the evaluator accepts only where its own clock (from sending `run` until it has seen the right
+outputs and its probe on the GPU completed) allows it, and it checks every slot's outputs.
 What this protects against, and what not: the candidate cannot touch the evaluator's memory
 except the buffers mapped here; its crash, illegal address or hang ends this process only (the
 evaluator kills it on a deadline). Everything in this process (this harness code included) is
@@ -184,6 +185,7 @@ def serve(rin, wout) -> None:
     hello = json.loads(rin.readline())
     send({"ok": True, "sandbox": apply_sandbox(hello), "pid": os.getpid()})
     driver = runner = None
+    scratch, events = 0, None
     for line in rin:
         msg = json.loads(line)
         op = msg["op"]
@@ -205,12 +207,17 @@ def serve(rin, wout) -> None:
                 driver.synchronize()
                 send({"ok": True, "ret": ret, "flags": runner.flags, "s": time.perf_counter() - t0})
             elif op == "run":
+                events = events or (driver.event(), driver.event())
+                driver.record(events[0])
                 rets = [runner.call(msg["config"], k, timed=True) for k in msg["slots"]]
-                if driver is not None:
-                    driver.synchronize()
+                if not msg["slots"]:  # an empty batch still puts work of this process on the GPU, so it
+                    scratch = scratch or driver.alloc(256)  # costs the same switch between processes
+                    driver.memset_async(scratch, 0, 4)
+                driver.record(events[1])
+                driver.synchronize()
                 failed = [r for r in rets if r]
                 send({"ok": not failed, "error": f"launch returned {failed[0]}" if failed else "",
-                      "flags": runner.flags if runner else []})
+                      "events_ms": driver.elapsed_ms(*events), "flags": runner.flags if runner else []})
             elif op == "status":
                 send({"ok": True, "flags": runner.status() if runner else []})
             else:

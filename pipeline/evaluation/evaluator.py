@@ -213,8 +213,9 @@ class Evaluator:
                 group = build_c2cuda(task, seed)
                 self._run_c_reference(group)
             else:
-                group = build_torch2cuda(task, seed, init_seed=secrets.randbits(31),
-                                         compiled=self.cfg.compile_baseline)
+                with self.gpu_lock.shared():  # the reference runs on the GPU: never beside another's timing
+                    group = build_torch2cuda(task, seed, init_seed=secrets.randbits(31),
+                                             compiled=self.cfg.compile_baseline)
             add_timing_slots(group, self.cfg.timing_memory_bytes, self.cfg.timing_slots_max)
             with self.gpu_lock.shared():
                 to_device(group)

@@ -54,7 +54,7 @@ def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started)
             _check_all(ev, group, child, configs)
         stage["check"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        speedup, speedup_compiled = _time(ev, group, child, configs, cand.format)
+        speedup, speedup_compiled = _time(ev, group, child, configs, cand.format, flags)
         stage["timing"] = time.perf_counter() - t0
         judge_reply(child.request({"op": "status"}, cfg.run_timeout_s), "after timing")  # runtime checks, once more
     except Stop as stop:
@@ -111,7 +111,7 @@ def _check_all(ev, group: GroupData, child: ChildProcess, configs: list[ConfigRe
 
 
 def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult],
-          fmt: str) -> tuple[float | None, float | None]:
+          fmt: str, flags: list[str]) -> tuple[float | None, float | None]:
     """Every timing configuration in rounds of baseline and candidate batches (timed_rounds.py), under the
     GPU's exclusive lock; returns the geomean speedups over the baseline and over the torch.compile'd
     reference (None unless it built for every timed config)."""
@@ -127,6 +127,9 @@ def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult]
             compiled_logs.append(math.log(configs[ci].compiled_baseline_time.median_ms / cand.median_ms))
         configs[ci].time, configs[ci].baseline_time = cand, base
         configs[ci].calls_per_batch, configs[ci].batch_overhead_ms = times.calls_per_batch, times.overhead_ms
+        configs[ci].trusted_time = summarize(times.trusted)
+        if times.disagreements and "timing-disagreement" not in flags:  # its own clock said less: not believed
+            flags.append("timing-disagreement")
         configs[ci].passed = True if configs[ci].passed is None else configs[ci].passed
         floor = roofline_floor_ms(ev.cfg, group, cd)
         configs[ci].floor_ms = floor or None

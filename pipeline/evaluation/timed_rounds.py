@@ -13,12 +13,19 @@ Every round, under the GPU's exclusive lock:
     expected outputs of this round;
  3. the inputs staged again into every slot, every output (inout included) poisoned, the L2 flushed;
  4. the candidate's batch, one call per slot, timed by the trusted clock from "go" until the
-    trusted probe after "done" completed;
+    trusted side has seen right outputs in every slot (a secret signed checksum of each, against
+    the expected ones, inside the window; its cost is measured again and subtracted) and its probe
+    on the GPU has completed;
  5. every slot checked: inputs unchanged, outputs right at the task's tolerance. A call that skipped
     its work, drifted after the first calls, or behaves differently at this size fails here.
 The first round is a warm-up (checked, not counted); it also sets how many slots a batch uses, so
-that a batch lasts about `eval.timing_batch_s` and the fixed cost of a batch (measured on its own
-with empty batches of trusted processes, and subtracted) stays small against it.
+that a batch lasts about `eval.timing_batch_s`.
+Times: the trusted baseline's come from CUDA events of trusted processes. The candidate's process
+also reports CUDA events for its batch, a claim accepted only where the trusted clock allows it:
+not below the trusted time (window less the fixed cost of a batch, measured with empty batches of
+a trusted child of the same kind, and less the checksum) by more than
+`eval.timing_disagreement_fraction` and `eval.timing_disagreement_s`; otherwise the trusted time is
+used and the result flagged `timing-disagreement`.
 """
 from __future__ import annotations
 
@@ -38,8 +45,10 @@ class Times:
         self.candidate: list[float] = []
         self.baseline: list[float] = []
         self.compiled: list[float] = []
+        self.trusted: list[float] = []  # the candidate's per-call times by the trusted clock alone
         self.calls_per_batch = 1
         self.overhead_ms = 0.0
+        self.disagreements = 0  # batches whose claimed time the trusted clock did not allow
 
 
 def stage(driver, group: GroupData, slot_buffers: list[list[int]], fresh_sets: list[dict]) -> None:
@@ -84,13 +93,10 @@ def time_config(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) 
     null = ev.null_child(fmt)
     empty = {"op": "run", "config": ci, "slots": []}
     cand_overhead = clock.overhead(lambda: null.request(empty, cfg.run_timeout_s))
-    if group.baseline_child is not None:
-        base_overhead = clock.overhead(lambda: group.baseline_child.request(empty, cfg.run_timeout_s))
-    else:
-        base_overhead = clock.overhead(lambda: None)
     copy_s = _output_copy_s(ev, group, cd) if fmt == "kernelbench" else 0.0
     times.overhead_ms = 1e3 * cand_overhead
     n_calls = 1
+    signs = _secret_signs(group, cd, outs)
     deadline = time.perf_counter() + cfg.timing_budget_s
     rounds = 0
     while True:
@@ -107,28 +113,100 @@ def time_config(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) 
             nonlocal reply
             reply = child.request({"op": "run", "config": ci, "slots": slots},
                                   cfg.run_timeout_s + cfg.timing_budget_s)
+        sums = Checksums(group, cd, slots, expected, signs)
+        complete = True
+
+        def run_and_see() -> None:  # the window ends only once the trusted side has seen the outputs
+            nonlocal complete
+            run()
+            complete = sums.hold()
         try:
-            t = clock.batch(run)
+            t = clock.batch(run_and_see)
         except ChildFailed as e:
             raise child_failure(e, f"timing on {cd.name}") from None
         judge_reply(reply, f"timing on {cd.name}")
+        if not complete:
+            raise Stop("incorrect", f"config {cd.name}: the outputs were not right when the candidate's process "
+                                    f"said its calls were done", ["unfinished-at-done"])
+        see_s = sums.cost_s()
         _check_probes(cfg, cd, t)
+        trusted_s = max(t.seconds - see_s - cand_overhead, 0.0)
+        batch_s = _accepted(cfg, reply.get("events_ms"), trusted_s, times)
         check_slots(group, cd, slots, fresh_sets, expected, "timed batch" if rounds else "warm-up batch")
-        per_call = lambda s, overhead: 1e3 * max(s - overhead, 0.0) / len(slots)  # noqa: E731
+        per_call = lambda s: 1e3 * s / len(slots)  # noqa: E731
         if rounds == 0:  # warm-up: sets the batch size from the baseline's time per call
-            base_call_s = max(per_call(base_s, base_overhead) / 1e3, 1e-7)
-            n_calls = max(1, min(len(cd.slots), math.ceil(cfg.timing_batch_s / base_call_s)))
+            n_calls = max(1, min(len(cd.slots), math.ceil(cfg.timing_batch_s / max(base_s, 1e-7))))
             times.calls_per_batch = n_calls
         else:
-            times.candidate.append(max(per_call(t.seconds, cand_overhead) - 1e3 * copy_s, 1e-6))
-            times.baseline.append(per_call(base_s, base_overhead))
+            times.candidate.append(max(per_call(batch_s) - 1e3 * copy_s, 1e-6))
+            times.trusted.append(per_call(trusted_s))
+            times.baseline.append(per_call(base_s))
             if compiled_s is not None:
-                times.compiled.append(per_call(compiled_s, base_overhead))
+                times.compiled.append(per_call(compiled_s))
         rounds += 1
         timed = rounds - 1
         enough = timed * n_calls >= cfg.timing_trials or time.perf_counter() > deadline
         if timed >= cfg.timing_rounds and enough:
             return times
+
+
+def _secret_signs(group: GroupData, cd: ConfigData, outs: list[int]) -> dict:
+    """Random +-1 weights per output, made here and never mapped into any child."""
+    import torch
+    gen = torch.Generator(device=group.buffers[cd.buffers[outs[0]]].view.device) if outs else None
+    if gen is not None:
+        gen.manual_seed(secrets.randbits(62))
+    return {j: (torch.randint(0, 2, (group.buffers[cd.buffers[j]].view.numel(),), generator=gen,
+                              device=gen.device, dtype=torch.float32) * 2 - 1) for j in outs}
+
+
+class Checksums:
+    """Inside the timed window, right after "done": a secret signed sum of every slot's outputs against
+    the same sum of the expected outputs, within the tolerance summed over the elements (so an output
+    that passes the element-wise check always passes this). A child that answers "done" before its
+    work is written, or writes placeholders first and the results later, fails it; one reduction per
+    output and a single synchronisation keep it short, and its cost is timed again and subtracted."""
+
+    def __init__(self, group: GroupData, cd: ConfigData, slots: list[int], expected: list[dict], signs: dict):
+        import torch
+        tol = group.task.tolerance
+        self.views, targets, bounds = [], [], []
+        for k, want in zip(slots, expected):
+            for j, ref in want.items():
+                r = ref.reshape(-1).double()
+                rms = float(torch.sqrt(torch.mean(r * r))) if r.numel() else 0.0
+                absum = float(r.abs().sum())
+                self.views.append((group.buffers[cd.slots[k][j]].view.reshape(-1), signs[j]))
+                targets.append(float((r * signs[j].double()).sum()))
+                slack = 4e-7 * (math.log2(max(r.numel(), 2)) + 1) * (absum + 1.0)  # fp32 reduction rounding
+                bounds.append(tol.rtol * absum + tol.atol * rms * r.numel() + slack)
+        self.targets, self.bounds = torch.tensor(targets, dtype=torch.float64), torch.tensor(bounds, dtype=torch.float64)
+
+    def _sums(self):
+        import torch
+        return torch.stack([torch.dot(v.float(), w) for v, w in self.views]).double().cpu()
+
+    def hold(self) -> bool:
+        if not self.views:
+            return True
+        ok = (self._sums() - self.targets).abs() <= self.bounds  # negated bound: NaN fails
+        return bool(ok.all())
+
+    def cost_s(self) -> float:
+        """Seconds the check takes on outputs already in place (taken off the candidate's window)."""
+        t0 = time.perf_counter()
+        self.hold()
+        return time.perf_counter() - t0
+
+
+def _accepted(cfg, claim_ms, trusted_s: float, times: Times) -> float:
+    """The candidate's batch time: its process's CUDA-event claim where the trusted clock allows it (not
+    below the trusted time less the allowance for honest noise), else the trusted time itself."""
+    allowed_s = trusted_s * (1 - cfg.timing_disagreement_fraction) - cfg.timing_disagreement_s
+    if isinstance(claim_ms, (int, float)) and math.isfinite(claim_ms) and claim_ms / 1e3 >= allowed_s:
+        return claim_ms / 1e3
+    times.disagreements += 1
+    return trusted_s
 
 
 def _check_probes(cfg, cd: ConfigData, t) -> None:
@@ -150,6 +228,7 @@ def _baseline_batch(ev, group: GroupData, ci: int, cd: ConfigData, slots: list[i
     if cd.run_reference is not None:  # torch2cuda: the PyTorch reference, in this process
         seconds, results = _in_process_batch(ev, cd.run_reference, fresh_sets)
         return seconds, [dict(zip(outs, r)) for r in results]
+    # c2cuda: the naive baseline in its trusted child, whose CUDA events are trusted
     stage(ev.driver, group, [cd.baseline_slots[k] for k in slots], fresh_sets)
     ev.clock.flush_l2()
     reply: dict = {}
@@ -165,14 +244,15 @@ def _baseline_batch(ev, group: GroupData, ci: int, cd: ConfigData, slots: list[i
     if not reply.get("ok"):
         raise TaskBroken(f"task {group.task.id}: timing the naive baseline failed: {reply.get('error')}")
     expected = [{j: group.buffers[cd.baseline_slots[k][j]].view.clone() for j in outs} for k in slots]
-    return t.seconds, expected
+    return reply["events_ms"] / 1e3, expected
 
 
 def _in_process_batch(ev, call, fresh_sets: list[dict]) -> tuple[float, list]:
+    """Seconds of a batch of trusted calls in this process, from this process's own CUDA events."""
     ev.clock.flush_l2()
     results: list = []
-    t = ev.clock.batch(lambda: results.extend(call(f) for f in fresh_sets))
-    return t.seconds, results
+    seconds = ev.clock.events(lambda: results.extend(call(f) for f in fresh_sets))
+    return seconds, results
 
 
 def _output_copy_s(ev, group: GroupData, cd: ConfigData) -> float:

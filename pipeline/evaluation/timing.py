@@ -68,6 +68,16 @@ class TrustedClock:
         t2 = time.perf_counter()
         return BatchTime(t2 - t0, before, t2 - t1)
 
+    def events(self, run: Callable[[], None]) -> float:
+        """Seconds of work launched by `run` in this (trusted) process, from its own CUDA events."""
+        if not hasattr(self, "_events"):
+            self._events = (self.driver.event(), self.driver.event())
+        self.driver.record(self._events[0])
+        run()
+        self.driver.record(self._events[1])
+        self.driver.synchronize()
+        return self.driver.elapsed_ms(*self._events) / 1e3
+
     def overhead(self, run_empty: Callable[[], None], repeats: int = 15) -> float:
         """Median seconds of an empty batch of this kind (what every batch costs besides its calls)."""
         return statistics.median(self.batch(run_empty).seconds for _ in range(repeats))

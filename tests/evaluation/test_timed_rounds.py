@@ -38,12 +38,17 @@ class FakeDriver:
 class ScriptedChild:
     """Plays a candidate (or the trusted baseline): `compute(call_index, x, y_in) -> y` or None to skip."""
 
-    def __init__(self, group, cd, compute, sleep_per_call_s=0.0, baseline=False):
+    def __init__(self, group, cd, compute, sleep_per_call_s=0.0, baseline=False, claim_factor=1.0):
         self.group, self.cd, self.compute, self.calls = group, cd, compute, 0
-        self.sleep = sleep_per_call_s
+        self.sleep, self.claim_factor = sleep_per_call_s, claim_factor
         self.slots = cd.slots[:1] + cd.baseline_slots if baseline else cd.slots
 
     def request(self, msg, timeout_s):
+        t0 = time.perf_counter()
+        self._run(msg)
+        return {"ok": True, "flags": [], "events_ms": 1e3 * (time.perf_counter() - t0) * self.claim_factor}
+
+    def _run(self, msg):
         for k in msg["slots"]:
             self.calls += 1
             x, y = (self.group.buffers[b].view for b in self.slots[k])
@@ -51,14 +56,13 @@ class ScriptedChild:
             if out is not None:
                 y.copy_(out)
             time.sleep(self.sleep)
-        return {"ok": True, "flags": []}
 
 
 def saxpy(x, y):
     return 1.5 * x + y
 
 
-def make(candidate, sleep=0.0, eval_updates=None, busy_s=0.0):
+def make(candidate, sleep=0.0, eval_updates=None, busy_s=0.0, claim_factor=1.0):
     task = next(t for t in load_tasks("builtin") if t.id == "c2cuda/saxpy")
     bufs = [Buffer("large.x", "float32", (N,), "in"), Buffer("large.y", "float32", (N,), "inout")]
     cd = ConfigData("large", False, True, {}, [0, 1], [])
@@ -86,7 +90,7 @@ def make(candidate, sleep=0.0, eval_updates=None, busy_s=0.0):
     null = ScriptedChild(group, cd, lambda n, x, y: None)
     ev.null_child = lambda fmt: null
     driver.busy_s = busy_s
-    child = ScriptedChild(group, cd, candidate, sleep)
+    child = ScriptedChild(group, cd, candidate, sleep, claim_factor=claim_factor)
     return ev, group, cd, child
 
 
@@ -107,11 +111,19 @@ def test_honest_candidate_gets_per_call_times_from_the_trusted_clock():
     assert 0.8 < np.median(times.candidate) / np.median(times.baseline) < 1.25
 
 
+def test_a_claimed_time_below_what_the_trusted_clock_allows_is_replaced_by_the_trusted_time():
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002, claim_factor=0.1)
+    times = time_config(ev, group, 0, cd, child, "c2cuda")
+    assert times.disagreements == len(times.candidate) + 1  # every batch, the warm-up included
+    assert 0.8 < np.median(times.candidate) / np.median(times.baseline) < 1.25  # its true time, not 10x
+
+
 def test_every_timed_call_is_checked_so_skipping_later_calls_fails():
     ev, group, cd, child = make(lambda n, x, y: saxpy(x, y) if n <= 3 else None)
     with pytest.raises(Stop) as stop:
         time_config(ev, group, 0, cd, child, "c2cuda")
-    assert stop.value.verdict == "incorrect" and "wrong-in-timed-call" in stop.value.flags
+    assert stop.value.verdict == "incorrect"
+    assert {"wrong-in-timed-call", "unfinished-at-done"} & set(stop.value.flags)
 
 
 def test_drift_after_many_calls_fails():
@@ -150,3 +162,19 @@ def test_a_busy_gpu_around_the_batch_is_rejected():
     with pytest.raises(Stop) as stop:
         time_config(ev, group, 0, cd, child, "c2cuda")
     assert stop.value.verdict == "rejected" and stop.value.flags[0].startswith("work-")
+
+
+def test_checksums_inside_the_window_pass_honest_outputs_and_fail_placeholders():
+    from pipeline.evaluation.timed_rounds import Checksums, _secret_signs
+    _, group, cd, _ = make(lambda n, x, y: saxpy(x, y))
+    fresh = [cd.fresh(k) for k in range(3)]
+    expected = [{1: saxpy(f[0], f[1])} for f in fresh]
+    signs = _secret_signs(group, cd, [1])
+    sums = Checksums(group, cd, [0, 1, 2], expected, signs)
+    for k in range(3):
+        group.buffers[cd.slots[k][1]].view.copy_(expected[k][1] * (1 + 5e-6))  # within rtol 1e-5
+    assert sums.hold() and sums.cost_s() >= 0
+    group.buffers[cd.slots[2][1]].view.copy_(expected[2][1].flip(0))  # same values, wrong places
+    assert not sums.hold()
+    group.buffers[cd.slots[2][1]].view.fill_(float("nan"))
+    assert not sums.hold()
