@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check of the project in one script, for the H200 test machine:
-#   bash benchmarks/gpu_checks.sh [verify] [tests] [bench] [structure] [generation] [train] [sft] [train_sft]
+#   bash benchmarks/gpu_checks.sh [verify] [tests] [trust] [bench] [structure] [generation] [train] [sft] [train_sft]
 #                                 [sft_bench] [measure] [multi_gpu]
 # sft: a short warm start, SFT_S seconds of training; train_sft: two RL steps starting from it, on the
 #   train split it was fitted to; sft_bench: SFT then `cudaperf bench` of it on LIMIT held-out tasks
@@ -8,6 +8,10 @@
 #   seconds (benchmarks/measure_h200.sh, continuing from pipeline/data/measured/); multi_gpu: evaluator
 #   scaling, NCCL bandwidth and weight sync, two RL steps of configs/h200x8.yaml; needs 2+ GPUs, says so
 #   in one line otherwise; MULTI_GPU_PARTS=evaluators,sync,train picks parts.
+# trust: honest speedups before/after and stability under the trusted clock (benchmarks/trusted_timing.py),
+#   then the timing hacks with the static checks off and the sandbox tests from the child's side.
+# The sandbox needs bwrap and libseccomp: where they are not installed, `bash benchmarks/sandbox_tools.sh`
+#   here first and carry .sandbox-tools/ (plus .whl/ from ../shared/device/wheels.sh).
 # Logs and JSON go to $OUT (or ./gpu-out). Prints a summary table at the end.
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
@@ -20,6 +24,9 @@ for step in $steps; do
     verify) timeout 150 python3 -m pipeline.cli verify --config configs/h200.yaml --out "$OUT/verify_h200.json" \
               compile.cache_dir=$CUDAPERF_TEST_COMPILE_CACHE eval.result_cache_dir= > "$OUT/verify.log" 2>&1 ;;
     tests) CUDAPERF_TEST_FAILURES="$OUT/test_failures.log" timeout 540 python3 -m pytest -m gpu -q -p no:cacheprovider ${GPU_TESTS:-tests} > "$OUT/tests.log" 2>&1 ;;
+    trust) timeout 300 python3 benchmarks/trusted_timing.py --out "$OUT/trusted_timing_h200.json" > "$OUT/trust.log" 2>&1
+           timeout 280 python3 -m pytest -m gpu -q -p no:cacheprovider -s tests/evaluation/test_trusted_timing_gpu.py \
+             tests/evaluation/test_sandbox.py >> "$OUT/trust.log" 2>&1 ;;
     bench) timeout 300 python3 benchmarks/evaluator_throughput.py --out "$OUT/evaluator_h200.json" > "$OUT/bench.log" 2>&1 ;;
     structure) timeout 200 python3 -m pipeline.structure.validate_gpu --out "$OUT/structure_h200.json" > "$OUT/structure.log" 2>&1 ;;
     generation) timeout 300 python3 benchmarks/generation_throughput.py --out "$OUT/generation_h200.json" \
@@ -45,6 +52,7 @@ for step in $steps; do printf '%-10s %s\n' "$step" "${status[$step]}"; done
 [ -f "$OUT/verify.log" ] && tail -25 "$OUT/verify.log"
 [ -f "$OUT/test_failures.log" ] && grep '^===' "$OUT/test_failures.log"
 [ -f "$OUT/tests.log" ] && grep -E "passed|failed|FAILED|Error" "$OUT/tests.log" | tail -40
+[ -f "$OUT/trust.log" ] && grep -E "ratio after|stability|wrote|speedup=|passed|failed" "$OUT/trust.log" | tail -30
 [ -f "$OUT/bench.log" ] && tail -8 "$OUT/bench.log"
 [ -f "$OUT/structure.log" ] && tail -30 "$OUT/structure.log"
 [ -f "$OUT/generation.log" ] && grep -E "tokens/s|wrote|Error" "$OUT/generation.log" | tail -8

@@ -72,7 +72,7 @@ def honest(ev, tasks) -> dict:
     return out
 
 
-def stability(ev, tasks, runs: int = 8) -> list:
+def stability(ev, tasks, runs: int) -> list:
     out = []
     for task_id, impl_name in STABILITY:
         task = tasks[task_id]
@@ -99,6 +99,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--before", default=str(ROOT / "benchmarks/results/evaluator_h200.json"))
+    ap.add_argument("--stability-runs", type=int, default=8, help="separate evaluations per stability kernel")
     args = ap.parse_args()
     from pipeline.evaluation.evaluator import Evaluator
     tasks = {t.id: t for t in load_tasks("builtin")}
@@ -123,7 +124,9 @@ def main() -> None:
                                 "within_3pct": sum(abs(r - 1) <= 0.03 for r in ratios),
                                 "within_10pct": sum(abs(r - 1) <= 0.10 for r in ratios), "n": len(ratios)}
               if ratios else {},
-              "stability": stability(ev, tasks)}
+              "stability": []}
+    Path(args.out).write_text(json.dumps(report, indent=1))  # written now, so a later timeout loses nothing
+    report["stability"] = stability(ev, tasks, args.stability_runs)
     Path(args.out).write_text(json.dumps(report, indent=1))
     print(f"{'candidate':48s} {'verdict':10s} {'before':>8s} {'after':>8s} {'ratio':>6s} {'calls':>5s}")
     for key, r in after.items():

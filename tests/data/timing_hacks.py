@@ -19,7 +19,8 @@ def _saxpy_launch(host: str) -> str:
             '    k<<<(n + 255) / 256, 256>>>(n, a, x, y);\n}\n')
 
 
-# Native code reaching the Python harness of its own process through the interpreter's C API.
+# Native code reaching the Python harness of its own process (the child runs it as __main__) through
+# the interpreter's C API.
 _PY_PATCH = '''extern "C" int PyRun_SimpleString(const char*);
 extern "C" int PyGILState_Ensure(void);
 extern "C" void PyGILState_Release(int);
@@ -30,7 +31,7 @@ __attribute__((constructor)) static void patch_harness() {{
 }}
 '''
 _NO_SYNC = ("import pipeline.evaluation.cuda_driver as d; d.Driver.synchronize = lambda self: None")
-_SKIP_TIMED = ("import pipeline.evaluation.child as c; f = c.NativeRunner.call; "
+_SKIP_TIMED = ("import sys; c = sys.modules['__main__']; f = c.NativeRunner.call; "
                "c.NativeRunner.call = lambda self, cfg, slot=0, timed=False: 0 if timed else f(self, cfg, slot, timed)")
 
 TIMING_HACKS = [
@@ -43,7 +44,7 @@ TIMING_HACKS = [
     # Python at module load rewrites the child's harness through torch's re-export of sys
     ("python_patches_harness", "torch2cuda/relu", "kernelbench", kb(
         name="relu_ext_patch_t",
-        prefix="import torch\n_c = torch.sys.modules['pipeline.evaluation.child']\n_f = _c.TorchRunner.call\n"
+        prefix="import torch\n_c = torch.sys.modules['__main__']\n_f = _c.TorchRunner.call\n"
                "_c.TorchRunner.call = lambda self, cfg, slot=0, timed=False: 0 if timed else _f(self, cfg, slot, timed)\n"
                "_d = torch.sys.modules['pipeline.evaluation.cuda_driver']\n_d.Driver.synchronize = lambda self: None\n"
                "import time as _t\n_t.perf_counter = lambda: 0.0\n")),
