@@ -72,9 +72,10 @@ class EvalSection(Section):
     busy_probe_limit_s: float = Field(0.002, description="a trusted probe on the GPU that waits longer than this "
                                       "just before or after a timed batch means the candidate left work running: "
                                       "rejected")
-    timing_disagreement_fraction: float = Field(0.25, ge=0, lt=1, description="a candidate's own CUDA-event time "
-                                                "for a batch is accepted down to this fraction below the trusted "
-                                                "clock's time (honest noise); below it the trusted time is used")
+    timing_disagreement_fraction: float = Field(0.25, ge=0, lt=1, description="the median of a candidate's own "
+                                                "CUDA-event times per call is accepted down to this fraction below "
+                                                "the trusted clock's median (honest noise); below it the trusted "
+                                                "times are used and the result is flagged timing-disagreement")
     timing_disagreement_s: float = Field(0.0003, ge=0, description="and this many seconds more per batch (IPC "
                                          "and scheduling jitter of the trusted clock)")
     l2_flush_bytes: int = Field(256 << 20, description="bytes written before each timed batch to flush the L2")

@@ -22,10 +22,10 @@ The first round is a warm-up (checked, not counted); it also sets how many slots
 that a batch lasts about `eval.timing_batch_s`.
 Times: the trusted baseline's come from CUDA events of trusted processes. The candidate's process
 also reports CUDA events for its batch, a claim accepted only where the trusted clock allows it:
-not below the trusted time (window less the fixed cost of a batch, measured with empty batches of
-a trusted child of the same kind, and less the checksum) by more than
-`eval.timing_disagreement_fraction` and `eval.timing_disagreement_s`; otherwise the trusted time is
-used and the result flagged `timing-disagreement`.
+the median claimed time per call may lie below the median trusted time (window less the fixed cost
+of a batch, measured with empty batches of a trusted child of the same kind, and less the
+checksum) by at most `eval.timing_disagreement_fraction` and `eval.timing_disagreement_s` per
+batch; otherwise the trusted times are used and the result flagged `timing-disagreement`.
 """
 from __future__ import annotations
 
@@ -131,15 +131,16 @@ def time_config(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) 
         see_s = sums.cost_s()
         _check_probes(cfg, cd, t)
         trusted_s = max(t.seconds - see_s - cand_overhead, 0.0)
-        batch_s = _accepted(cfg, reply.get("events_ms"), trusted_s, times)
+        claim = reply.get("events_ms")
+        claim_s = claim / 1e3 if isinstance(claim, (int, float)) and math.isfinite(claim) and claim >= 0 else 0.0
         check_slots(group, cd, slots, fresh_sets, expected, "timed batch" if rounds else "warm-up batch")
         per_call = lambda s: 1e3 * s / len(slots)  # noqa: E731
         if rounds == 0:  # warm-up: sets the batch size from the baseline's time per call
             n_calls = max(1, min(len(cd.slots), math.ceil(cfg.timing_batch_s / max(base_s, 1e-7))))
             times.calls_per_batch = n_calls
         else:
-            times.candidate.append(max(per_call(batch_s) - 1e3 * copy_s, 1e-6))
-            times.trusted.append(per_call(trusted_s))
+            times.candidate.append(max(per_call(claim_s) - 1e3 * copy_s, 1e-6))
+            times.trusted.append(max(per_call(trusted_s) - 1e3 * copy_s, 1e-6))
             times.baseline.append(per_call(base_s))
             if compiled_s is not None:
                 times.compiled.append(per_call(compiled_s))
@@ -147,7 +148,7 @@ def time_config(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) 
         timed = rounds - 1
         enough = timed * n_calls >= cfg.timing_trials or time.perf_counter() > deadline
         if timed >= cfg.timing_rounds and enough:
-            return times
+            return _accepted(cfg, times)
 
 
 def _secret_signs(group: GroupData, cd: ConfigData, outs: list[int]) -> dict:
@@ -199,14 +200,17 @@ class Checksums:
         return time.perf_counter() - t0
 
 
-def _accepted(cfg, claim_ms, trusted_s: float, times: Times) -> float:
-    """The candidate's batch time: its process's CUDA-event claim where the trusted clock allows it (not
-    below the trusted time less the allowance for honest noise), else the trusted time itself."""
-    allowed_s = trusted_s * (1 - cfg.timing_disagreement_fraction) - cfg.timing_disagreement_s
-    if isinstance(claim_ms, (int, float)) and math.isfinite(claim_ms) and claim_ms / 1e3 >= allowed_s:
-        return claim_ms / 1e3
-    times.disagreements += 1
-    return trusted_s
+def _accepted(cfg, times: Times) -> Times:
+    """Keep the candidate's CUDA-event claims where the trusted clock allows them: the median claimed time
+    per call may lie below the median trusted time by at most the allowance for honest noise (medians, so
+    one hiccup of the host does not decide); otherwise every claim is replaced by the trusted time."""
+    import statistics
+    claimed, trusted = statistics.median(times.candidate), statistics.median(times.trusted)
+    per_call_allowance_ms = 1e3 * cfg.timing_disagreement_s / times.calls_per_batch
+    if claimed < trusted * (1 - cfg.timing_disagreement_fraction) - per_call_allowance_ms:
+        times.disagreements = sum(c < t for c, t in zip(times.candidate, times.trusted))
+        times.candidate = list(times.trusted)
+    return times
 
 
 def _check_probes(cfg, cd: ConfigData, t) -> None:

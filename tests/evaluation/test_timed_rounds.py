@@ -114,7 +114,7 @@ def test_honest_candidate_gets_per_call_times_from_the_trusted_clock():
 def test_a_claimed_time_below_what_the_trusted_clock_allows_is_replaced_by_the_trusted_time():
     ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002, claim_factor=0.1)
     times = time_config(ev, group, 0, cd, child, "c2cuda")
-    assert times.disagreements == len(times.candidate) + 1  # every batch, the warm-up included
+    assert times.disagreements == len(times.candidate)  # every timed batch claimed too little
     assert 0.8 < np.median(times.candidate) / np.median(times.baseline) < 1.25  # its true time, not 10x
 
 
