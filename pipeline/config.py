@@ -70,14 +70,11 @@ class EvalSection(Section):
                                      "configuration (a slot costs about twice its inputs and outputs); at least "
                                      "one slot is always made")
     busy_probe_limit_s: float = Field(0.002, description="a trusted probe on the GPU that waits longer than this "
-                                      "just before or after a timed batch means the candidate left work running: "
-                                      "rejected")
-    timing_disagreement_fraction: float = Field(0.25, ge=0, lt=1, description="the median of a candidate's own "
-                                                "CUDA-event times per call is accepted down to this fraction below "
-                                                "the trusted clock's median (honest noise); below it the trusted "
-                                                "times are used and the result is flagged timing-disagreement")
-    timing_disagreement_s: float = Field(0.0003, ge=0, description="and this many seconds more per batch (IPC "
-                                         "and scheduling jitter of the trusted clock)")
+                                      "just before a round or around a timed batch means other work was running: "
+                                      "the round is repeated, and after three the candidate is not_executed")
+    timing_noise_factor: float = Field(3.0, ge=0, description="a candidate's own CUDA-event time of a batch may lie "
+                                       "below the trusted clock's time by at most this many interquartile ranges "
+                                       "of the fixed cost of a batch; it never lowers the time further")
     l2_flush_bytes: int = Field(256 << 20, description="bytes written before each timed batch to flush the L2")
     peak_bandwidth_bytes_per_s: float = Field(4.8e12, description="DRAM peak for the roofline floor (H200: 4.8 TB/s)")
     peak_flops_per_s_by_dtype: dict[str, float] = Field(

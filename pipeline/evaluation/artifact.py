@@ -131,15 +131,22 @@ def _f(rule: str, line: int, what: str) -> Finding:
 
 
 # --- running the tools --------------------------------------------------------------------------
-def _run(argv: list[str], cwd: str, timeout_s: float) -> subprocess.CompletedProcess | str:
-    """The finished process, or a sentence saying why it could not run."""
+def _run(argv: list[str], cwd: str, timeout_s: float, cfg: CompileSection | None = None) -> subprocess.CompletedProcess | str:
+    """The finished process, or a sentence saying why it could not run. With `cfg`, the compiler runs in
+    the compile step's sandbox (compile.sandboxed: bwrap, only the scratch directory writable) with its
+    memory limit."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": cwd, "TMPDIR": cwd}
     for key in ("CUDA_HOME", "LD_LIBRARY_PATH"):
         if key in os.environ:
             env[key] = os.environ[key]
+    preexec = None
+    if cfg is not None:
+        from pipeline.evaluation.compile import _sandbox_preexec, sandboxed
+        argv, env = sandboxed(argv, cwd, env, cfg)
+        preexec = _sandbox_preexec(cfg.memory_limit_bytes, cfg.sandbox == "none")
     try:
         return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s,
-                              start_new_session=True)
+                              start_new_session=True, preexec_fn=preexec)
     except subprocess.TimeoutExpired:
         return f"{argv[0]} exceeded its {timeout_s:.0f} s limit"
     except FileNotFoundError:
@@ -154,7 +161,7 @@ def object_flags(cfg: CompileSection) -> list[str]:
 def build_object(source: str, cfg: CompileSection, scratch: str) -> str:
     """Compile `source` to scratch/candidate.o; returns '' or a sentence saying why it failed."""
     Path(scratch, "candidate.cu").write_text(source)
-    proc = _run([cfg.nvcc, *object_flags(cfg), "-o", "candidate.o", "candidate.cu"], scratch, cfg.timeout_s)
+    proc = _run([cfg.nvcc, *object_flags(cfg), "-o", "candidate.o", "candidate.cu"], scratch, cfg.timeout_s, cfg)
     if isinstance(proc, str):
         return proc
     return "" if proc.returncode == 0 else f"nvcc -c failed: {(proc.stderr or proc.stdout)[-300:]}"
@@ -248,7 +255,7 @@ def preprocessed_findings(source: str, cfg: CompileSection, scratch: str, fmt: s
         source = re.sub(r"(?m)^[ \t]*#[ \t]*include\b.*$", "", source)
     Path(scratch, "pre.cu").write_text(source)
     argv = [cfg.nvcc, f"-arch={cfg.arch}", *cfg.extra_flags, "-E", "pre.cu", "-o", "pre.ii"]
-    proc = _run(argv, scratch, cfg.timeout_s)
+    proc = _run(argv, scratch, cfg.timeout_s, cfg)
     if isinstance(proc, str) or proc.returncode or not Path(scratch, "pre.ii").exists():
         why = proc if isinstance(proc, str) else (proc.stderr or proc.stdout)[-300:]
         return [_f("artifact-check", line_offset + 1, f"the source does not preprocess on its own ({why})")]

@@ -242,6 +242,11 @@ class Evaluator:
             buf.handle = self.driver.ipc_export(buf.ptr)
             buf.view = device_views.view(buf.ptr, buf.shape, buf.dtype)
         self.driver.make_current()
+        for cd in group.configs:  # parameters in place before any child loads (a kernelbench ModelNew copies them)
+            for b in cd.buffers:
+                if group.buffers[b].role == "param" and cd.input_sets:
+                    group.buffers[b].view.copy_(cd.input_sets[0][b])
+        self.driver.synchronize()
         if task.kind == "c2cuda":
             self._c2cuda_references(group)
 
@@ -322,7 +327,10 @@ class Evaluator:
 
         def start(k: int):
             with self.gpu_lock.shared():  # never overlaps a timing phase
-                return start_candidate(self, group, cands[k], preps[k])
+                started = start_candidate(self, group, cands[k], preps[k])
+            if started.child is not None:  # loaded ahead: frozen until its turn, so it cannot disturb others
+                started.child.freeze()
+            return started
         with ThreadPoolExecutor(max_workers=1) as ahead:
             upcoming = ahead.submit(start, 0)
             try:
@@ -331,6 +339,8 @@ class Evaluator:
                     if k + 1 < len(cands):
                         upcoming = ahead.submit(start, k + 1)
                     self.driver.make_current()
+                    if started.child is not None:
+                        started.child.thaw()
                     results[slots[k]] = run_candidate(self, group, cands[k], preps[k], started)
             finally:
                 if upcoming is not None and upcoming.result().child is not None:
@@ -346,6 +356,12 @@ class Evaluator:
             child.request({"op": "probe"}, 60)
             self._null_children[torch_format] = child
         return child
+
+    def close(self) -> None:
+        """End the trusted null children (they also end with this process)."""
+        for child in getattr(self, "_null_children", {}).values():
+            child.close()
+        self._null_children = {}
 
     def timer(self, trials: int):
         """Dataset measurement's timing of trusted implementations in a trusted process (CUDA events)."""

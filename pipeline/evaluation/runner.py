@@ -63,6 +63,10 @@ def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started)
         verdict, reason = "not_executed", f"checked, but not timed: {e}"
     except ChildFailed as e:
         verdict, reason = child_failure(e, "after timing").verdict, str(e)
+    except Exception as e:  # the GPU's memory ran out while this candidate's process held it: its failure
+        if type(e).__name__ != "OutOfMemoryError":
+            raise
+        verdict, reason = "runtime_error", f"the GPU ran out of memory while this candidate ran: {str(e)[:300]}"
     finally:
         if child is not None:
             if verdict in ("runtime_error", "timeout"):

@@ -359,6 +359,22 @@ class ChildProcess:
         except OSError:
             return ""
 
+    def freeze(self) -> None:
+        """Stop every thread of the child (SIGSTOP): outside its own requests it cannot watch the buffers,
+        precompute, or disturb the GPU from the host while others are timed. Kernels it left running are
+        the trusted side's GPU probes' to catch."""
+        self._signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
     def kill(self) -> None:
         """Kill the child's process group (with bwrap: bwrap, whose death ends the whole sandbox)."""
         if self.proc.poll() is None:

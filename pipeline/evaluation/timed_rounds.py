@@ -11,7 +11,8 @@ Every round, under the GPU's exclusive lock:
  2. the baseline's batch (the naive CUDA implementation in a trusted child, or the PyTorch
     reference in this process) on those inputs, timed by the trusted clock; its outputs are the
     expected outputs of this round;
- 3. the inputs staged again into every slot, every output (inout included) poisoned, the L2 flushed;
+ 3. the inputs staged again into every slot (in-place outputs get fresh inputs), every other output
+    poisoned, the L2 flushed;
  4. the candidate's batch, one call per slot, timed by the trusted clock from "go" until the
     trusted side has seen right outputs in every slot (a secret signed checksum of each, against
     the expected ones, inside the window; its cost is measured again and subtracted) and its probe
@@ -21,11 +22,13 @@ Every round, under the GPU's exclusive lock:
 The first round is a warm-up (checked, not counted); it also sets how many slots a batch uses, so
 that a batch lasts about `eval.timing_batch_s`.
 Times: the trusted baseline's come from CUDA events of trusted processes. The candidate's process
-also reports CUDA events for its batch, a claim accepted only where the trusted clock allows it:
-the median claimed time per call may lie below the median trusted time (window less the fixed cost
-of a batch, measured with empty batches of a trusted child of the same kind, and less the
-checksum) by at most `eval.timing_disagreement_fraction` and `eval.timing_disagreement_s` per
-batch; otherwise the trusted times are used and the result flagged `timing-disagreement`.
+also reports CUDA events for its batch, a claim that may refine the trusted time but never lower
+it below the trusted time (window less the fixed cost of a batch, measured with empty batches of a
+trusted child of the same kind, and less the checksum) minus the measured noise of that fixed cost
+(`eval.timing_noise_factor` times its interquartile range); a batch claimed below that is counted
+and the result flagged `timing-disagreement`. A round in which the GPU was busy just before it or
+around the candidate's batch (work left running, or another job) is repeated; after three such
+rounds the candidate is `not_executed` (no fair time could be taken), never rewarded.
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ import secrets
 import time
 
 from pipeline.evaluation.outcome import Stop, child_failure, judge_reply
-from pipeline.evaluation.reference import ConfigData, GroupData, compare, poison_byte
+from pipeline.evaluation.reference import ConfigData, GroupData, TaskBroken, compare, poison_byte
 from pipeline.evaluation.sandbox import ChildFailed
 
 
@@ -86,21 +89,59 @@ def check_slots(group: GroupData, cd: ConfigData, slots: list[int], fresh_sets: 
 
 
 def time_config(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> Times:
-    """The rounds of one timing configuration (see the module docstring); holds the exclusive lock."""
+    """The rounds of one timing configuration (see the module docstring); holds the exclusive lock.
+    The candidate's process is frozen (SIGSTOP) from the start of each round until "go", so it can
+    neither watch its buffers being staged nor run host code beside the baseline."""
+    try:
+        child.freeze()
+        return _rounds(ev, group, ci, cd, child, fmt)
+    finally:
+        child.thaw()
+
+
+def _fixed_cost(ev, ci: int, fmt: str) -> tuple[float, float]:
+    """(median, spread) seconds of an empty batch of a trusted child of the candidate's kind, frozen and
+    thawed like the candidate: what every batch costs besides its calls, and how much that varies."""
+    import statistics
+    cfg, null = ev.cfg, ev.null_child(fmt)
+    empty = {"op": "run", "config": ci, "slots": []}
+
+    def run() -> None:
+        null.thaw()
+        reply = null.request(empty, cfg.run_timeout_s)
+        if not reply.get("ok"):
+            raise TaskBroken(f"the evaluator's own empty batch failed: {reply.get('error')}")
+    seconds = []
+    try:
+        for _ in range(15):
+            null.freeze()
+            seconds.append(ev.clock.batch(run).seconds)
+    except ChildFailed as e:
+        raise TaskBroken(f"the evaluator's own trusted child failed while measuring the cost of a batch: {e}") from e
+    finally:
+        null.thaw()
+    q = statistics.quantiles(seconds, n=4)
+    return statistics.median(seconds), q[2] - q[0]
+
+
+def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> Times:
     cfg, clock = ev.cfg, ev.clock
     times = Times()
     outs = _out_positions(group, cd)
-    null = ev.null_child(fmt)
-    empty = {"op": "run", "config": ci, "slots": []}
-    cand_overhead = clock.overhead(lambda: null.request(empty, cfg.run_timeout_s))
+    overhead_s, spread_s = _fixed_cost(ev, ci, fmt)
+    noise_s = cfg.timing_noise_factor * spread_s
     copy_s = _output_copy_s(ev, group, cd) if fmt == "kernelbench" else 0.0
-    times.overhead_ms = 1e3 * cand_overhead
+    times.overhead_ms = 1e3 * overhead_s
     n_calls = 1
     signs = _secret_signs(group, cd, outs)
     deadline = time.perf_counter() + cfg.timing_budget_s
-    rounds = 0
+    rounds = busy = 0
     while True:
         slots = list(range(n_calls))
+        child.freeze()
+        if clock.probe() > cfg.busy_probe_limit_s:  # something still runs on the GPU: not a fair round
+            busy = _busy(cd, busy, "before the round")
+            continue
         seed = secrets.randbits(31)
         fresh_sets = [cd.fresh(seed * 64 + k) for k in slots]
         base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs)
@@ -108,17 +149,13 @@ def time_config(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) 
         stage(ev.driver, group, [cd.slots[k] for k in slots], fresh_sets)
         clock.flush_l2()
         reply: dict = {}
-
-        def run() -> None:
-            nonlocal reply
-            reply = child.request({"op": "run", "config": ci, "slots": slots},
-                                  cfg.run_timeout_s + cfg.timing_budget_s)
         sums = Checksums(group, cd, slots, expected, signs)
         complete = True
 
         def run_and_see() -> None:  # the window ends only once the trusted side has seen the outputs
-            nonlocal complete
-            run()
+            nonlocal reply, complete
+            child.thaw()
+            reply = child.request({"op": "run", "config": ci, "slots": slots}, cfg.run_timeout_s + cfg.timing_budget_s)
             complete = sums.hold()
         try:
             t = clock.batch(run_and_see)
@@ -129,17 +166,22 @@ def time_config(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) 
             raise Stop("incorrect", f"config {cd.name}: the outputs were not right when the candidate's process "
                                     f"said its calls were done", ["unfinished-at-done"])
         see_s = sums.cost_s()
-        _check_probes(cfg, cd, t)
-        trusted_s = max(t.seconds - see_s - cand_overhead, 0.0)
+        check_slots(group, cd, slots, fresh_sets, expected, "timed batch" if rounds else "warm-up batch")
+        if max(t.probe_before_s, t.probe_after_s) > cfg.busy_probe_limit_s:
+            busy = _busy(cd, busy, "around the candidate's batch")
+            continue
+        trusted_s = max(t.seconds - see_s - overhead_s, 0.0)
         claim = reply.get("events_ms")
         claim_s = claim / 1e3 if isinstance(claim, (int, float)) and math.isfinite(claim) and claim >= 0 else 0.0
-        check_slots(group, cd, slots, fresh_sets, expected, "timed batch" if rounds else "warm-up batch")
         per_call = lambda s: 1e3 * s / len(slots)  # noqa: E731
         if rounds == 0:  # warm-up: sets the batch size from the baseline's time per call
             n_calls = max(1, min(len(cd.slots), math.ceil(cfg.timing_batch_s / max(base_s, 1e-7))))
             times.calls_per_batch = n_calls
         else:
-            times.candidate.append(max(per_call(claim_s) - 1e3 * copy_s, 1e-6))
+            if claim_s < trusted_s - noise_s:
+                times.disagreements += 1
+            accepted_s = max(claim_s, trusted_s - noise_s)  # its own events refine the time, never lower it
+            times.candidate.append(max(per_call(accepted_s) - 1e3 * copy_s, 1e-6))
             times.trusted.append(max(per_call(trusted_s) - 1e3 * copy_s, 1e-6))
             times.baseline.append(per_call(base_s))
             if compiled_s is not None:
@@ -148,7 +190,15 @@ def time_config(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) 
         timed = rounds - 1
         enough = timed * n_calls >= cfg.timing_trials or time.perf_counter() > deadline
         if timed >= cfg.timing_rounds and enough:
-            return _accepted(cfg, times)
+            return times
+
+
+def _busy(cd: ConfigData, busy: int, where: str) -> int:
+    """Count a round spoilt by other work on the GPU; after three, nothing fair can be measured here."""
+    if busy + 1 >= 3:
+        raise TaskBroken(f"config {cd.name}: the GPU stayed busy {where} in three rounds (work left running by "
+                         f"the candidate, or another job on this GPU), so no fair time could be taken")
+    return busy + 1
 
 
 def _secret_signs(group: GroupData, cd: ConfigData, outs: list[int]) -> dict:
@@ -200,35 +250,9 @@ class Checksums:
         return time.perf_counter() - t0
 
 
-def _accepted(cfg, times: Times) -> Times:
-    """Keep the candidate's CUDA-event claims where the trusted clock allows them: the median claimed time
-    per call may lie below the median trusted time by at most the allowance for honest noise (medians, so
-    one hiccup of the host does not decide); otherwise every claim is replaced by the trusted time."""
-    import statistics
-    claimed, trusted = statistics.median(times.candidate), statistics.median(times.trusted)
-    per_call_allowance_ms = 1e3 * cfg.timing_disagreement_s / times.calls_per_batch
-    if claimed < trusted * (1 - cfg.timing_disagreement_fraction) - per_call_allowance_ms:
-        times.disagreements = sum(c < t for c, t in zip(times.candidate, times.trusted))
-        times.candidate = list(times.trusted)
-    return times
-
-
-def _check_probes(cfg, cd: ConfigData, t) -> None:
-    limit = cfg.busy_probe_limit_s
-    if t.probe_after_s > limit:
-        raise Stop("rejected", f"config {cd.name}: the GPU was still busy {1e3 * t.probe_after_s:.2f} ms after the "
-                               f"candidate's process said its calls were done: work was left running",
-                   ["work-after-done"])
-    if t.probe_before_s > limit:
-        raise Stop("rejected", f"config {cd.name}: the GPU was busy ({1e3 * t.probe_before_s:.2f} ms for a probe) "
-                               f"before the timed calls started: the candidate left work running between calls",
-                   ["work-between-calls"])
-
-
 def _baseline_batch(ev, group: GroupData, ci: int, cd: ConfigData, slots: list[int], fresh_sets: list[dict],
                     outs: list[int]) -> tuple[float, list[dict]]:
     """The baseline's timed batch on this round's inputs: (seconds, expected outputs per slot)."""
-    from pipeline.evaluation.reference import TaskBroken
     if cd.run_reference is not None:  # torch2cuda: the PyTorch reference, in this process
         seconds, results = _in_process_batch(ev, cd.run_reference, fresh_sets)
         return seconds, [dict(zip(outs, r)) for r in results]

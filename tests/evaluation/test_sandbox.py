@@ -12,6 +12,7 @@ import ast
 import os
 import shutil
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -201,3 +202,17 @@ def test_a_hidden_path_inside_a_bound_tree_is_refused(tmp_path):
     with pytest.raises(SandboxUnavailable, match="must stay invisible"):
         bwrap_command("bwrap", str(tmp_path), [str(tmp_path / "venv")], {}, [str(tmp_path / "venv" / "cache")],
                       devices=False)
+
+
+def test_a_frozen_child_is_stopped_and_answers_after_thawing():
+    with ChildProcess(None, "", 1 << 30) as child:
+        child.freeze()
+        for _ in range(50):  # SIGSTOP lands asynchronously
+            with open(f"/proc/{child.pid}/status") as f:
+                state = next(line for line in f if line.startswith("State:"))
+            if "T" in state.split()[1]:
+                break
+            time.sleep(0.01)
+        assert "T" in state.split()[1], state
+        child.thaw()
+        assert "ok" in child.request({"op": "probe"}, 30)
