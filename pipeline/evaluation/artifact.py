@@ -343,7 +343,7 @@ def check_built(candidate: Candidate, task: Task, comp: CompileResult, cfg: Comp
     compile.cache_dir/artifact-checks. A candidate that no longer builds as an object here
     is rejected under `artifact-check` (it built once, so this is not the candidate's compile error).
     """
-    from pipeline.evaluation.gate import cuda_sources_of, task_is_float32
+    from pipeline.evaluation.gate import task_is_float32
     float32 = task_is_float32(task)
     key = hashlib.sha256("\0".join([CHECK_VERSION, candidate.format, candidate.code, str(float32), comp.key,
                                      " ".join(object_flags(cfg)), toolchain_id(cfg.nvcc)]).encode()).hexdigest()[:24]

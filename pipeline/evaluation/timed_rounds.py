@@ -259,14 +259,9 @@ def _baseline_batch(ev, group: GroupData, ci: int, cd: ConfigData, slots: list[i
     # c2cuda: the naive baseline in its trusted child, whose CUDA events are trusted
     stage(ev.driver, group, [cd.baseline_slots[k] for k in slots], fresh_sets)
     ev.clock.flush_l2()
-    reply: dict = {}
-
-    def run() -> None:  # the baseline child's slot k + 1 is cd.baseline_slots[k] (its slot 0 is the checked set)
-        nonlocal reply
+    try:  # the baseline child's slot k + 1 is cd.baseline_slots[k] (its slot 0 is the checked set)
         reply = group.baseline_child.request({"op": "run", "config": ci, "slots": [k + 1 for k in slots]},
                                              ev.cfg.run_timeout_s)
-    try:
-        t = ev.clock.batch(run)
     except ChildFailed as e:
         raise TaskBroken(f"task {group.task.id}: timing the naive baseline failed: {e}") from e
     if not reply.get("ok"):
