@@ -197,7 +197,8 @@ def test_checksums_inside_the_window_pass_honest_outputs_and_fail_placeholders()
     for k in range(3):
         group.buffers[cd.slots[k][1]].view.copy_(expected[k][1] * (1 + 5e-6))  # within rtol 1e-5
     assert sums.hold() and sums.cost_s() >= 0
-    group.buffers[cd.slots[2][1]].view.copy_(expected[2][1].flip(0))  # same values, wrong places
+    for k in range(3):  # same values, wrong places (each slot alone passes by chance with p < 1 %)
+        group.buffers[cd.slots[k][1]].view.copy_(expected[k][1].flip(0))
     assert not sums.hold()
     group.buffers[cd.slots[2][1]].view.fill_(float("nan"))
     assert not sums.hold()
