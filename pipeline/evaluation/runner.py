@@ -135,7 +135,7 @@ def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult]
         if times.disagreements and "timing-disagreement" not in flags:  # its own clock said less: not believed
             flags.append("timing-disagreement")
         configs[ci].passed = True if configs[ci].passed is None else configs[ci].passed
-        floor = roofline_floor_ms(ev.cfg, group, cd)
+        floor = config_floor_ms(ev.cfg, group, cd)
         configs[ci].floor_ms = floor or None
         if floor and cand.median_ms < ev.cfg.implausible_fraction * floor:
             raise Stop("rejected", f"config {cd.name}: {cand.median_ms:.4f} ms is below the roofline floor "
@@ -146,10 +146,11 @@ def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult]
     return speedup, (math.exp(sum(compiled_logs) / len(compiled_logs)) if complete else None)
 
 
-def roofline_floor_ms(cfg, group: GroupData, cd) -> float:
-    """The fastest time the hardware allows for this configuration's work: minimum bytes over the DRAM
-    peak, or FLOPs over the compute peak of the task's own precision (the fp32 rate for fp32 tasks)."""
+def config_floor_ms(cfg, group: GroupData, cd) -> float:
+    """The roofline floor (structure.roofline) of this configuration's work, with the compute peak of the
+    task's own precision (the fp32 rate for fp32 tasks)."""
+    from pipeline.structure.roofline import roofline_floor_ms
     dtypes = {group.buffers[b].dtype for b in cd.buffers}
     floating = [d for d in dtypes if d in cfg.peak_flops_per_s_by_dtype]
     peak = max((cfg.peak_flops_per_s_by_dtype[d] for d in floating), default=max(cfg.peak_flops_per_s_by_dtype.values()))
-    return 1e3 * max(cd.min_bytes / cfg.peak_bandwidth_bytes_per_s, cd.flops / peak)
+    return roofline_floor_ms(cd.flops, cd.min_bytes, cfg.peak_bandwidth_bytes_per_s, peak)

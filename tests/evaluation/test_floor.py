@@ -4,7 +4,7 @@ import pytest
 
 from pipeline.config import EvalSection
 from pipeline.evaluation.reference import Buffer, ConfigData, GroupData
-from pipeline.evaluation.runner import roofline_floor_ms
+from pipeline.evaluation.runner import config_floor_ms
 from pipeline.tasks import load_tasks
 
 
@@ -18,15 +18,15 @@ def _group(dtype: str, flops: float, nbytes: float):
 def test_fp32_work_uses_the_fp32_rate_not_the_tensor_core_rate():
     cfg = EvalSection(result_cache_dir="")
     group, cd = _group("float32", flops=67e9, nbytes=0)
-    assert roofline_floor_ms(cfg, group, cd) == pytest.approx(1.0)  # 67 GFLOP at 67 TFLOP/s
+    assert config_floor_ms(cfg, group, cd) == pytest.approx(1.0)  # 67 GFLOP at 67 TFLOP/s
     group, cd = _group("bfloat16", flops=989e9, nbytes=0)
-    assert roofline_floor_ms(cfg, group, cd) == pytest.approx(1.0)
+    assert config_floor_ms(cfg, group, cd) == pytest.approx(1.0)
 
 
 def test_bytes_bound_floor():
     cfg = EvalSection(result_cache_dir="")
     group, cd = _group("float32", flops=0, nbytes=4.8e9)
-    assert roofline_floor_ms(cfg, group, cd) == pytest.approx(1.0)
+    assert config_floor_ms(cfg, group, cd) == pytest.approx(1.0)
 
 
 @pytest.mark.gpu
