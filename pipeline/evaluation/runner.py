@@ -132,7 +132,7 @@ def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult]
         configs[ci].time, configs[ci].baseline_time = cand, base
         configs[ci].calls_per_batch, configs[ci].batch_overhead_ms = times.calls_per_batch, times.overhead_ms
         configs[ci].trusted_time = summarize(times.trusted)
-        if times.disagreements and "timing-disagreement" not in flags:  # its own clock said less: not believed
+        if not times.claims_believed and "timing-disagreement" not in flags:  # its own clock said less
             flags.append("timing-disagreement")
         configs[ci].passed = True if configs[ci].passed is None else configs[ci].passed
         floor = config_floor_ms(ev.cfg, group, cd)

@@ -22,13 +22,15 @@ Every round, under the GPU's exclusive lock:
 The first round is a warm-up (checked, not counted); it also sets how many slots a batch uses, so
 that a batch lasts about `eval.timing_batch_s`.
 Times: the trusted baseline's come from CUDA events of trusted processes. The candidate's process
-also reports CUDA events for its batch, a claim that may refine the trusted time but never lower
-it below the trusted time (window less the fixed cost of a batch, measured with empty batches of a
-trusted child of the same kind, and less the checksum) minus the measured noise of that fixed cost
-(`eval.timing_noise_factor` times its interquartile range); a batch claimed below that is counted
-and the result flagged `timing-disagreement`. A round in which the GPU was busy just before it or
-around the candidate's batch (work left running, or another job) is repeated; after three such
-rounds the candidate is `not_executed` (no fair time could be taken), never rewarded.
+also reports CUDA events for its batch: a claim, precise but its own. The trusted clock's time of
+the same batch is its window less the fixed cost of a batch of that many calls (an empty batch of a
+trusted child of the same kind, measured in the same round just before it) and less the checksum.
+The claims are the candidate's times when their median lies at most the measured noise of that
+fixed cost (`eval.timing_noise_factor` times its interquartile range, per call) below the trusted
+median, so a false claim gains at most that noise; otherwise the trusted times less that noise are
+used and the result is flagged `timing-disagreement` (`believed_times`). A round in which the GPU
+was busy just before it or around the candidate's batch (work left running, or another job) is
+repeated; after three such rounds the candidate is `not_executed` (no fair time could be taken), never rewarded.
 """
 from __future__ import annotations
 
@@ -51,7 +53,8 @@ class Times:
         self.trusted: list[float] = []  # the candidate's per-call times by the trusted clock alone
         self.calls_per_batch = 1
         self.overhead_ms = 0.0
-        self.disagreements = 0  # batches whose claimed time the trusted clock did not allow
+        self.disagreements = 0  # rounds whose claimed time lay below what the trusted clock allows
+        self.claims_believed = True  # False: the candidate's own times were not believed (see believed_times)
 
 
 def stage(driver, group: GroupData, slot_buffers: list[list[int]], fresh_sets: list[dict]) -> None:
@@ -99,43 +102,50 @@ def time_config(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) 
         child.thaw()
 
 
-def _fixed_cost(ev, ci: int, fmt: str) -> tuple[float, float]:
-    """(median, spread) seconds of an empty batch of a trusted child of the candidate's kind, frozen and
-    thawed like the candidate: what every batch costs besides its calls, and how much that varies."""
-    import statistics
+def _null_batch(ev, ci: int, fmt: str, launches: int) -> float:
+    """Seconds of one empty batch of a trusted child of the candidate's kind, frozen and thawed like the
+    candidate, launching `launches` tiny operations of its own: what a batch of that many calls costs
+    besides the calls themselves."""
     cfg, null = ev.cfg, ev.null_child(fmt)
-    empty = {"op": "run", "config": ci, "slots": []}
+    empty = {"op": "run", "config": ci, "slots": [], "launches": launches}
 
     def run() -> None:
         null.thaw()
         reply = null.request(empty, cfg.run_timeout_s)
         if not reply.get("ok"):
             raise TaskBroken(f"the evaluator's own empty batch failed: {reply.get('error')}")
-    seconds = []
     try:
-        for _ in range(15):
-            null.freeze()
-            seconds.append(ev.clock.batch(run).seconds)
+        null.freeze()
+        return ev.clock.batch(run).seconds
     except ChildFailed as e:
         raise TaskBroken(f"the evaluator's own trusted child failed while measuring the cost of a batch: {e}") from e
     finally:
         null.thaw()
-    q = statistics.quantiles(seconds, n=4)
-    return statistics.median(seconds), q[2] - q[0]
+
+
+def believed_times(claims_ms: list[float], trusted_ms: list[float], noise_ms: float) -> tuple[list[float], bool]:
+    """The candidate's per-call times from its per-round claims and the trusted clock's per-round times.
+    Its own CUDA events are precise, so they are its times when their median lies no more than `noise_ms`
+    below the trusted clock's median (a claim can then gain at most the measured noise); otherwise they
+    are not believed and the trusted times, less that noise, are its times."""
+    import statistics
+    if statistics.median(claims_ms) >= statistics.median(trusted_ms) - noise_ms:
+        return list(claims_ms), True
+    return [max(t - noise_ms, 1e-6) for t in trusted_ms], False
 
 
 def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> Times:
+    import statistics
     cfg, clock = ev.cfg, ev.clock
     times = Times()
     outs = _out_positions(group, cd)
-    overhead_s, spread_s = _fixed_cost(ev, ci, fmt)
-    noise_s = cfg.timing_noise_factor * spread_s
+    nulls = [_null_batch(ev, ci, fmt, 1) for _ in range(15)]  # warms the null child; first noise estimate
     copy_s = _output_copy_s(ev, group, cd) if fmt == "kernelbench" else 0.0
-    times.overhead_ms = 1e3 * overhead_s
     n_calls = 1
     signs = _secret_signs(group, cd, outs)
     deadline = time.perf_counter() + cfg.timing_budget_s
     rounds = busy = 0
+    claims, trusted, round_nulls = [], [], []  # per call, ms, of the timed rounds
     while True:
         slots = list(range(n_calls))
         child.freeze()
@@ -147,6 +157,7 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs)
         compiled_s = _in_process_batch(ev, cd.run_compiled, fresh_sets)[0] if cd.run_compiled else None
         stage(ev.driver, group, [cd.slots[k] for k in slots], fresh_sets)
+        null_s = _null_batch(ev, ci, fmt, len(slots))  # the fixed cost of this very round, just before it
         clock.flush_l2()
         reply: dict = {}
         sums = Checksums(group, cd, slots, expected, signs)
@@ -170,7 +181,7 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         if max(t.probe_before_s, t.probe_after_s) > cfg.busy_probe_limit_s:
             busy = _busy(cd, busy, "around the candidate's batch")
             continue
-        trusted_s = max(t.seconds - see_s - overhead_s, 0.0)
+        trusted_s = max(t.seconds - see_s - null_s, 0.0)
         claim = reply.get("events_ms")
         claim_s = claim / 1e3 if isinstance(claim, (int, float)) and math.isfinite(claim) and claim >= 0 else 0.0
         per_call = lambda s: 1e3 * s / len(slots)  # noqa: E731
@@ -178,11 +189,9 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
             n_calls = max(1, min(len(cd.slots), math.ceil(cfg.timing_batch_s / max(base_s, 1e-7))))
             times.calls_per_batch = n_calls
         else:
-            if claim_s < trusted_s - noise_s:
-                times.disagreements += 1
-            accepted_s = max(claim_s, trusted_s - noise_s)  # its own events refine the time, never lower it
-            times.candidate.append(max(per_call(accepted_s) - 1e3 * copy_s, 1e-6))
-            times.trusted.append(max(per_call(trusted_s) - 1e3 * copy_s, 1e-6))
+            round_nulls.append(null_s)
+            claims.append(max(per_call(claim_s - copy_s), 1e-6))
+            trusted.append(max(per_call(trusted_s - copy_s), 1e-6))
             times.baseline.append(per_call(base_s))
             if compiled_s is not None:
                 times.compiled.append(per_call(compiled_s))
@@ -190,7 +199,15 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         timed = rounds - 1
         enough = timed * n_calls >= cfg.timing_trials or time.perf_counter() > deadline
         if timed >= cfg.timing_rounds and enough:
-            return times
+            break
+    samples = nulls + round_nulls
+    q = statistics.quantiles(samples, n=4)
+    noise_ms = 1e3 * cfg.timing_noise_factor * (q[2] - q[0]) / n_calls
+    times.overhead_ms = 1e3 * statistics.median(round_nulls or nulls)
+    times.trusted = trusted
+    times.disagreements = sum(c < t - noise_ms for c, t in zip(claims, trusted))
+    times.candidate, times.claims_believed = believed_times(claims, trusted, noise_ms)
+    return times
 
 
 def _busy(cd: ConfigData, busy: int, where: str) -> int:

@@ -202,3 +202,25 @@ def test_checksums_inside_the_window_pass_honest_outputs_and_fail_placeholders()
     assert not sums.hold()
     group.buffers[cd.slots[2][1]].view.fill_(float("nan"))
     assert not sums.hold()
+
+
+def test_claims_within_the_noise_are_the_times_and_a_false_claim_gains_at_most_the_noise():
+    from pipeline.evaluation.timed_rounds import believed_times
+    trusted = [1.00, 1.02, 0.98, 1.05, 1.01]
+    honest = [0.97, 0.99, 0.96, 1.00, 0.98]
+    times, believed = believed_times(honest, trusted, noise_ms=0.05)
+    assert believed and times == honest  # precise events, within the noise of the trusted clock
+    half_faked = [0.5, 0.99, 0.5, 1.00, 0.5]  # lies in most rounds
+    times, believed = believed_times(half_faked, trusted, noise_ms=0.05)
+    assert not believed and min(times) >= min(trusted) - 0.05 - 1e-9
+    assert np.median(times) >= np.median(trusted) - 0.05 - 1e-9
+    slight = [t - 0.04 for t in trusted]  # below the truth, but inside the noise: gains at most 0.05 ms
+    times, believed = believed_times(slight, trusted, noise_ms=0.05)
+    assert believed and np.median(trusted) - np.median(times) <= 0.05
+
+
+def test_an_honest_candidates_times_are_its_own_events_once_the_trusted_clock_allows_them():
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002)
+    times = time_config(ev, group, 0, cd, child, "c2cuda")
+    assert times.claims_believed and times.disagreements <= len(times.candidate) // 2
+    assert all(c <= t * 1.5 for c, t in zip(times.candidate, times.trusted))
