@@ -115,7 +115,8 @@ class Candidate(Record):
 
 
 class Timing(Record):
-    """Statistics of one timed callable: median and spread over trials, after warm-up."""
+    """Statistics of one timed callable: median and spread of per-call times, after warm-up. Under timed
+    rounds each time is one round's batch divided by its calls, and `trials` counts the calls timed."""
     median_ms: float
     iqr_ms: float
     min_ms: float

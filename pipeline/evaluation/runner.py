@@ -125,7 +125,9 @@ def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult]
             continue
         with ev.gpu_lock.exclusive():
             times = time_config(ev, group, ci, cd, child, fmt)
-        cand, base = summarize(times.candidate), summarize(times.baseline)
+        calls = times.calls_per_batch  # one time per round (per call of its batch); trials count the calls
+        cand = summarize(times.candidate).model_copy(update={"trials": len(times.candidate) * calls})
+        base = summarize(times.baseline).model_copy(update={"trials": len(times.baseline) * calls})
         if times.compiled:
             configs[ci].compiled_baseline_time = summarize(times.compiled)
             compiled_logs.append(math.log(configs[ci].compiled_baseline_time.median_ms / cand.median_ms))
