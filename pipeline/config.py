@@ -75,6 +75,11 @@ class EvalSection(Section):
     timing_noise_factor: float = Field(3.0, ge=0, description="a candidate's own CUDA-event time of a batch may lie "
                                        "below the trusted clock's time by at most this many interquartile ranges "
                                        "of the fixed cost of a batch; it never lowers the time further")
+    gpu_memory_fraction: float = Field(0.9, gt=0, le=1, description="share of each GPU's memory that its evaluators "
+                                       "reserve from, together: a group waits until its estimated peak fits "
+                                       "(gpu_memory.py), so workers wait for memory instead of running out")
+    memory_wait_s: float = Field(900.0, description="longest wait for device memory held by other evaluators of the "
+                                 "GPU; then the group's verdict is evaluator_error")
     l2_flush_bytes: int = Field(256 << 20, description="bytes written before each timed batch to flush the L2")
     peak_bandwidth_bytes_per_s: float = Field(4.8e12, description="DRAM peak for the roofline floor (H200: 4.8 TB/s)")
     peak_flops_per_s_by_dtype: dict[str, float] = Field(
@@ -95,6 +100,10 @@ class EvalSection(Section):
     compile_baseline: bool = Field(False, description="torch2cuda: also time the reference under torch.compile (where "
                                    "it builds) and report speedup_compiled; costs a compilation per configuration "
                                    "and group (cudaperf bench turns it on for KernelBench)")
+    gate_profile: Literal["strict", "kernelbench"] = Field(
+        "strict", description="what the anti-hack gate accepts: 'strict' (all compute in the candidate's own kernels, "
+        "the RL default) or 'kernelbench' (also torch ops and modules in ModelNew and cuBLAS, as KernelBench's harness "
+        "accepts); the hack rules hold under both")
 
 
 class ModelSection(Section):

@@ -26,8 +26,11 @@ TaskKind = Literal["c2cuda", "torch2cuda"]
 CandidateFormat = Literal["c2cuda", "light", "kernelbench"]
 Verdict = Literal[
     "format_error", "compile_error", "rejected", "runtime_error", "timeout",
-    "incorrect", "correct", "not_executed",
+    "incorrect", "correct", "not_executed", "evaluator_error",
 ]
+"""`evaluator_error`: the trusted side failed (the task's reference or baseline, the evaluator's own
+memory or processes, a GPU that stayed busy): nothing is known about the candidate, which is
+neither blamed nor rewarded (a neutral reward, left out of the group's advantages)."""
 ArgRole = Literal["in", "out", "inout", "scalar"]
 
 
@@ -169,6 +172,9 @@ class EvalResult(Record):
     findings: list[Finding] = Field(default_factory=list)
     stage_s: dict[str, float] = Field(default_factory=dict, description="seconds per stage: gate, compile, load, check, timing")
     gpu: str = ""
+    peak_memory_bytes: int | None = Field(None, description="device memory the evaluator's trusted process held at "
+                                          "its peak for this candidate's group (buffers, references, slots); the "
+                                          "candidate's own process is not included")
     evaluator_version: str = ""
     cached: bool = False
 

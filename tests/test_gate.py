@@ -26,9 +26,9 @@ TASKS = {t.id: t for t in map(_load, sorted(TASK_DIR.glob("*/*.yaml")))}
 SAXPY, RELU = TASKS["c2cuda/saxpy"], TASKS["torch2cuda/relu"]
 
 
-def gate(code: str, fmt: str, task: Task | None = None):
+def gate(code: str, fmt: str, task: Task | None = None, profile: str = "strict"):
     task = task or (SAXPY if fmt == "c2cuda" else RELU)
-    return check_candidate(Candidate(task_id=task.id, code=textwrap.dedent(code), format=fmt), task)
+    return check_candidate(Candidate(task_id=task.id, code=textwrap.dedent(code), format=fmt), task, profile)
 
 
 def line_of(code: str, needle: str) -> int:
@@ -36,17 +36,18 @@ def line_of(code: str, needle: str) -> int:
     return next(i + 1 for i, text in enumerate(lines) if needle in text)
 
 
-def assert_rejects(code: str, fmt: str, rule: str, needle: str, task: Task | None = None) -> None:
+def assert_rejects(code: str, fmt: str, rule: str, needle: str, task: Task | None = None,
+                   profile: str = "strict") -> None:
     """The gate rejects `code` under `rule` at the line containing `needle`, and says so in the message."""
-    errors = [f for f in gate(code, fmt, task) if f.severity == "error"]
+    errors = [f for f in gate(code, fmt, task, profile) if f.severity == "error"]
     line = line_of(code, needle)
     hits = [f for f in errors if f.rule == rule and f.line == line]
     assert hits, f"expected {rule} at line {line}, got {[f.message for f in errors]}"
     assert f"line {line}:" in hits[0].message and rule in hits[0].message and hits[0].source == "gate"
 
 
-def assert_passes(code: str, fmt: str, task: Task | None = None) -> None:
-    errors = [f.message for f in gate(code, fmt, task) if f.severity == "error"]
+def assert_passes(code: str, fmt: str, task: Task | None = None, profile: str = "strict") -> None:
+    errors = [f.message for f in gate(code, fmt, task, profile) if f.severity == "error"]
     assert not errors, errors
 
 
@@ -151,12 +152,16 @@ def test_openmp_pragma():
 
 
 def test_forbidden_includes():
-    assert_rejects(c2cuda(top="#include <cuda.h>\n"), "c2cuda", "forbidden-include", "<cuda.h>")
+    assert_rejects(c2cuda(top="#include <cudnn.h>\n"), "c2cuda", "forbidden-include", "<cudnn.h>")
+    assert_rejects(c2cuda(top="#include <fstream>\n"), "c2cuda", "forbidden-include", "<fstream>")
     assert_rejects(c2cuda(top='#include "../../secret.h"\n'), "c2cuda", "forbidden-include", "secret.h")
     assert_rejects(c2cuda(top="#include <torch/extension.h>\n"), "c2cuda", "forbidden-include", "torch/extension")
     assert_rejects(c2cuda(top="#define H <fstream>\n#include H\n"), "c2cuda", "forbidden-include", "#include H")
     assert_rejects(c2cuda(top="%:include <fstream>\n"), "c2cuda", "forbidden-include", "%:include")
     assert_passes(c2cuda(top="#include <cub/cub.cuh>\n#include <cooperative_groups/reduce.h>\n#include <cstdint>\n"),
+                  "c2cuda")
+    # header-only or declarations whose calls stay checked by name (cuda.h: the driver API, refused as driver-api)
+    assert_passes(c2cuda(top="#include <cuda.h>\n#include <math_constants.h>\n#include <vector>\n#include <limits>\n"),
                   "c2cuda")
 
 
@@ -261,7 +266,7 @@ def test_no_modelnew_and_subclassing():
     assert_rejects(sub, "kernelbench", "reference-use", "class ModelNew(Model)")
 
 
-@pytest.mark.parametrize("rule,forward,needle", [
+FORWARD_RULES = [
     ("reference-use", "return Model()(x)", "Model()"),
     ("introspection", "import gc\nref = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]", "gc.get_objects"),
     ("introspection", "import sys\nref = sys.modules['__main__']", "sys.modules"),
@@ -281,7 +286,10 @@ def test_no_modelnew_and_subclassing():
     ("timing-tamper", "e = torch.cuda.Event(enable_timing=True)", "torch.cuda.Event"),
     ("precision-downgrade", "return relu_ext.relu_cuda(x.half()).float()", ".half()"),
     ("tensor-subclass", "return x.as_subclass(torch.Tensor)", "as_subclass"),
-])
+]
+
+
+@pytest.mark.parametrize("rule,forward,needle", FORWARD_RULES)
 def test_python_rules_in_forward(rule, forward, needle):
     assert_rejects(kb(forward=forward), "kernelbench", rule, needle)
 
@@ -295,14 +303,17 @@ def test_torch_submodule_call():
     assert_passes(ok, "kernelbench")
 
 
-@pytest.mark.parametrize("top,rule,needle", [
+MODULE_LEVEL_RULES = [
     ("import os\n", "process-or-file-or-network", "import os"),
     ("import numpy as np\n", "forbidden-import", "import numpy"),
     ("import time\ntime.perf_counter = lambda: 0.0\n", "timing-tamper", "time.perf_counter ="),
     ("import torch\nsetattr(torch.cuda, 'synchronize', print)\n", "timing-tamper", "setattr"),
     ("from torch.utils.cpp_extension import load\n", "dynamic-build", "import load"),
     ("import torch\nx = torch._C\n", "introspection", "torch._C"),
-])
+]
+
+
+@pytest.mark.parametrize("top,rule,needle", MODULE_LEVEL_RULES)
 def test_python_rules_at_module_level(top, rule, needle):
     assert_rejects(kb(top=top), "kernelbench", rule, needle)
 
@@ -335,16 +346,19 @@ def test_constant_sources_extract():
     assert build["extra_cflags"] == [] and build["line"] == line_of(code, "relu_ext = load_inline")
 
 
+LOAD_INLINE_CPP_RULES = [
+    ("side-stream", "auto s = at::cuda::getStreamFromPool();\n", "getStreamFromPool"),
+    ("threads", "std::thread t([] {}); t.join();\n", "std::thread"),
+    ("timing-tamper", "cudaEvent_t e; cudaEventCreate(&e);\n", "cudaEventCreate"),
+    ("torch-compute-in-forward", "return torch::relu(x);\n", "torch::relu"),
+    ("torch-compute-in-forward", "return x.clamp_min(0).sum();\n", ".sum()"),
+    ("process-or-file-or-network", 'FILE* f = fopen("/proc/self/maps", "r");\n', "fopen"),
+    ("introspection", 'pybind11::module_::import("os");\n', "module_::import"),
+]
+
+
 def test_cuda_rules_inside_load_inline_map_lines_back():
-    for rule, cuda, needle in [
-        ("side-stream", "auto s = at::cuda::getStreamFromPool();\n", "getStreamFromPool"),
-        ("threads", "std::thread t([] {}); t.join();\n", "std::thread"),
-        ("timing-tamper", "cudaEvent_t e; cudaEventCreate(&e);\n", "cudaEventCreate"),
-        ("torch-compute-in-forward", "return torch::relu(x);\n", "torch::relu"),
-        ("torch-compute-in-forward", "return x.clamp_min(0).sum();\n", ".sum()"),
-        ("process-or-file-or-network", 'FILE* f = fopen("/proc/self/maps", "r");\n', "fopen"),
-        ("introspection", 'pybind11::module_::import("os");\n', "module_::import"),
-    ]:
+    for rule, cuda, needle in LOAD_INLINE_CPP_RULES:
         code = kb(cuda=cuda)
         assert_rejects(code, "kernelbench", rule, needle)
     assert cuda_sources_of(Candidate(task_id=SAXPY.id, code=C2CUDA, format="c2cuda")) == [(C2CUDA, 0)]

@@ -9,7 +9,7 @@ import pytest
 from test_gate import assert_passes, assert_rejects, c2cuda, kb
 
 
-@pytest.mark.parametrize("where,code,rule,needle", [
+RE_EXPORTS = [
     ("forward", "m = torch.sys.modules\n", "introspection", "torch.sys"),
     ("forward", "run = torch.os.system\n", "process-or-file-or-network", "torch.os"),
     ("forward", "lib = torch.ctypes.CDLL(None)\n", "process-or-file-or-network", "torch.ctypes"),
@@ -23,12 +23,15 @@ from test_gate import assert_passes, assert_rejects, c2cuda, kb
     ("top", "from typing import sys\n", "forbidden-import", "from typing import sys"),
     ("top", "import typing\nS = typing.sys\n", "forbidden-import", "typing.sys"),
     ("top", "import torch\nload = torch.load\n", "process-or-file-or-network", "torch.load"),
-])
+]
+
+
+@pytest.mark.parametrize("where,code,rule,needle", RE_EXPORTS)
 def test_module_objects_reached_through_re_exports(where, code, rule, needle):
     assert_rejects(kb(**{where: code}), "kernelbench", rule, needle)
 
 
-@pytest.mark.parametrize("code,rule,needle", [
+STREAMS_AND_PRIVATE = [
     ("s = torch.cuda.Stream()\n", "side-stream", "torch.cuda.Stream"),
     ("s = torch.cuda.streams.Stream()\n", "side-stream", "streams.Stream"),
     ("s = torch.Stream()\n", "side-stream", "torch.Stream"),
@@ -44,7 +47,10 @@ def test_module_objects_reached_through_re_exports(where, code, rule, needle):
     ("lib = torch.library.Library\n", "introspection", "torch.library"),
     ("op = torch.ops.aten.relu\n", "introspection", "torch.ops"),
     ("name = 'Str' + 'eam'\ns = getattr(torch.cuda, name)\n", "introspection", "getattr"),
-])
+]
+
+
+@pytest.mark.parametrize("code,rule,needle", STREAMS_AND_PRIVATE)
 def test_streams_and_private_entry_points_by_any_spelling(code, rule, needle):
     assert_rejects(kb(forward=code), "kernelbench", rule, needle)
     assert_rejects(kb(init=code.replace("\n", "\n")), "kernelbench", rule, needle)
@@ -55,12 +61,15 @@ def test_python_dispatch_module_is_refused_at_import():
     assert_rejects(code, "kernelbench", "forbidden-import", "_python_dispatch")
 
 
-@pytest.mark.parametrize("cuda,needle", [
+DISPATCH_STATE_CPP = [
     ("c10::impl::ExcludeDispatchKeyGuard g(c10::DispatchKeySet(c10::DispatchKey::Python));\n", "ExcludeDispatchKeyGuard"),
     ("at::AutoDispatchBelowAutograd below;\n", "AutoDispatchBelowAutograd"),
     ("c10::impl::tls_set_dispatch_key_excluded(c10::DispatchKey::Python, true);\n", "tls_set_dispatch_key_excluded"),
     ("at::RecordFunctionGuard off(false);\n", "RecordFunctionGuard"),
-])
+]
+
+
+@pytest.mark.parametrize("cuda,needle", DISPATCH_STATE_CPP)
 def test_dispatch_state_changes_in_extension_cpp(cuda, needle):
     assert_rejects(kb(cuda=cuda), "kernelbench", "dispatch-tamper", needle)
 

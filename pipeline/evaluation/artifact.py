@@ -1,6 +1,6 @@
 """The gate's second look: check what was built, not only what was written (after a successful compile).
 
-    check_built(candidate, task, comp, cfg) -> list[Finding]     # severity "error" means rejected
+    check_built(candidate, task, comp, cfg, profile) -> list[Finding]     # severity "error" means rejected
 
 c2cuda and light candidates (one .cu file), three checks, each in a scratch directory with a timeout:
 1. Preprocessed rules. `nvcc -E` expands the candidate's macros; the lines that come from the
@@ -27,7 +27,9 @@ c2cuda and light candidates (one .cu file), three checks, each in a scratch dire
 
 kernelbench candidates (where the extension .so exists, i.e. on GPU hosts): the .so links libtorch,
 libc10 and Python dynamically, so no allow-list was measured for it; its undefined dynamic symbols
-are checked against DENIED_IN_EXTENSION, names a torch extension never needs.
+are checked against DENIED_IN_EXTENSION, names a torch extension never needs (cuBLAS, which the
+kernelbench gate profile lets it link, is not among them). The CUDA rules of step 1 are those of the
+gate profile (gate.GateProfile), which is part of the cache key of the findings.
 
 What this does not protect against: code reached through data (a function pointer to a libc symbol
 obtained at run time without naming it needs dlsym or a raw syscall, both refused, or an
@@ -47,10 +49,11 @@ from pathlib import Path
 
 from pipeline.config import CompileSection
 from pipeline.evaluation.compile import CompileResult, toolchain_id
+from pipeline.evaluation.gate import GateProfile, cuda_sources_of, gate_profile, task_is_float32
 from pipeline.evaluation.gate_cuda import _classify, finding, scan_cuda
 from pipeline.records import Candidate, Finding, Task
 
-CHECK_VERSION = "1"  # part of the cache key of a check's findings: bump when the rules change
+CHECK_VERSION = "2"  # part of the cache key of a check's findings: bump when the rules change (2: gate profiles)
 ADVICE = {
     "unlisted-symbol": "call only CUDA runtime launch, memory, error and occupancy functions, libm and the C++ "
                        "runtime basics",
@@ -115,7 +118,10 @@ DENIED_IN_EXTENSION = re.compile(
     r"|freopen(64)?|remove|rename(at2?)?|unlink(at)?|opendir|fdopendir|mmap(64)?|mprotect|ptrace|kill|prctl"
     r"|PyRun_\w+|Py_CompileString\w*|PyEval_EvalCode\w*|PyImport_\w+|cudaStreamCreate\w*|cudaLaunchHostFunc"
     r"|cudaStreamAddCallback|cudaEventCreate\w*|cudaIpc\w+|cudaGraph\w+|cudaStreamBeginCapture\w*"
-    r"|cudaGetDriverEntryPoint\w*|cuGetProcAddress\w*|cudaDeviceReset|cudaSetDevice")
+    r"|cudaGetDriverEntryPoint\w*|cuGetProcAddress\w*|cudaDeviceReset|cudaSetDevice"
+    r"|cuCtx(Create|SetCurrent|PushCurrent|PopCurrent|Destroy)\w*|cuDevicePrimaryCtx\w*|cuStreamCreate\w*"
+    r"|cuLaunchHostFunc\w*|cuStreamAddCallback\w*|cuMemHostRegister\w*|cuEventCreate\w*|cuGraph\w+|cuIpc\w+"
+    r"|cuStreamBeginCapture\w*")
 
 
 def symbol_allowed(name: str) -> bool:
@@ -245,7 +251,7 @@ def _restore(text: str) -> str:
 
 
 def preprocessed_findings(source: str, cfg: CompileSection, scratch: str, fmt: str, float32: bool,
-                          drop_includes: bool = False, line_offset: int = 0) -> list[Finding]:
+                          profile: GateProfile, drop_includes: bool = False, line_offset: int = 0) -> list[Finding]:
     """gate_cuda's rules on the macro-expanded candidate lines, at the candidate's line numbers.
 
     drop_includes (kernelbench sources): #include lines are blanked first, so torch's headers are not
@@ -264,7 +270,7 @@ def preprocessed_findings(source: str, cfg: CompileSection, scratch: str, fmt: s
         return []
     text = "\n".join(t for _, t in lines) + "\n"
     out = []
-    for f in scan_cuda(text, 0, fmt=fmt, float32=float32).findings:
+    for f in scan_cuda(text, 0, fmt=fmt, float32=float32, profile=profile).findings:
         if f.rule in ("forbidden-include", "token-paste", "digraph"):
             continue  # no directives survive preprocessing; the gate checked them on the source
         line = line_offset + lines[min(max((f.line or 1) - 1, 0), len(lines) - 1)][0]
@@ -289,7 +295,8 @@ def _base_name(demangled: str) -> str:
     return name.strip()
 
 
-def object_findings(source: str, obj: str, scratch: str, fmt: str, float32: bool) -> list[Finding]:
+def object_findings(source: str, obj: str, scratch: str, fmt: str, float32: bool,
+                    profile: GateProfile) -> list[Finding]:
     """Symbol and load-time rules on the candidate's object file."""
     out: list[Finding] = []
     for kind, name, demangled in nm_symbols(obj, scratch, "--undefined-only"):
@@ -297,7 +304,7 @@ def object_findings(source: str, obj: str, scratch: str, fmt: str, float32: bool
             continue
         base = _base_name(demangled)
         short = base.split("::")[-1]
-        rule_what = _classify(short, base, "call", fmt, float32) if base else None
+        rule_what = _classify(short, base, "call", fmt, float32, profile) if base else None
         if rule_what is None and _PER_THREAD.fullmatch(name):
             rule_what = ("side-stream", f"uses the per-thread default stream ({name})")
         rule, what = rule_what or ("unlisted-symbol", f"calls {base or name}, which is not on the allow-list")
@@ -322,13 +329,13 @@ def object_findings(source: str, obj: str, scratch: str, fmt: str, float32: bool
     return out
 
 
-def extension_findings(source: str, so_path: str, scratch: str) -> list[Finding]:
+def extension_findings(source: str, so_path: str, scratch: str, profile: GateProfile) -> list[Finding]:
     """A kernelbench extension .so: its undefined dynamic symbols against DENIED_IN_EXTENSION."""
     out = []
     for kind, name, demangled in nm_symbols(so_path, scratch, "-D", "--undefined-only"):
         plain = name.split("@")[0]
         if DENIED_IN_EXTENSION.fullmatch(plain):
-            hit = _classify(plain, plain, "call", "kernelbench", False)
+            hit = _classify(plain, plain, "call", "kernelbench", False, profile)
             rule = hit[0] if hit else "unlisted-symbol"
             out.append(finding(rule, _line_of(source, plain), f"the built extension needs the symbol {plain}"
                                + (f" ({hit[1]})" if hit else ""), ADVICE.get(rule)))
@@ -336,21 +343,23 @@ def extension_findings(source: str, so_path: str, scratch: str) -> list[Finding]
 
 
 # --- entry ----------------------------------------------------------------------------------------
-def check_built(candidate: Candidate, task: Task, comp: CompileResult, cfg: CompileSection) -> list[Finding]:
-    """Findings on what the compile step built (see the module docstring); empty when all is well.
+def check_built(candidate: Candidate, task: Task, comp: CompileResult, cfg: CompileSection,
+                profile: str = "strict") -> list[Finding]:
+    """Findings on what the compile step built under the gate profile `profile` (see the module
+    docstring); empty when all is well.
 
     Runs the tools itself in a scratch directory; findings are cached by content under
     compile.cache_dir/artifact-checks. A candidate that no longer builds as an object here
     is rejected under `artifact-check` (it built once, so this is not the candidate's compile error).
     """
-    from pipeline.evaluation.gate import task_is_float32
-    float32 = task_is_float32(task)
+    float32, rules = task_is_float32(task), gate_profile(profile)
     key = hashlib.sha256("\0".join([CHECK_VERSION, candidate.format, candidate.code, str(float32), comp.key,
-                                     " ".join(object_flags(cfg)), toolchain_id(cfg.nvcc)]).encode()).hexdigest()[:24]
+                                     rules.name, " ".join(object_flags(cfg)),
+                                     toolchain_id(cfg.nvcc)]).encode()).hexdigest()[:24]
     cached = Path(os.path.expanduser(cfg.cache_dir), "artifact-checks", f"{key}.json")
     if cached.is_file():
         return [Finding.model_validate(f) for f in json.loads(cached.read_text())]
-    findings = _check_built(candidate, comp, cfg, float32)
+    findings = _check_built(candidate, comp, cfg, float32, rules)
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps([f.model_dump() for f in findings]))
@@ -358,25 +367,25 @@ def check_built(candidate: Candidate, task: Task, comp: CompileResult, cfg: Comp
     return findings
 
 
-def _check_built(candidate: Candidate, comp: CompileResult, cfg: CompileSection, float32: bool) -> list[Finding]:
-    from pipeline.evaluation.gate import cuda_sources_of
+def _check_built(candidate: Candidate, comp: CompileResult, cfg: CompileSection, float32: bool,
+                 profile: GateProfile) -> list[Finding]:
     scratch = tempfile.mkdtemp(prefix="cudaperf-artifact-")
     try:
         if candidate.format == "kernelbench":
             out = []
             for text, offset in cuda_sources_of(candidate):
-                out += preprocessed_findings(text, cfg, scratch, "kernelbench", float32, drop_includes=True,
-                                             line_offset=offset)
+                out += preprocessed_findings(text, cfg, scratch, "kernelbench", float32, profile,
+                                             drop_includes=True, line_offset=offset)
             for so in comp.extensions.values():
                 if so and Path(so).is_file():
-                    out += extension_findings(candidate.code, so, scratch)
+                    out += extension_findings(candidate.code, so, scratch, profile)
             return _dedupe(out)
-        out = preprocessed_findings(candidate.code, cfg, scratch, candidate.format, float32)
+        out = preprocessed_findings(candidate.code, cfg, scratch, candidate.format, float32, profile)
         why = build_object(candidate.code, cfg, scratch)
         if why:
             return _dedupe(out + [_f("artifact-check", 1, f"the source did not build as an object for checking: {why}")])
         return _dedupe(out + object_findings(candidate.code, str(Path(scratch, "candidate.o")), scratch,
-                                             candidate.format, float32))
+                                             candidate.format, float32, profile))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

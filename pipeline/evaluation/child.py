@@ -5,8 +5,9 @@ process per candidate (or per trusted baseline). It talks JSON lines over two pr
 (never stdout, which the candidate may write to). Messages from the evaluator:
   hello {scratch, user, isolate_network, preload_torch} -> applies the sandbox, reports what held
   probe {}                       -> the device name (and the driver bound for empty batches)
-  load  {format, artifact, entry, source, extensions, buffers, calls}
-        calls: per configuration, the call spec of each slot (a set of buffers)
+  load  {format, artifact, entry, source, extensions, buffers, calls, torch_compute}
+        calls: per configuration, the call spec of each slot (a set of buffers);
+        torch_compute: whether torch may compute in forward (eval.gate_profile's rule)
   call  {config, slot}           -> runs the candidate once on that slot's buffers, syncs
   run   {config, slots}          -> one call per listed slot, in order, then a device-wide sync
   status {}                      -> the runtime checks' flags (kernelbench: patched functions, threads)
@@ -128,6 +129,7 @@ class TorchRunner:
         import torch
         from pipeline.evaluation import torch_guard
         self.torch, self.guard = torch, torch_guard
+        self.torch_compute = bool(msg.get("torch_compute", False))  # the gate profile's; the gate stays outside
         self.flags: list[str] = []
         self.snapshot = torch_guard.snapshot()
         self.threads_before = threading.active_count()
@@ -159,7 +161,8 @@ class TorchRunner:
         model, inputs, outputs = self.calls[config][slot]
         if not timed:
             self.guard.poison_allocator(sum(o.numel() * o.element_size() for o in outputs))
-        with self.torch.no_grad(), self.guard.NoTorchCompute(self.flags, audit=not timed):  # audits cost ~0.5 ms
+        with self.torch.no_grad(), self.guard.NoTorchCompute(self.flags, audit=not timed,  # audits cost ~0.5 ms
+                                                             allow_compute=self.torch_compute):
             result = model(*inputs)
         self.flags += self.guard.output_problems(result, outputs)
         if not self.flags:

@@ -12,7 +12,8 @@ version, so identical candidates compile once.
   nvcc call into one library; nvcc's fixed cost per call (host headers, stages) is paid once.
 - C references (trusted): `gcc -shared`.
 - kernelbench candidates: the sources of their `load_inline` calls, extracted by the gate, are
-  built with torch's extension builder in a subprocess; this needs a CUDA build of torch (GPU
+  built with torch's extension builder in a subprocess, with the linker flags and include paths the
+  call names (the gate profile decides which are allowed); this needs a CUDA build of torch (GPU
   hosts); elsewhere the result says the build is unavailable here.
 Compiler output is trimmed to the errors a reader needs, with scratch paths replaced.
 """
@@ -365,6 +366,7 @@ for b in builds:
     load_inline(name=b["name"], cpp_sources=b["cpp_sources"], cuda_sources=b["cuda_sources"],
                 functions=b.get("functions"), extra_cflags=b.get("extra_cflags") or None,
                 extra_cuda_cflags=(b.get("extra_cuda_cflags") or []) + ["-Xptxas", "-v", "-lineinfo"],
+                extra_ldflags=b.get("extra_ldflags") or None, extra_include_paths=b.get("extra_include_paths") or None,
                 build_directory=d, verbose=True)
     so = [f for f in os.listdir(d) if f.endswith(".so")]
     out[b["name"]] = os.path.join(d, so[0])

@@ -76,6 +76,12 @@ class Driver:
         return DeviceInfo(buf.value.decode(), attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
                           attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE), attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE))
 
+    def total_memory(self) -> int:
+        """Bytes of device memory of this GPU."""
+        v = ctypes.c_size_t()
+        self._check(self.lib.cuDeviceTotalMem_v2(ctypes.byref(v), self.device), "cuDeviceTotalMem")
+        return v.value
+
     # --- memory ---------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> int:
         ptr = ctypes.c_uint64()

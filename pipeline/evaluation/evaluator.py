@@ -3,7 +3,9 @@
 Order of work (the evaluation protocol of the design notes):
  1. static gate (gate.py) -> `rejected` naming rule and line;
  2. compile (compile.py, cached) -> `compile_error` with the trimmed log;
- 3. without a GPU: `not_executed` (never counted as correct);
+ 3. without a GPU: `not_executed` (never counted as correct); where the trusted side fails (the
+    task's reference or baseline, the evaluator's memory, a GPU that stays busy): `evaluator_error`,
+    which blames and rewards no candidate and is never cached;
  4. on a GPU, once per group: fresh secret seeds, inputs and reference outputs (reference.py),
     device buffers the trusted side owns; then each candidate in its own child process
     (sandbox.py, child.py): correctness on every check configuration, twice with different
@@ -29,16 +31,17 @@ from pipeline.config import CompileSection, EvalSection
 from pipeline.evaluation import device_views
 from pipeline.evaluation.compile import CompileResult, Compiler
 from pipeline.evaluation.gpu_lock import GpuLock
-from pipeline.evaluation.gate import check_candidate, cuda_sources_of
+from pipeline.evaluation.gpu_memory import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout
+from pipeline.evaluation.gate import check_candidate, cuda_sources_of, gate_profile
 from pipeline.evaluation.reference import (GroupData, add_timing_slots, adopt_baseline_outputs, build_c2cuda,
-                                           build_torch2cuda, compare, poison_byte, TaskBroken, run_c_reference,
+                                           build_torch2cuda, compare, config_bytes, group_footprint, poison_byte, TaskBroken, run_c_reference,
                                            to_device)
 from pipeline.evaluation.result_cache import ResultCache
 from pipeline.evaluation.sandbox import ChildFailed, ChildProcess, SandboxUnavailable
 from pipeline.evaluation.timing import TrustedClock, time_calls
 from pipeline.records import Candidate, EvalResult, Finding, Task
 
-EVALUATOR_VERSION = "2"  # 2: trusted-clock timing of checked batches
+EVALUATOR_VERSION = "3"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list
 
 
 @dataclass
@@ -70,6 +73,7 @@ class Evaluator:
             self.gpu_name = self.driver.info().name
             self.flush_ptr = self.driver.alloc(eval_cfg.l2_flush_bytes)
             self.clock = TrustedClock(self.driver, self.flush_ptr, eval_cfg.l2_flush_bytes)
+            self.memory = MemoryBudget(self.visible, int(self.driver.total_memory() * eval_cfg.gpu_memory_fraction))
             self._null_children: dict[bool, ChildProcess] = {}
             self._probe_child_user()
 
@@ -104,21 +108,11 @@ class Evaluator:
                 results[i] = self._not_executed(task, candidates[i], prepared[i])
             runnable = [i for i in runnable if results[i] is None]
         if runnable and self.use_gpu:
-            try:
-                group = self._prepare_group(task)
-            except TaskBroken as e:  # our data is wrong: no candidate is blamed, the run goes on
-                for i in runnable:
-                    results[i] = self._not_executed(task, candidates[i], prepared[i], why=str(e))
-                runnable = []
-            if runnable:
-                try:
-                    self._run_all(group, [candidates[i] for i in runnable], [prepared[i] for i in runnable],
-                                  runnable, results)
-                finally:
-                    self._release_group(group)
+            self._run_on_gpu(task, candidates, prepared, runnable, results)
         for i in pending:
             results[i].findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
-            self.cache.put(self._cache_key(task, candidates[i]), results[i])
+            if results[i].verdict != "evaluator_error":  # the evaluator's own failure may not recur: never kept
+                self.cache.put(self._cache_key(task, candidates[i]), results[i])
         for i, cand in enumerate(candidates):
             if results[i] is None:
                 first = results[unique[self._cache_key(task, cand)]]
@@ -129,7 +123,7 @@ class Evaluator:
     def _cache_key(self, task: Task, cand: Candidate) -> str:
         compiled = "-tc" if self.cfg.compile_baseline and task.kind == "torch2cuda" else ""  # results with that timing
         return (f"{cand.content_hash()}-{task.content_hash()}-{EVALUATOR_VERSION}-{self.gpu_name.replace(' ', '_')}"
-                f"{compiled}")
+                f"{compiled}-{self.cfg.gate_profile}")  # a verdict under one gate profile is never served for another
 
     def _base(self, task: Task, cand: Candidate, verdict: str, reason: str = "", **kw) -> EvalResult:
         return EvalResult(task_id=task.id, candidate_hash=cand.content_hash(), format=cand.format, turn=cand.turn,
@@ -140,7 +134,7 @@ class Evaluator:
         t0 = time.perf_counter()
         if (task.kind == "c2cuda") != (cand.format == "c2cuda"):
             return self._base(task, cand, "format_error", f"a {task.kind} task does not take {cand.format} candidates")
-        findings = check_candidate(cand, task)
+        findings = check_candidate(cand, task, self.cfg.gate_profile)
         gate_s = time.perf_counter() - t0
         errors = [f for f in findings if f.severity == "error"]
         if errors:
@@ -156,7 +150,8 @@ class Evaluator:
         if comp.ok:  # the gate's second look, at what was built (artifact.py)
             from pipeline.evaluation.artifact import check_built
             t_built = time.perf_counter()
-            built = [f for f in check_built(cand, task, comp, self.compiler.cfg) if f.severity == "error"]
+            built = [f for f in check_built(cand, task, comp, self.compiler.cfg, self.cfg.gate_profile)
+                     if f.severity == "error"]
             stage["gate"] += time.perf_counter() - t_built
             if built:
                 return self._base(task, cand, "rejected", built[0].message, findings=findings + built,
@@ -180,6 +175,37 @@ class Evaluator:
         why = why or (prep.comp.log if prep.comp.unavailable else "no GPU is available to this evaluator")
         return self._base(task, cand, "not_executed", f"compiled but not run: {why}", findings=prep.findings,
                           stage_s=prep.stage_s, compile_log=prep.comp.ptxas_log, features=prep.features)
+
+    def _evaluator_error(self, task: Task, cand: Candidate, prep: Prepared, why: str) -> EvalResult:
+        return self._base(task, cand, "evaluator_error", f"not judged: {why}", findings=prep.findings,
+                          stage_s=prep.stage_s, compile_log=prep.comp.ptxas_log, features=prep.features)
+
+    # --- GPU group ---------------------------------------------------------------------------
+    def _run_on_gpu(self, task: Task, candidates: list[Candidate], prepared: dict, runnable: list[int],
+                    results: list) -> None:
+        """The group on this GPU, within the device memory it reserves first (gpu_memory.py)."""
+        import torch
+        try:
+            need = group_footprint(config_bytes(task), self.cfg.timing_memory_bytes, self.cfg.l2_flush_bytes)
+        except Exception:  # the reference does not run on the meta device: a fair share of the GPU
+            need = self.memory.total // max(self.cfg.workers_per_gpu, 1)
+        try:
+            with self.memory.reserve(need, f"task {task.id}", self.cfg.memory_wait_s):
+                torch.cuda.reset_peak_memory_stats()
+                group = self._prepare_group(task)
+                try:
+                    self._run_all(group, [candidates[i] for i in runnable], [prepared[i] for i in runnable],
+                                  runnable, results)
+                finally:
+                    peak = torch.cuda.max_memory_reserved() + sum(b.nbytes for b in group.buffers)
+                    self._release_group(group)
+                    torch.cuda.empty_cache()  # what this group held goes back to the other evaluators of the GPU
+                for i in runnable:
+                    results[i].peak_memory_bytes = peak
+        except (TaskBroken, MemoryTooLarge, MemoryWaitTimeout) as e:  # the trusted side failed: nobody is blamed
+            for i in runnable:
+                if results[i] is None:
+                    results[i] = self._evaluator_error(task, candidates[i], prepared[i], str(e))
 
     # --- GPU group ----------------------------------------------------------------------------
     def _probe_child_user(self) -> None:
@@ -287,6 +313,7 @@ class Evaluator:
               source: str = "", trusted: bool = False) -> dict:
         """Load a candidate (or, `trusted`, the naive baseline, which alone maps its own slots) in a child."""
         msg = {"op": "load", "format": fmt, "entry": entry, "source": source,
+               "torch_compute": gate_profile(self.cfg.gate_profile).torch_compute,
                "artifact": child.place(comp.artifact) if comp.artifact else "",
                "extensions": {n: child.place(p) for n, p in comp.extensions.items()},
                "buffers": [{"handle": b.handle if trusted or not b.baseline_only else "", "nbytes": b.nbytes}

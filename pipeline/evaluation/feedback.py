@@ -17,6 +17,7 @@ HEADLINES = {
     "incorrect": "Your code ran but produced wrong results",
     "correct": "Your code is correct",
     "not_executed": "Your code compiles; it could not be run here (no GPU), so correctness is unknown",
+    "evaluator_error": "Your code could not be judged: the evaluator itself failed on this task, not your code",
 }
 
 

@@ -1,20 +1,24 @@
 """The static gate: reject reward hacks before anything compiles or runs (DESIGN.md, evaluation step 1).
 
-    check_candidate(candidate, task) -> list[Finding]     # severity "error" means rejected
-    extract_load_inline(py_source) -> list[dict]          # what the compile step builds
+    check_candidate(candidate, task, profile) -> list[Finding]   # severity "error" means rejected
+    extract_load_inline(py_source) -> list[dict]                 # what the compile step builds
     cuda_sources_of(candidate) -> list[(text, line_offset)]
+    gate_profile(name) -> GateProfile                            # what eval.gate_profile accepts (PROFILES)
 
 A candidate over MAX_CANDIDATE_BYTES is refused before any rule reads it. Every format's CUDA/C++
 text goes through the tree-sitter rules of gate_cuda.py. A kernelbench candidate is Python, read by
 the allow-list rules of gate_python.py; its `load_inline` sources must be constants, which are then
-extracted and checked as CUDA with their lines mapped back into the Python file. What was built
+extracted and checked as CUDA with their lines mapped back into the Python file, and their compiler
+flags, linker flags and include paths are checked here (_build_option_findings). What was built
 is checked after compiling, by artifact.py. Each finding names the rule (`Finding.rule`) and the
-1-based line of the candidate file.
+1-based line of the candidate file. The few rules that differ between `eval.gate_profile` values are
+read from one GateProfile (PROFILES below) by the Python, CUDA, artefact and runtime checks.
 """
 from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 
 from pipeline.evaluation import light_abi
 from pipeline.evaluation.gate_cuda import finding, scan_cuda
@@ -22,9 +26,94 @@ from pipeline.evaluation.gate_python import (ADVICE, LOAD_INLINE, _aliases, _che
                                              _f, _load_inline_calls, _module_assigns)
 from pipeline.records import Candidate, Finding, Task
 
-__all__ = ["ADVICE", "LOAD_INLINE", "MAX_CANDIDATE_BYTES", "check_candidate", "cuda_sources_of", "extract_load_inline",
-           "task_is_float32"]
+__all__ = ["ADVICE", "LOAD_INLINE", "MAX_CANDIDATE_BYTES", "PROFILES", "GateProfile", "check_candidate",
+           "cuda_sources_of", "extract_load_inline", "gate_profile", "task_is_float32"]
 MAX_CANDIDATE_BYTES = 256 * 1024  # larger candidates are refused unread (a policy answer is a few KB)
+
+
+# --- profiles -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GateProfile:
+    """What one `eval.gate_profile` accepts beyond the rules every profile keeps.
+
+    Every profile refuses what can carry a hack: threads, extra streams, events and graphs, patched
+    timers or torch, tensor subclasses, the reference, the harness, introspection, files, processes
+    and network, try/except fallbacks, precision below the task's, torch's global settings,
+    load-time code. A profile decides only how much of the work an answer may leave to torch and
+    vendor libraries (kernelbench-format candidates; c2cuda and light builds have a fixed link line).
+    """
+    name: str
+    torch_compute: bool                 # torch ops and modules may compute in ModelNew.forward and in the
+                                        # extension's C++ (static rules and the child's runtime check)
+    includes: frozenset[str]            # headers of load_inline sources beyond the common allow-list
+    modules: frozenset[str]             # Python modules beyond the common allow-list (import and reach)
+    ldflags: frozenset[str]             # linker flags load_inline may pass (extra_ldflags or among the cflags)
+    include_paths: bool                 # load_inline extra_include_paths: relative (inside the build
+                                        # directory) or a CUDA or torch include directory
+
+
+PROFILES = {
+    # The RL default: every computation in the candidate's own kernels.
+    "strict": GateProfile("strict", torch_compute=False, includes=frozenset(), modules=frozenset(),
+                          ldflags=frozenset(), include_paths=False),
+    # What KernelBench's own harness accepts: torch for the parts an answer does not replace, cuBLAS.
+    "kernelbench": GateProfile("kernelbench", torch_compute=True,
+                               includes=frozenset({"cublas_v2.h", "cublas_api.h", "cublasLt.h"}),
+                               modules=frozenset({"numpy", "numpy.random", "numpy.linalg", "numpy.fft"}),
+                               ldflags=frozenset({"-lcublas", "-lcublasLt"}), include_paths=True),
+}
+
+
+def gate_profile(name: str) -> GateProfile:
+    """The profile called `name` (the value of eval.gate_profile)."""
+    if name not in PROFILES:
+        raise ValueError(f"unknown gate profile {name!r}; use one of {', '.join(PROFILES)} (eval.gate_profile)")
+    return PROFILES[name]
+
+
+# --- load_inline build options (flags, linker flags, include paths) under a profile ----------------
+_SAFE_FLAG = re.compile(r"-O[0-3s]|-?-use_fast_math|--?std=c\+\+\d\d|-lineinfo|--extended-lambda|--expt-relaxed-constexpr"
+                        r"|--expt-extended-lambda|-w|-Wall|-Wno-[\w-]+|-D[A-Za-z_]\w*(=[0-9.]+)?|-U\w+|-?-maxrregcount=\d+"
+                        r"|-Xptxas=?-v|--ptxas-options=-v|-v|-?-restrict")
+# absolute extra_include_paths a profile with include_paths accepts: the CUDA toolkit's and torch's own
+_INCLUDE_DIRS = re.compile(r"/usr/local/cuda[\w.-]*/(targets/[\w-]+/)?include(/[\w.+-]+)*"
+                           r"|/[\w.+/-]*/(site|dist)-packages/torch/include(/[\w.+-]+)*")
+
+
+def _build_option_findings(call: dict, profile: GateProfile) -> list[Finding]:
+    """The rules on one load_inline call's flags, linker flags and include paths under `profile`."""
+    out, line = [], call["line"]
+    for flag in call["extra_cflags"] + call["extra_cuda_cflags"]:
+        if re.search(r"PER_THREAD_DEFAULT_STREAM|default-stream", flag):
+            out.append(_f("side-stream", line, f"compiles with {flag}"))
+        elif not (_SAFE_FLAG.fullmatch(flag) or flag in profile.ldflags):
+            out.append(_f("compile-flags", line, f"passes the compiler flag {flag!r}"))
+    if call["extra_ldflags"] and not profile.ldflags:
+        out.append(finding("dynamic-build", line, "passes load_inline linker flags (extra_ldflags)",
+                           f"link no libraries (the {profile.name} gate profile takes no linker flags)"))
+    for flag in call["extra_ldflags"] if profile.ldflags else []:
+        if flag not in profile.ldflags:
+            out.append(finding("compile-flags", line, f"passes the linker flag {flag!r}",
+                               f"link only {', '.join(sorted(profile.ldflags))}"))
+    if call["extra_include_paths"] and not profile.include_paths:
+        out.append(finding("dynamic-build", line, "passes load_inline the argument extra_include_paths",
+                           f"include only headers of the allow-list, which need no include paths (the {profile.name} "
+                           f"gate profile takes none)"))
+    for path in call["extra_include_paths"] if profile.include_paths else []:
+        if not include_path_allowed(path):
+            out.append(finding("forbidden-include", line, f"passes the include path {path!r}",
+                               "pass only relative paths inside the build directory or the CUDA or torch "
+                               "include directories"))
+    return out
+
+
+def include_path_allowed(path: str) -> bool:
+    """An extra_include_paths entry that reaches no other files: relative without '..' (inside the build
+    directory), or the CUDA toolkit's or torch's include directory (or one below it)."""
+    parts = path.rstrip("/").split("/")
+    if not path.strip() or ".." in parts or "" in parts[1:] or "\\" in path or path.startswith("~"):
+        return False
+    return not path.startswith("/") or bool(_INCLUDE_DIRS.fullmatch(path.rstrip("/")))
 
 
 # --- public API -----------------------------------------------------------------------------------
@@ -36,18 +125,19 @@ def task_is_float32(task: Task) -> bool:
     return not re.search(r"float16|bfloat16|float64|float8|\.half\(|\.double\(|torch\.(half|double)\b", task.reference)
 
 
-def check_candidate(candidate: Candidate, task: Task) -> list[Finding]:
-    """All gate findings for one candidate; any finding with severity "error" rejects it."""
+def check_candidate(candidate: Candidate, task: Task, profile: str = "strict") -> list[Finding]:
+    """All gate findings for one candidate under the gate profile `profile`; any "error" finding rejects it."""
+    rules = gate_profile(profile)
     size = len(candidate.code.encode("utf-8", errors="replace"))
     if size > MAX_CANDIDATE_BYTES:
         return [finding("too-large", 1, f"the candidate is {size:,} bytes, over the limit of {MAX_CANDIDATE_BYTES:,} "
                                         f"bytes ({MAX_CANDIDATE_BYTES // 1024} KB)", "send a shorter candidate")]
     float32 = task_is_float32(task)
     if candidate.format != "kernelbench":
-        scan = scan_cuda(candidate.code, 0, fmt=candidate.format, float32=float32)
+        scan = scan_cuda(candidate.code, 0, fmt=candidate.format, float32=float32, profile=rules)
         return _dedupe(scan.findings + _entry_findings(scan, candidate.format, task))
     try:
-        findings, calls = _check_python(candidate.code, float32)
+        findings, calls = _check_python(candidate.code, float32, rules)
     except (RecursionError, MemoryError):
         return [_f("syntax", 1, "the Python is nested too deeply to check")]
     kernels: list[str] = []
@@ -56,9 +146,10 @@ def check_candidate(candidate: Candidate, task: Task) -> list[Finding]:
             for text, offset in call[kind]:
                 if re.search(r"\\[ \t]*$", text):
                     findings.append(_f("dynamic-build", call["line"], "a load_inline source ends with a line continuation"))
-                scan = scan_cuda(text, offset, fmt="kernelbench", float32=float32)
+                scan = scan_cuda(text, offset, fmt="kernelbench", float32=float32, profile=rules)
                 findings += scan.findings
                 kernels += scan.kernels if kind == "cuda_sources" else []
+        findings += _build_option_findings(call, rules)
     if not kernels and not any(f.rule in ("syntax", "dynamic-build") for f in findings):
         line = calls[0]["line"] if calls else 1
         findings.append(_f("no-device-code", line, "no load_inline call defines a __global__ kernel in its cuda_sources"))

@@ -1,12 +1,13 @@
 """Static gate, CUDA/C++ half: the rules on one source text, read off a tree-sitter-cuda parse.
 
-`scan_cuda(text, line_offset, fmt, float32)` walks the syntax tree (names of calls, types,
+`scan_cuda(text, line_offset, fmt, float32, profile)` walks the syntax tree (names of calls, types,
 qualified identifiers, includes, macro bodies, attributes, inline asm) so that comments and
 string contents never trigger a rule. A supplementary pass runs regular expressions over the
 text with comments and strings blanked and line continuations spliced, to catch what a
 misparse (digraphs, ERROR nodes, `cudaStream\\<newline>Create`) could hide from the tree.
 gate.py combines the scans of a candidate's sources and adds the whole-candidate rules
-(device code present, entry point) and the Python rules of the kernelbench format.
+(device code present, entry point) and the Python rules of the kernelbench format. The gate profile
+(gate.GateProfile) adds headers and, for the kernelbench format, lets torch calls in the C++ compute.
 """
 from __future__ import annotations
 
@@ -14,11 +15,15 @@ import bisect
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from tree_sitter import Node
 
 from pipeline.records import Finding
 from pipeline.structure import cuda_ast
+
+if TYPE_CHECKING:
+    from pipeline.evaluation.gate import GateProfile
 
 ADVICE = {
     "side-stream": "launch every kernel on the stream the harness passes in (the current stream)",
@@ -38,6 +43,7 @@ ADVICE = {
     "symbol-alias": "call functions by their own names",
     "dispatch-tamper": "leave torch's dispatcher state alone (no dispatch-key guards, modes or record-function switches)",
     "line-directive": "remove #line directives and line markers; the gate reports your file's own lines",
+    "torch-state": "leave torch's global settings alone (precision switches, the caching allocator)",
 }
 
 
@@ -48,20 +54,25 @@ def finding(rule: str, line: int, what: str, advice: str | None = None) -> Findi
 
 
 # --- includes -----------------------------------------------------------------------------------
+# cuda.h declares the driver API, whose calls stay refused by name (driver-api) and, once built, as
+# symbols; vector, limits and math_constants.h are header-only.
 _INCLUDES = {"cuda_runtime.h", "cuda_runtime_api.h", "device_launch_parameters.h", "cuda_fp16.h",
              "cuda_bf16.h", "cuda_fp8.h", "mma.h", "cooperative_groups.h", "cuda/pipeline", "cuda/barrier",
              "stdint.h", "cstdint", "cstddef", "stddef.h", "math.h", "cmath", "cfloat", "float.h", "climits",
              "limits.h", "algorithm", "type_traits", "utility", "cstdio", "stdio.h", "assert.h", "cassert",
-             "vector_types.h"}
+             "vector_types.h", "cuda.h", "math_constants.h", "vector", "limits"}
 _INCLUDE_PREFIXES = ("cooperative_groups/", "cub/", "cuda/std/")
-_TORCH_INCLUDES = {"torch/extension.h", "ATen/cuda/CUDAContext.h", "c10/cuda/CUDAStream.h"}
+# parts of what torch/extension.h includes anyway
+_TORCH_INCLUDES = {"torch/extension.h", "ATen/cuda/CUDAContext.h", "c10/cuda/CUDAStream.h", "ATen/ATen.h",
+                   "torch/types.h", "c10/cuda/CUDAGuard.h"}
 
 
-def include_allowed(path: str, fmt: str) -> bool:
+def include_allowed(path: str, fmt: str, profile: GateProfile) -> bool:
+    """Whether a candidate of format `fmt` may #include `path` under the gate profile `profile`."""
     if ".." in path or path.startswith("/") or "\\" in path:
         return False
     return (path in _INCLUDES or path.startswith(_INCLUDE_PREFIXES)
-            or (fmt == "kernelbench" and path in _TORCH_INCLUDES))
+            or (fmt == "kernelbench" and (path in _TORCH_INCLUDES or path in profile.includes)))
 
 
 # --- names -> rules -------------------------------------------------------------------------------
@@ -76,7 +87,8 @@ _PREC = "computes in lower precision than the task's float32"
 _NAME_RULES = [
     ("side-stream", ANY, r"cudaStreamCreate\w*|cuStreamCreate\w*", "creates a CUDA stream"),
     ("side-stream", ANY, r"cudaStreamPerThread|CUDA_API_PER_THREAD_DEFAULT_STREAM", "uses the per-thread default stream"),
-    ("side-stream", ANY, r"getStreamFromPool|setCurrentCUDAStream|\w*CUDAStreamGuard", "switches to another stream"),
+    ("side-stream", ANY, r"getStreamFromPool|getStreamFromExternal|setCurrentCUDAStream|\w*CUDAStreamGuard",
+     "switches to another stream"),
     ("threads", ANY, r"(::)?std::(thread|jthread|async)\b.*", "starts a host thread"),
     ("threads", TYPE, r"thread|jthread", "starts a host thread"),
     ("threads", USE, r"async|fork|vfork", "starts a host thread or process"),
@@ -93,7 +105,7 @@ _NAME_RULES = [
     ("timing-tamper", ANY,
      r"cudaEvent\w*|cudaGraph\w*|cudaStream(Begin|End)Capture\w*|cudaStreamIsCapturing|cudaThreadExchangeStreamCaptureMode"
      r"|cudaDeviceReset|cudaThreadExit|cudaSetDevice(Flags)?|cudaSetValidDevices|cudaInitDevice|cudaProfilerSt(art|op)"
-     r"|cudaDeviceSetLimit|cudaCtxResetPersistingL2Cache|cudaStreamSetAttribute",
+     r"|cudaDeviceSetLimit|cudaCtxResetPersistingL2Cache|cudaStreamSetAttribute|CUDAEvent|CUDAGraph",
      "interferes with timing or device state"),
     ("timing-tamper", USE, r"clock_gettime|clock_settime|gettimeofday|settimeofday", "reads or sets the host clock"),
     ("timing-tamper", ANY, r"(::)?std::chrono\b.*", "reads the host clock"),
@@ -117,6 +129,17 @@ _NAME_RULES = [
      r"|BFloat16|Float8_\w+|__h(add|sub|mul|div|fma|max|min|neg|abs|eq|ne|lt|le|gt|ge|equ|neu|ltu|leu|gtu|geu|isnan|isinf)\w*",
      _PREC),
     ("precision-downgrade", TYPE, r"half|Half", _PREC),
+    ("precision-downgrade", frozenset({"method"}), r"half|bfloat16", _PREC),  # x.half() on a tensor
+    ("precision-downgrade", ANY, r"(::)?(at|c10|torch)::ScalarType::(Half|BFloat16|ComplexHalf|Float8\w*)", _PREC),
+    ("precision-downgrade", ANY, r"CUBLAS_\w*(TF32|FAST_16F|FAST_16BF|TENSOR_OP_MATH|COMPUTE_16F)\w*"
+     r"|CUDA_[RC]_(16F|16BF|8\w*)|cublasHgemm\w*", _PREC + " (a cuBLAS half, TF32 or reduced-precision mode)"),
+    ("torch-state", ANY, r"globalContext|setAllowTF32\w*|setFloat32MatmulPrecision|setAllow\w*Reduction\w*"
+     r"|setBenchmarkCuDNN|setDeterministic\w*|setUserEnabled\w*|CUDACachingAllocator|emptyCache",
+     "changes torch's global settings"),
+    ("process-or-file-or-network", ANY,
+     r"(::)?(torch|at|c10)::(\w+::)*(save|load|pickle_save|pickle_load|from_file)\b.*",
+     "reads or writes files through torch"),
+    ("introspection", ANY, r"(::)?(torch|at|c10)::jit\b.*", "runs TorchScript"),
     ("precision-downgrade", USE, r"h2?(exp|exp2|exp10|log|log2|log10|sqrt|rsqrt|rcp|sin|cos|floor|ceil|trunc|rint)", _PREC),
 ]
 _COMPILED = [(rule, kinds, re.compile(pat), "::" in pat, what) for rule, kinds, pat, what in _NAME_RULES]
@@ -140,19 +163,19 @@ _ATTR_NODES = {"attribute_specifier", "attribute_declaration", "attribute", "ms_
 
 
 @lru_cache(maxsize=65536)
-def _classify(name: str, qual: str, kind: str, fmt: str, float32: bool) -> tuple[str, str] | None:
-    """(rule, what) for a name occurrence that breaks a rule, else None."""
+def _classify(name: str, qual: str, kind: str, fmt: str, float32: bool, profile: GateProfile) -> tuple[str, str] | None:
+    """(rule, what) for a name occurrence that breaks a rule under the gate profile `profile`, else None."""
     for rule, kinds, pat, on_qual, what in _COMPILED:
         if kind in kinds and (rule != "precision-downgrade" or float32) and pat.fullmatch(qual if on_qual else name):
             return rule, f"{what} ({qual if '::' in qual else name})"
-    if fmt == "kernelbench":
+    if fmt == "kernelbench" and kind == "method" and name == "attr":
+        return "introspection", "reaches Python attributes from C++ (.attr)"
+    if fmt == "kernelbench" and not profile.torch_compute:
         root = qual.lstrip(":").split("::")[0]
         if kind == "call" and "::" in qual and root in ("torch", "at", "c10") and name not in _TORCH_CPP_OK:
             return "torch-compute-in-forward", f"calls the torch operation {qual} in the extension"
         if kind == "method" and name in COMPUTE_METHODS and name != "type":  # x.type() only reads in C++
             return "torch-compute-in-forward", f"calls the tensor method .{name}() in the extension"
-        if kind == "method" and name == "attr":
-            return "introspection", "reaches Python attributes from C++ (.attr)"
     return None
 
 
@@ -266,8 +289,8 @@ def _device_context(node: Node) -> bool:
     return False
 
 
-def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool) -> CudaScan:
-    """Apply the per-source CUDA/C++ rules to `text`, whose line 1 is line `line_offset + 1` of the file."""
+def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool, profile: GateProfile) -> CudaScan:
+    """Apply the per-source CUDA/C++ rules of `profile` to `text`, whose line 1 is file line `line_offset + 1`."""
     scan = CudaScan()
     seen: set[tuple[str, int]] = set()
 
@@ -278,7 +301,7 @@ def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool) -> Cu
             scan.findings.append(finding(rule, line, what))
 
     def name_rule(name: str, qual: str, kind: str, text_line: int) -> None:
-        hit = _classify(name, qual, kind, fmt, float32)
+        hit = _classify(name, qual, kind, fmt, float32, profile)
         if hit:
             add(hit[0], text_line, hit[1])
 
@@ -293,7 +316,7 @@ def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool) -> Cu
             raw = _text(path) if path is not None else ""
             if path is None or path.type not in ("system_lib_string", "string_literal"):
                 add("forbidden-include", line, f"includes a header named by a macro ({raw})")
-            elif not include_allowed(raw[1:-1], fmt):
+            elif not include_allowed(raw[1:-1], fmt, profile):
                 add("forbidden-include", line, f"includes {raw}, which is not on the allow-list")
         elif t in ("preproc_def", "preproc_function_def"):
             body = node.child_by_field_name("value")
@@ -325,7 +348,7 @@ def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool) -> Cu
             decl = node.child_by_field_name("declarator")
             if decl is not None and decl.type == "function_declarator" and decl.child_by_field_name("declarator"):
                 scan.c_declared.add(_text(decl.child_by_field_name("declarator")))
-    _supplement(text, add, fmt, float32)
+    _supplement(text, add, fmt, float32, profile)
     return scan
 
 
@@ -348,7 +371,7 @@ def _strip(text: str, keep_strings: bool = False) -> str:
     return _LEXEME.sub(lambda m: _blank(m, keep_strings), text)
 
 
-def _supplement(text: str, add, fmt: str, float32: bool) -> None:
+def _supplement(text: str, add, fmt: str, float32: bool, profile: GateProfile) -> None:
     # splice backslash-newlines as the preprocessor does, remembering the original line of each position
     splices: list[int] = []
     parts, pos = [], 0
@@ -363,7 +386,7 @@ def _supplement(text: str, add, fmt: str, float32: bool) -> None:
 
     code = _strip(spliced)
     for name, qual, off in _tokens(code):
-        hit = _classify(name, qual, "text", fmt, float32)
+        hit = _classify(name, qual, "text", fmt, float32, profile)
         if hit:
             add(hit[0], line_of(off), hit[1])
     kept = _strip(spliced, keep_strings=True)
@@ -376,7 +399,7 @@ def _supplement(text: str, add, fmt: str, float32: bool) -> None:
     for m in _DIRECTIVE.finditer(kept):
         target = re.match(r"""\s*(<([^>]*)>|"([^"]*)")""", m.group(2))
         path = target and (target.group(2) or target.group(3))
-        if m.group(1) != "include" or not path or not include_allowed(path, fmt):
+        if m.group(1) != "include" or not path or not include_allowed(path, fmt, profile):
             add("forbidden-include", line_of(m.start()), f"has the directive #{m.group(1)} {m.group(2).strip()}")
     if "##" in code:
         add("token-paste", line_of(code.index("##")), "pastes tokens together with ##")

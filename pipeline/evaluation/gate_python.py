@@ -1,28 +1,35 @@
 """The static gate, Python half: the rules of kernelbench-format candidates, read with `ast`.
 
-    check_python(source, float32) -> (findings, load_inline calls)
+    check_python(source, float32, profile) -> (findings, load_inline calls)
     load_inline_calls(source) -> the constant arguments of each load_inline call (raises _Dynamic)
 
 Names are checked by allow-list (ALLOWED_NAMES): every attribute chain that starts at an imported
 module (`torch.cuda.Stream`, `F.relu`, `getattr(torch, "sys")`) is resolved on the installed modules
 and must reach only modules of the list and names that are not denied; imports, introspection,
 try statements, patching and tensor subclasses are refused everywhere in the file (module level,
-__init__, forward); torch compute is refused only where forward can reach it. The load_inline
-sources must be constants; they are extracted here with their lines mapped into the Python file.
+__init__, forward); torch compute is refused only where forward can reach it, and only under a gate
+profile (gate.GateProfile) without torch_compute; a profile may add modules. The load_inline sources
+must be constants; they are extracted here with their lines mapped into the Python file (their flags,
+linker flags and include paths are checked in gate.py).
 Each finding names the rule (`Finding.rule`) and the 1-based line of the candidate file.
 """
 from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import inspect
 import re
 import types
 import typing
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from pipeline.evaluation.gate_cuda import COMPUTE_METHODS, finding
 from pipeline.records import Finding
+
+if TYPE_CHECKING:
+    from pipeline.evaluation.gate import GateProfile
 
 LOAD_INLINE = "torch.utils.cpp_extension.load_inline"
 _MODULE_RULES = [  # forbidden imports that get a more specific rule than forbidden-import
@@ -40,13 +47,15 @@ _TORCH_INTERNALS = {"_C", "ops", "classes", "library", "overrides", "jit", "fx",
 _TORCH_OK_CALLS = {"torch.empty", "torch.empty_like", "torch.zeros", "torch.zeros_like", "torch.empty_strided",
                    "torch.Size", "torch.device", "torch.nn.Parameter", "torch.is_tensor", "torch.no_grad",
                    "torch.inference_mode", "torch.finfo", "torch.iinfo", "torch.get_default_dtype"}
-_LOW_DTYPES = re.compile(r"torch\.(float16|half|bfloat16|float8\w*|complex32|autocast|amp|cuda\.amp|set_default_dtype)")
+_LOW_DTYPES = re.compile(r"torch\.(float16|half|bfloat16|float8\w*|complex32|autocast|amp|cuda\.amp|set_default_dtype"
+                         r"|(cuda\.)?(HalfTensor|BFloat16Tensor))|numpy\.(float16|half)")
+# private torch.nn.init helpers that only read a tensor's shape (KernelBench answers copy nn.Linear's init)
+_INIT_HELPERS = {"torch.nn.init._calculate_fan_in_and_fan_out", "torch.nn.init._calculate_correct_fan"}
+# builtins that reach any attribute by a computed name when called later (g = getattr; g(x, name))
+_ATTRIBUTE_BUILTINS = {"getattr", "setattr", "delattr", "hasattr"}
 _NOT_SUBMODULES = {"torch.nn.Parameter", "torch.nn.ParameterList", "torch.nn.ParameterDict", "torch.nn.Buffer"}
-_KEYWORDS = {"name", "cpp_sources", "cuda_sources", "functions", "extra_cflags", "extra_cuda_cflags", "verbose",
-             "with_cuda", "with_pytorch_error_handling"}
-_SAFE_FLAG = re.compile(r"-O[0-3s]|-?-use_fast_math|--?std=c\+\+\d\d|-lineinfo|--extended-lambda|--expt-relaxed-constexpr"
-                        r"|--expt-extended-lambda|-w|-Wall|-Wno-[\w-]+|-D[A-Za-z_]\w*(=[0-9.]+)?|-U\w+|-?-maxrregcount=\d+"
-                        r"|-Xptxas=?-v|--ptxas-options=-v|-v")
+_KEYWORDS = {"name", "cpp_sources", "cuda_sources", "functions", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
+             "extra_include_paths", "verbose", "with_cuda", "with_pytorch_error_handling"}
 # The allow-list of what kernelbench Python may name, in one place. An attribute chain that starts
 # at an imported module (torch.cuda.Stream, F.relu, getattr(torch, "sys"), from torch import X) is
 # resolved step by step on the installed modules: every module object it passes through must be
@@ -56,6 +65,8 @@ _SAFE_FLAG = re.compile(r"-O[0-3s]|-?-use_fast_math|--?std=c\+\+\d\d|-lineinfo|-
 # such as torch.cuda.streams.Stream is the same denied object). From typing only typing's own names
 # (typing.__all__: Optional, List, Tuple, ...) are allowed. Torch compute that these names allow is
 # still refused in code forward can reach (_check_compute); at module level and in __init__ it is fine.
+# A gate profile may add modules (GateProfile.modules: numpy for kernelbench); they are then
+# resolved the same way, and DENIED_NAMES applies to them too.
 ALLOWED_MODULES = {
     "torch": "tensors, dtypes, creation and math functions (weights in __init__), torch.empty in forward",
     "torch.nn": "nn.Module, nn.Parameter, layers whose weights __init__ builds",
@@ -66,6 +77,8 @@ ALLOWED_MODULES = {
     "torch.cuda": "device queries, current_stream, synchronize (streams, events, graphs are denied below)",
     "torch.version": "version strings", "torch.utils": "the way to cpp_extension", "torch.utils.cpp_extension": "load_inline",
     "math": "everything", "typing": "typing's own names", "__future__": "annotations",
+    "itertools": "everything", "collections": "containers", "collections.abc": "abstract containers",
+    "functools": "reduce, partial",
 }
 DENIED_NAMES = {
     "side-stream": ["torch.Stream", "torch.cuda.Stream", "torch.cuda.ExternalStream", "torch.cuda.StreamContext",
@@ -73,20 +86,26 @@ DENIED_NAMES = {
     "timing-tamper": ["torch.Event", "torch.cuda.Event", "torch.cuda.graph", "torch.cuda.CUDAGraph",
                       "torch.cuda.make_graphed_callables", "torch.cuda.graphs", "torch.cuda.set_device", "torch.cuda.set_sync_debug_mode",
                       "torch.cuda.device"],
-    "process-or-file-or-network": ["torch.load", "torch.save", "torch.from_file", "torch.UntypedStorage.from_file"],
+    "process-or-file-or-network": ["torch.load", "torch.save", "torch.from_file", "torch.UntypedStorage.from_file",
+                                   "numpy.load", "numpy.save", "numpy.savez", "numpy.savez_compressed",
+                                   "numpy.savetxt", "numpy.loadtxt", "numpy.genfromtxt", "numpy.fromfile",
+                                   "numpy.fromregex", "numpy.memmap", "numpy.ndarray.tofile", "numpy.ndarray.dump"],
+    "torch-state": ["torch.set_float32_matmul_precision", "torch.set_flush_denormal", "torch.cuda.empty_cache"],
     "introspection": ["torch.cuda.cudart", "torch.compile", "torch.set_default_device", "torch.get_file_path",
                       "torch.typename", "torch.cuda.check_error", "torch.cuda.init"],
 }
-_IMPORTABLE = {"torch", "torch.nn", "torch.nn.functional", "torch.utils.cpp_extension", "math", "typing", "__future__"}
+_IMPORTABLE = {"torch", "torch.nn", "torch.nn.functional", "torch.utils.cpp_extension", "math", "typing", "__future__",
+               "itertools", "collections", "collections.abc", "functools"}
+_NO_MODULES: frozenset[str] = frozenset()
 
 
-@lru_cache(maxsize=1)
-def _denied_objects() -> dict[int, tuple[str, str]]:
+@lru_cache(maxsize=4)
+def _denied_objects(extra: frozenset[str] = _NO_MODULES) -> dict[int, tuple[str, str]]:
     """id of each denied object -> (rule, its name); the objects are kept alive by their modules."""
     out = {}
     for rule, names in DENIED_NAMES.items():
         for name in names:
-            obj = _lookup(name)
+            obj = _lookup(name, extra)
             if obj is not _MISSING:
                 out[id(obj)] = (rule, name)
     return out
@@ -95,20 +114,24 @@ def _denied_objects() -> dict[int, tuple[str, str]]:
 _MISSING = object()
 
 
-def _lookup(qual: str):
+def _lookup(qual: str, extra: frozenset[str] = _NO_MODULES):
     parts = qual.split(".")
-    obj = _module(parts[0])
+    obj = _module(parts[0], extra)
     for p in parts[1:]:
         obj = _static(obj, p)
     return obj
 
 
 @lru_cache(maxsize=None)
-def _module(name: str):
-    if name not in ALLOWED_MODULES:
+def _module(name: str, extra: frozenset[str] = _NO_MODULES):
+    """The module `name` when it is allowed (ALLOWED_MODULES, or `extra`, a profile's modules), else _MISSING."""
+    if name not in ALLOWED_MODULES and name not in extra:
         return _MISSING
-    for mod in sorted(m for m in _IMPORTABLE | set(ALLOWED_MODULES) if m.split(".")[0] == name):
-        importlib.import_module(mod)  # so that static lookups see the submodules
+    for mod in sorted(m for m in _IMPORTABLE | set(ALLOWED_MODULES) | extra if m.split(".")[0] == name):
+        try:
+            importlib.import_module(mod)  # so that static lookups see the submodules
+        except ImportError:  # a profile's optional module that is not installed: nothing to reach
+            return _MISSING
     return importlib.import_module(name)
 
 
@@ -122,29 +145,34 @@ def _static(obj, attr: str):
 
 
 @lru_cache(maxsize=8192)
-def name_verdict(qual: str) -> tuple[str, str] | None:
-    """(rule, what) when the dotted name `qual` reaches something outside the allow-list, else None."""
+def name_verdict(qual: str, extra: frozenset[str] = _NO_MODULES) -> tuple[str, str] | None:
+    """(rule, what) when the dotted name `qual` reaches something outside the allow-list (plus the
+    modules `extra` of the gate profile), else None."""
     parts = qual.split(".")
-    obj, path = _module(parts[0]), parts[0]
+    obj, path = _module(parts[0], extra), parts[0]
     if obj is _MISSING:
         return None
     for p in parts[1:]:
         if re.fullmatch(r"__\w+__", p):
             return None  # dunders have their own rule
-        if p.startswith("_"):
+        if p.startswith("_") and f"{path}.{p}" not in _INIT_HELPERS:
             return "introspection", f"reaches into {path}'s internals ({qual})"
         if path == "typing" and p not in typing.__all__:
             return "forbidden-import", f"uses {path}.{p}, which is not one of typing's own names"
         nxt = _static(obj, p)
         path = f"{path}.{p}"
         if nxt is _MISSING:
+            if isinstance(obj, types.ModuleType) and _submodule_exists(f"{obj.__name__}.{p}"):  # loaded lazily
+                root = obj.__name__.split(".")[0]
+                rule = next((r for r, names in _MODULE_RULES if root in names), "introspection")
+                return rule, f"reaches the module {obj.__name__}.{p} through {path}"
             if isinstance(obj, types.ModuleType):
                 return "forbidden-name", f"uses {path}, which {obj.__name__} does not define"
             return None  # an attribute of a class or object: left to run time
-        hit = _denied_objects().get(id(nxt))
+        hit = _denied_objects(extra).get(id(nxt))
         if hit:
             return hit[0], f"uses {path}" + (f" (that is {hit[1]})" if hit[1] != path else "")
-        if isinstance(nxt, types.ModuleType) and nxt.__name__ not in ALLOWED_MODULES:
+        if isinstance(nxt, types.ModuleType) and nxt.__name__ not in ALLOWED_MODULES and nxt.__name__ not in extra:
             root = nxt.__name__.split(".")[0]
             rule = next((r for r, names in _MODULE_RULES if root in names), "introspection")
             return rule, f"reaches the module {nxt.__name__} through {path}"
@@ -152,12 +180,20 @@ def name_verdict(qual: str) -> tuple[str, str] | None:
     return None
 
 
+def _submodule_exists(name: str) -> bool:
+    """Whether `name` is a submodule that its package would import on first access (numpy.testing)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 ADVICE = {
     "syntax": "fix the Python syntax",
     "no-modelnew": "define class ModelNew(nn.Module) with the reference's constructor and forward signature",
     "subclass-reference": "derive ModelNew from nn.Module only and compute forward with your own kernels",
     "reference-use": "do not use the reference; compute the result with your own kernels",
-    "forbidden-import": "import only torch, torch.nn, torch.nn.functional, torch.utils.cpp_extension, math and typing",
+    "forbidden-import": "import only the modules of the gate's allow-list",
     "introspection": "do not inspect or alter the interpreter, torch internals or objects' dunders",
     "try-fallback": "remove the try statement and let errors surface",
     "torch-compute-in-forward": "compute with your own CUDA kernels and use torch only to allocate outputs (torch.empty)",
@@ -169,7 +205,7 @@ ADVICE = {
     "compile-flags": "use only flags such as -O3, --use_fast_math or -DNAME",
     "tensor-subclass": "return plain tensors; do not subclass torch.Tensor",
     "no-device-code": "write at least one __global__ kernel that does the work",
-    "forbidden-name": "use only names the installed torch, math and typing define",
+    "forbidden-name": "use only names the installed allowed modules (torch, math, typing, ...) define",
 }
 
 
@@ -216,17 +252,18 @@ def _qual(node: ast.AST, aliases: dict[str, str]) -> str | None:
     return None
 
 
-def _check_python(source: str, float32: bool) -> tuple[list[Finding], list[dict]]:
+def _check_python(source: str, float32: bool, profile: GateProfile) -> tuple[list[Finding], list[dict]]:
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError) as e:
         return [_f("syntax", getattr(e, "lineno", None) or 1, f"the Python does not parse ({getattr(e, 'msg', e)})")], []
     aliases = _aliases(tree)
     out: list[Finding] = []
-    _check_imports(tree, out)
+    _check_imports(tree, out, profile)
     _check_modelnew(tree, aliases, out)
-    _check_nodes(tree, aliases, float32, out)
-    _check_compute(tree, aliases, out)
+    _check_nodes(tree, aliases, float32, out, profile.modules)
+    if not profile.torch_compute:
+        _check_compute(tree, aliases, out)
     calls = []
     assigns = _module_assigns(tree)
     for call in _load_inline_calls(tree, aliases):
@@ -236,33 +273,30 @@ def _check_python(source: str, float32: bool) -> tuple[list[Finding], list[dict]
             out.append(_f("dynamic-build", e.line, e.what))
     for line in _load_inline_refs(tree, aliases):
         out.append(_f("dynamic-build", line, "refers to load_inline other than by calling it"))
-    for c in calls:
-        for flag in c["extra_cflags"] + c["extra_cuda_cflags"]:
-            if re.search(r"PER_THREAD_DEFAULT_STREAM|default-stream", flag):
-                out.append(_f("side-stream", c["line"], f"compiles with {flag}"))
-            elif not _SAFE_FLAG.fullmatch(flag):
-                out.append(_f("compile-flags", c["line"], f"passes the compiler flag {flag!r}"))
     return out, calls
 
 
-def _check_imports(tree: ast.AST, out: list[Finding]) -> None:
+def _check_imports(tree: ast.AST, out: list[Finding], profile: GateProfile) -> None:
+    importable = _IMPORTABLE | profile.modules
+    advice = f"import only {', '.join(sorted(m for m in importable if m != '__future__'))}"
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.level or any(a.name == "*" for a in node.names)):
             out.append(_f("forbidden-import", node.lineno, "uses a relative or star import"))
             continue
         if isinstance(node, ast.Import):
-            bad = [(a.name, None) for a in node.names if a.name not in _IMPORTABLE]
+            bad = [(a.name, None) for a in node.names if a.name not in importable]
         elif isinstance(node, ast.ImportFrom):
             mod = node.module or ""
             bad = []
             for a in node.names:
                 full = f"{mod}.{a.name}"
-                if mod not in _IMPORTABLE:
+                if mod not in importable:
                     bad.append((full, None))
                 elif mod == "torch.utils.cpp_extension" and a.name != "load_inline":
                     bad.append((full, None))
                 elif mod != "__future__":  # from M import x: x is checked exactly as the name M.x
-                    bad += [(full, name_verdict(full))] if name_verdict(full) else []
+                    verdict = name_verdict(full, profile.modules)
+                    bad += [(full, verdict)] if verdict else []
         else:
             continue
         for name, verdict in bad:
@@ -272,7 +306,8 @@ def _check_imports(tree: ast.AST, out: list[Finding]) -> None:
                 out.append(_f(verdict[0], node.lineno, f"imports {name}: {verdict[1]}"))
             else:
                 rule = next((r for r, names in _MODULE_RULES if name.split(".")[0] in names), "forbidden-import")
-                out.append(_f(rule, node.lineno, f"imports {name}"))
+                out.append(finding(rule, node.lineno, f"imports {name}",
+                                   advice if rule == "forbidden-import" else ADVICE.get(rule)))
 
 
 def _check_modelnew(tree: ast.Module, aliases: dict[str, str], out: list[Finding]) -> None:
@@ -297,8 +332,10 @@ def _excluded(tree: ast.Module) -> set[int]:
     return skip
 
 
-def _check_nodes(tree: ast.Module, aliases: dict[str, str], float32: bool, out: list[Finding]) -> None:
+def _check_nodes(tree: ast.Module, aliases: dict[str, str], float32: bool, out: list[Finding],
+                 modules: frozenset[str]) -> None:
     skip = _excluded(tree)
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 1)
         if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
@@ -308,8 +345,11 @@ def _check_nodes(tree: ast.Module, aliases: dict[str, str], float32: bool, out: 
                 out.append(_f("reference-use", line, f"uses the reference's {node.id}"))
             elif node.id in _INTROSPECTION_NAMES or (re.fullmatch(r"__\w+__", node.id) and node.id != "__name__"):
                 out.append(_f("introspection", line, f"uses {node.id}"))
+            elif node.id in _ATTRIBUTE_BUILTINS and id(node) not in called:
+                out.append(_f("introspection", line, f"passes on {node.id} (it is allowed only called directly, "
+                                                     f"with a constant name)"))
         elif isinstance(node, ast.Attribute):
-            _check_attribute(node, aliases, float32, out)
+            _check_attribute(node, aliases, float32, out, modules)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                 node.func.id in ("getattr", "setattr", "delattr", "hasattr"):
             key = node.args[1] if len(node.args) > 1 else None
@@ -317,9 +357,13 @@ def _check_nodes(tree: ast.Module, aliases: dict[str, str], float32: bool, out: 
                 out.append(_f("introspection", line, f"calls {node.func.id} with a computed or dunder attribute name"))
             elif key.value in ("Model", "get_inputs", "get_init_inputs"):
                 out.append(_f("reference-use", line, f"reaches the reference's {key.value}"))
+            elif float32 and key.value in ("half", "bfloat16"):
+                out.append(_f("precision-downgrade", line, f"reaches .{key.value} with {node.func.id}, lower "
+                                                           f"precision than float32"))
             else:  # a constant name is checked exactly as the attribute it names
                 base = _qual(node.args[0], aliases)
-                _check_name(line, key.value, f"{base}.{key.value}" if base else "", node.args[0], aliases, float32, out)
+                _check_name(line, key.value, f"{base}.{key.value}" if base else "", node.args[0], aliases, float32, out,
+                            modules)
             if node.func.id in ("setattr", "delattr") and node.args and _qual(node.args[0], aliases):
                 out.append(_f("timing-tamper", line, f"patches {_qual(node.args[0], aliases)} with {node.func.id}"))
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
@@ -337,13 +381,15 @@ def _check_nodes(tree: ast.Module, aliases: dict[str, str], float32: bool, out: 
             out.append(_f("precision-downgrade", line, f"converts with .{node.func.attr}(), lower precision than float32"))
 
 
-def _check_attribute(node: ast.Attribute, aliases: dict[str, str], float32: bool, out: list[Finding]) -> None:
-    _check_name(node.lineno, node.attr, _qual(node, aliases) or "", node.value, aliases, float32, out)
+def _check_attribute(node: ast.Attribute, aliases: dict[str, str], float32: bool, out: list[Finding],
+                     modules: frozenset[str]) -> None:
+    _check_name(node.lineno, node.attr, _qual(node, aliases) or "", node.value, aliases, float32, out, modules)
 
 
 def _check_name(line: int, attr: str, q: str, value: ast.AST, aliases: dict[str, str], float32: bool,
-                out: list[Finding]) -> None:
-    """The rules on one attribute `attr` of `value` (written x.attr or getattr(x, "attr")); q: its dotted name."""
+                out: list[Finding], modules: frozenset[str]) -> None:
+    """The rules on one attribute `attr` of `value` (written x.attr or getattr(x, "attr")); q: its dotted name;
+    modules: the gate profile's extra modules."""
     parts = q.split(".")
     if re.fullmatch(r"__\w+__", attr) and not (attr == "__init__" and (
             (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "super")
@@ -351,6 +397,8 @@ def _check_name(line: int, attr: str, q: str, value: ast.AST, aliases: dict[str,
         out.append(_f("introspection", line, f"accesses the dunder attribute {attr}"))
     elif attr in ("as_subclass", "_make_subclass", "_make_wrapper_subclass"):
         out.append(_f("tensor-subclass", line, f"uses {attr}"))
+    elif attr in ("ctypes", "_ctypes", "ctypeslib"):  # numpy arrays carry the ctypes module (a.ctypes._ctypes)
+        out.append(_f("process-or-file-or-network", line, f"uses .{attr}, a way to native code"))
     elif parts[0] == "torch" and len(parts) > 1:
         if q.startswith("torch.cuda.") and parts[2] in ("Stream", "stream", "set_stream", "ExternalStream", "StreamContext"):
             out.append(_f("side-stream", line, f"uses {q}"))
@@ -361,17 +409,20 @@ def _check_name(line: int, attr: str, q: str, value: ast.AST, aliases: dict[str,
             out.append(_f("timing-tamper", line, f"uses {q}"))
         elif parts[1] == "multiprocessing":
             out.append(_f("threads", line, f"uses {q}"))
-        elif parts[1] in _TORCH_INTERNALS or any(p.startswith("_") and not p.startswith("__") for p in parts[1:]) or (
+        elif parts[1] in _TORCH_INTERNALS or (q not in _INIT_HELPERS and any(
+                p.startswith("_") and not p.startswith("__") for p in parts[1:])) or (
                 parts[1] == "utils" and len(parts) > 2 and parts[2] != "cpp_extension"):
             out.append(_f("introspection", line, f"reaches into torch internals ({q})"))
         elif q.startswith("torch.utils.cpp_extension.") and q != LOAD_INLINE:
             out.append(_f("dynamic-build", line, f"uses {q}; only load_inline with literal sources is allowed"))
         elif float32 and _LOW_DTYPES.fullmatch(q):
             out.append(_f("precision-downgrade", line, f"uses {q}, lower precision than the task's float32"))
-        elif name_verdict(q):
-            out.append(_f(*_rule_line_what(name_verdict(q), line)))
-    elif q and name_verdict(q):  # math.x, typing.x
-        out.append(_f(*_rule_line_what(name_verdict(q), line)))
+        elif name_verdict(q, modules):
+            out.append(_f(*_rule_line_what(name_verdict(q, modules), line)))
+    elif float32 and _LOW_DTYPES.fullmatch(q):  # numpy.float16
+        out.append(_f("precision-downgrade", line, f"uses {q}, lower precision than the task's float32"))
+    elif q and name_verdict(q, modules):  # math.x, typing.x, a profile's modules
+        out.append(_f(*_rule_line_what(name_verdict(q, modules), line)))
 
 
 def _rule_line_what(verdict: tuple[str, str], line: int) -> tuple[str, int, str]:
@@ -476,7 +527,7 @@ def _evaluate_call(call: ast.Call, assigns: dict[str, list]) -> dict:
     if len(call.args) > 3 or any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
         raise _Dynamic(line, "calls load_inline with *args, **kwargs or arguments after cuda_sources by position")
     args = dict(zip(("name", "cpp_sources", "cuda_sources"), call.args)) | {k.arg: k.value for k in call.keywords}
-    bad = sorted(set(args) - _KEYWORDS - {"extra_ldflags"})
+    bad = sorted(set(args) - _KEYWORDS)
     if bad:
         raise _Dynamic(line, f"passes load_inline the argument {bad[0]}")
     for key in ("verbose", "with_cuda", "with_pytorch_error_handling"):
@@ -488,8 +539,6 @@ def _evaluate_call(call: ast.Call, assigns: dict[str, list]) -> dict:
         if node is None or (isinstance(node, ast.Constant) and node.value is None):
             return [], True
         return _const(node, assigns, line)
-    if any(t.strip() for t, _ in value("extra_ldflags")[0]):  # KernelBench's own example passes [""]
-        raise _Dynamic(line, "passes load_inline linker flags (extra_ldflags)")
     name, is_list = value("name")
     if is_list or not re.fullmatch(r"[A-Za-z_]\w{0,63}", name[0][0]):
         raise _Dynamic(line, "gives load_inline a name that is not a plain identifier string")
@@ -498,7 +547,10 @@ def _evaluate_call(call: ast.Call, assigns: dict[str, list]) -> dict:
     return {"name": name[0][0], "cpp_sources": value("cpp_sources")[0], "cuda_sources": value("cuda_sources")[0],
             "functions": [t for t, _ in value("functions")[0]] if has_functions else None,
             "extra_cflags": [t.strip() for t, _ in value("extra_cflags")[0] if t.strip()],
-            "extra_cuda_cflags": [t.strip() for t, _ in value("extra_cuda_cflags")[0] if t.strip()], "line": line}
+            "extra_cuda_cflags": [t.strip() for t, _ in value("extra_cuda_cflags")[0] if t.strip()],
+            # KernelBench's own example passes extra_ldflags=[""]: blank entries are dropped
+            "extra_ldflags": [t.strip() for t, _ in value("extra_ldflags")[0] if t.strip()],
+            "extra_include_paths": [t.strip() for t, _ in value("extra_include_paths")[0] if t.strip()], "line": line}
 
 
 def _const(node: ast.AST, assigns: dict[str, list], line: int, depth: int = 0) -> tuple[list[tuple[str, int]], bool]:

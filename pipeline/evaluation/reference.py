@@ -13,6 +13,7 @@ one per timed call of a batch) and a maker of fresh inputs on the GPU (`ConfigDa
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -422,28 +423,107 @@ def to_device(group: GroupData) -> None:
                     table[b] = torch.from_numpy(np.ascontiguousarray(v)).reshape(group.buffers[b].shape).cuda()
 
 
+COMPARE_CHUNK = 1 << 25  # elements per step: the comparison's float64 temporaries stay near 1 GiB
+
+
 def compare(out, ref, rtol: float, atol: float) -> tuple[bool, float, str]:
     """(passed, max normalised error, reason) for torch tensors on one device.
-    Error per element is |out-ref| / (rtol*|ref| + atol*rms(ref)); NaN or Inf never pass."""
+    Error per element is |out-ref| / (rtol*|ref| + atol*rms(ref)); NaN or Inf never pass.
+    Works through the tensors in chunks of COMPARE_CHUNK elements, so its temporaries stay small
+    beside tensors of many GiB."""
     import torch
     if tuple(out.shape) != tuple(ref.shape):
         return False, float("inf"), f"shape {tuple(out.shape)} != expected {tuple(ref.shape)}"
+    o, r = out.reshape(-1), ref.reshape(-1)
+    n = r.numel()
+    chunks = [(k, min(k + COMPARE_CHUNK, n)) for k in range(0, n, COMPARE_CHUNK)]
     if not ref.is_floating_point() and rtol == 0 and atol == 0:
-        diff = int((out != ref).sum())
-        return diff == 0, float(diff > 0), f"{diff} of {ref.numel()} elements differ" if diff else ""
-    o64, r64 = out.double(), ref.double()
-    bad = ~torch.isfinite(o64) & torch.isfinite(r64)
-    if bool(bad.any()):
-        nan = int((torch.isnan(o64) & torch.isfinite(r64)).sum())
-        return False, float("inf"), (f"{nan} of {ref.numel()} output elements are NaN (never written or invalid)"
-                                     if nan else f"{int(bad.sum())} output elements are infinite")
-    if ref.numel() == 0:
+        diff = sum(int((o[a:b] != r[a:b]).sum()) for a, b in chunks)
+        return diff == 0, float(diff > 0), f"{diff} of {n} elements differ" if diff else ""
+    nan = bad = 0
+    for a, b in chunks:
+        o64, r64 = o[a:b].double(), r[a:b].double()
+        wrong = ~torch.isfinite(o64) & torch.isfinite(r64)
+        bad += int(wrong.sum())
+        nan += int((torch.isnan(o64) & torch.isfinite(r64)).sum())
+    if bad:
+        return False, float("inf"), (f"{nan} of {n} output elements are NaN (never written or invalid)"
+                                     if nan else f"{bad} output elements are infinite")
+    if n == 0:
         return True, 0.0, ""
-    rms = float(torch.sqrt(torch.mean(r64 * r64)))
-    err = (o64 - r64).abs() / (rtol * r64.abs() + atol * rms + 1e-300)
-    worst = float(err.max())
+    rms = math.sqrt(sum(float((r[a:b].double() ** 2).sum()) for a, b in chunks) / n)
+    worst, worst_at, outside = 0.0, 0, 0
+    for a, b in chunks:
+        o64, r64 = o[a:b].double(), r[a:b].double()
+        err = (o64 - r64).abs() / (rtol * r64.abs() + atol * rms + 1e-300)
+        m = float(err.max())
+        outside += int((err > 1).sum())
+        if m > worst:
+            worst, worst_at = m, a + int(err.argmax())
     if worst <= 1.0:
         return True, worst, ""
-    i = int(err.argmax())
-    return False, worst, (f"{int((err > 1).sum())} of {ref.numel()} elements outside tolerance; worst at flat index "
-                          f"{i}: got {float(o64.flatten()[i]):.6g}, expected {float(r64.flatten()[i]):.6g}")
+    return False, worst, (f"{outside} of {n} elements outside tolerance; worst at flat index {worst_at}: got "
+                          f"{float(o[worst_at]):.6g}, expected {float(r[worst_at]):.6g}")
+
+
+# --- device memory ---------------------------------------------------------------------------------
+@dataclass
+class ConfigBytes:
+    """Device bytes of one configuration's data: inputs, outputs, parameters (torch2cuda)."""
+    name: str
+    inputs: int
+    outputs: int
+    params: int = 0
+    time: bool = False
+
+
+def config_bytes(task: Task) -> list[ConfigBytes]:
+    """The sizes of every configuration's data, without allocating it: from the argument sizes (c2cuda),
+    or from the reference run on torch's meta device (torch2cuda; where an operator has no meta version,
+    the outputs are taken as large as the inputs)."""
+    out = []
+    for cfg in task.configs:
+        params = config_params(task, cfg)
+        if task.kind == "c2cuda":
+            ins = outs = 0
+            for arg in task.args:
+                if is_pointer(arg):
+                    n = int(eval_expr(arg.size, params)) * np.dtype(arg_dtype(arg)).itemsize
+                    ins += n if arg.role in ("in", "inout") else 0
+                    outs += n if arg.role in ("out", "inout") else 0
+            out.append(ConfigBytes(cfg.name, ins, outs, 0, cfg.time))
+        else:
+            out.append(_torch_config_bytes(task, cfg, params))
+    return out
+
+
+def _torch_config_bytes(task: Task, cfg, params: dict) -> ConfigBytes:
+    import torch
+
+    def nbytes(values) -> int:
+        return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+    ns = load_reference_module(task, params)
+    with torch.device("meta"):
+        model = ns["Model"](*list(ns["get_init_inputs"]()))
+        inputs = list(ns["get_inputs"]())
+        param_bytes = nbytes(model.state_dict().values())
+        try:
+            with torch.no_grad():
+                result = model(*inputs)
+            outs = nbytes(result if isinstance(result, (tuple, list)) else [result])
+        except Exception:  # no meta version of some operator: assume outputs as large as the inputs
+            outs = nbytes(inputs)
+    return ConfigBytes(cfg.name, nbytes(inputs), outs, param_bytes, cfg.time)
+
+
+def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_bytes: int) -> int:
+    """Device bytes an evaluation of a group may hold at its peak, the candidate's process included:
+    per configuration its two input sets and reference outputs, the shared buffers, the reference's
+    own copy of the first set, and the parameters (kept and copied); the slots of timing configurations
+    (bounded by `timing_memory_bytes`); the largest configuration's fresh inputs, expected and
+    torch.compile'd outputs of a timed round and the candidate's own copies of its outputs; the L2
+    flush buffer and 1 GiB for CUDA contexts."""
+    held = sum(3 * c.inputs + 3 * c.outputs + 4 * c.params for c in sizes)
+    slots = sum(min(timing_memory_bytes, 2 * (c.inputs + c.outputs)) for c in sizes if c.time)
+    largest = max((c.inputs + 4 * c.outputs for c in sizes), default=0)
+    return int(held + slots + largest + flush_bytes + (1 << 30))

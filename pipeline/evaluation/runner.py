@@ -59,8 +59,8 @@ def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started)
         judge_reply(child.request({"op": "status"}, cfg.run_timeout_s), "after timing")  # runtime checks, once more
     except Stop as stop:
         verdict, reason, flags = stop.verdict, stop.reason, stop.flags
-    except TaskBroken as e:  # the baseline failed while timing: nothing is known about the candidate's speed
-        verdict, reason = "not_executed", f"checked, but not timed: {e}"
+    except TaskBroken as e:  # the trusted side failed while timing: nothing is known about the candidate's speed
+        verdict, reason = "evaluator_error", f"checked, but not timed: {e}"
     except ChildFailed as e:
         verdict, reason = child_failure(e, "after timing").verdict, str(e)
     except Exception as e:  # the GPU's memory ran out while this candidate's process held it: its failure

@@ -30,7 +30,8 @@ fixed cost (`eval.timing_noise_factor` times its interquartile range, per call) 
 median, so a false claim gains at most that noise; otherwise the trusted times less that noise are
 used and the result is flagged `timing-disagreement` (`believed_times`). A round in which the GPU
 was busy just before it or around the candidate's batch (work left running, or another job) is
-repeated; after three such rounds the candidate is `not_executed` (no fair time could be taken), never rewarded.
+repeated; after three such rounds the verdict is `evaluator_error` (no fair time could be taken): the
+candidate is neither rewarded nor blamed.
 """
 from __future__ import annotations
 

@@ -11,7 +11,9 @@
   dispatch key, lists what ran, and an operator neither allowed nor a view-only composite is
   flagged; on every use, the thread-local dispatch-key sets and the mode stack must be the same
   when forward returns as when it began. The audit costs ~0.5 ms on the calls it covers; timing
-  reports medians, so the minority of audited timing calls does not move them.
+  reports medians, so the minority of audited timing calls does not move them. Under a gate
+  profile whose torch_compute is on (kernelbench), torch may compute: no mode is pushed (torch
+  runs at full speed, as in KernelBench's own harness) and only the dispatch-state check remains.
 - `snapshot` / `changes_since` detect patched timers and torch functions.
 - `output_problems` requires a plain dense CUDA tensor of the expected shape and dtype.
 - `poison_allocator` leaves NaN bytes in the caching allocator so unwritten outputs fail.
@@ -55,14 +57,19 @@ class NoTorchCompute(TorchDispatchMode):
 
     audit: True profiles this use, False never, None a random AUDIT_FRACTION of uses (unpredictable
     to the candidate, so a candidate that hides operators on some calls is caught on some of them).
+    allow_compute: torch may compute (the gate profile's torch_compute); then the mode is not pushed
+    and only changes of the dispatch state (keys, the mode stack) are flagged.
     """
 
-    def __init__(self, flags: list[str], audit: bool | None = None):
+    def __init__(self, flags: list[str], audit: bool | None = None, allow_compute: bool = False):
         super().__init__()
         self.flags = flags
-        self.audit = audit if audit is not None else secrets.randbelow(1000) < AUDIT_FRACTION * 1000
+        self.allow_compute = allow_compute
+        self.audit = not allow_compute and (audit if audit is not None else
+                                            secrets.randbelow(1000) < AUDIT_FRACTION * 1000)
         self._profiler = None
         self._tls = None
+        self._depth = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
@@ -73,6 +80,9 @@ class NoTorchCompute(TorchDispatchMode):
 
     def __enter__(self):
         self._tls = _dispatch_tls()
+        self._depth = torch._C._len_torch_dispatch_stack()
+        if self.allow_compute:
+            return self
         out = super().__enter__()
         if self.audit and not torch.autograd._profiler_enabled():
             from torch.autograd.profiler import profile
@@ -81,6 +91,10 @@ class NoTorchCompute(TorchDispatchMode):
         return out
 
     def __exit__(self, exc_type, exc, tb):
+        if self.allow_compute:
+            self._check_dispatch_state(torch._C._len_torch_dispatch_stack() == self._depth,
+                                       "the dispatch mode stack changed")
+            return None
         try:
             on_top = _current_mode() is self
             if self._profiler is not None:
@@ -92,12 +106,16 @@ class NoTorchCompute(TorchDispatchMode):
                                       f"hidden from the dispatch mode (dispatch keys excluded)")
         finally:
             result = super().__exit__(exc_type, exc, tb)
+        self._check_dispatch_state(on_top, "the dispatch mode was no longer on top of the mode stack")
+        return result
+
+    def _check_dispatch_state(self, stack_intact: bool, stack_what: str) -> None:
+        """Flag a forward that left the dispatch keys or the mode stack other than it found them."""
         changed = [what for what, before, after in zip(("exclude set", "include set", "Python key excluded"),
                                                         self._tls, _dispatch_tls()) if before != after]
-        if changed or not on_top:
-            what = ", ".join(changed) if changed else "the dispatch mode was no longer on top of the mode stack"
+        if changed or not stack_intact:
+            what = ", ".join(changed) if changed else stack_what
             self.flags.append(f"torch-compute-in-forward: the candidate's forward changed torch's dispatch state ({what})")
-        return result
 
 
 def _dispatch_tls() -> tuple[str, str, bool]:

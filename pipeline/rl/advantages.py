@@ -31,6 +31,10 @@ from pipeline.records import Trajectory
 Estimator = Literal["grpo", "rloo"]
 
 
+UNJUDGED_VERDICTS = ("evaluator_error",)
+"""Turns the evaluator could not judge (its own failure): advantage 0, outside their group's mean and spread."""
+
+
 def discounted_returns(rewards: Sequence[float], gamma: float) -> list[float]:
     """Returns of one episode's turns: [T] rewards -> [T] returns, return_t = sum_{k>=t} gamma^(k-t) r_k."""
     if not 0.0 <= gamma <= 1.0:
@@ -95,6 +99,10 @@ def fill_advantages(trajectories: Sequence[Trajectory], estimator: Estimator = "
     across the whole list.
     """
     turns = [(traj.task_id, i, turn) for traj in trajectories for i, turn in enumerate(traj.turns)]
+    for _, _, turn in turns:
+        if turn.verdict in UNJUDGED_VERDICTS:
+            turn.advantage = 0.0
+    turns = [t for t in turns if t[2].verdict not in UNJUDGED_VERDICTS]  # they take no part in the group's statistics
     if not turns:
         return
     returns = torch.tensor([turn.return_ for _, _, turn in turns], dtype=torch.float64)

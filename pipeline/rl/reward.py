@@ -11,6 +11,8 @@ The rules (DESIGN.md, "Reward"):
   reward any candidate can earn);
 - not_executed (gated and compiled where no GPU ran it) earns only the compile and structure
   terms: `compiled_value + w_struct * struct.score`; it is never counted as correct;
+- evaluator_error (the trusted side failed; nothing is known about the candidate) earns 0 in every
+  term, and the advantages leave it out of its group (advantages.py);
 - correct earns `correct_value + w_speedup * log(clip(speedup, low, high)) + w_struct *
   struct.score + w_ranker * preference`.
 The structural score is `EvalResult.features["struct.score"]` in [0, 1]; when the evaluator could
@@ -66,6 +68,8 @@ def compute_reward(result: EvalResult, cfg: RewardSection,
     elif verdict == "not_executed":
         terms["base"] = cfg.compiled_value
         terms["struct"] = cfg.w_struct * (structural_score(result) or 0.0)
+    elif verdict == "evaluator_error":
+        pass  # neutral: neither blamed nor rewarded for the evaluator's own failure
     elif verdict == "correct":
         terms["base"] = cfg.correct_value
         terms["speedup"] = speedup_term(result.speedup, cfg)

@@ -22,7 +22,7 @@ def open_evaluator(eval_cfg, compile_cfg):
         list(pool.map(compiler.compile_kernelbench, sorted(sources)))
     from pipeline.evaluation import artifact
     mp = pytest.MonkeyPatch()
-    mp.setattr(ev_module, "check_candidate", lambda cand, task: [])
+    mp.setattr(ev_module, "check_candidate", lambda *a, **k: [])
     mp.setattr(artifact, "check_built", lambda *a, **k: [])
     yield ev_module.Evaluator(eval_cfg.model_copy(update={"run_timeout_s": 20.0}), compile_cfg, use_gpu=True)
     mp.undo()

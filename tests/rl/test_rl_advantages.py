@@ -65,3 +65,13 @@ def test_trajectories_grouped_by_task_and_turn():
     assert trajs[1].turns[0].advantage == pytest.approx(0.25)
     assert trajs[0].turns[1].advantage == 0.0
     assert [t.advantage for t in trajs[2].turns] == [0.0, 0.0]
+
+
+def test_turns_the_evaluator_could_not_judge_take_no_part_in_their_group():
+    trajs = [traj("a", f"a{k}", [r]) for k, r in enumerate([1.0, 0.0, 0.0])]
+    trajs[2].turns[0].verdict = "evaluator_error"
+    trajs[2].turns[0].advantage = 5.0
+    assign_returns_and_advantages(trajs, RLSection(gamma=1.0, normalise_by_std=False))
+    assert trajs[2].turns[0].advantage == 0.0
+    assert trajs[0].turns[0].advantage == pytest.approx(0.5)  # group mean 0.5 over the two judged turns,
+    assert trajs[1].turns[0].advantage == pytest.approx(-0.5)  # not 1/3 over all three

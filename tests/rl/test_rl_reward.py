@@ -96,3 +96,8 @@ def test_config_keeps_rejected_lowest_and_correct_above_failures():
     with pytest.raises(ConfigError, match="speedup_clip_low=20.0 must be below speedup_clip_high"):
         load_config(None, ["reward.speedup_clip_low=20"])
     assert load_config(None, ["reward.w_ranker=0.2"]).reward.w_ranker == 0.2
+
+
+def test_the_evaluators_own_failure_is_neutral():
+    reward, terms = compute_reward(result("evaluator_error", speedup=3.0, struct=1.0), CFG, ranker_preference=1.0)
+    assert reward == 0.0 and set(terms.values()) == {0.0}
