@@ -5,7 +5,9 @@ process per candidate (or per trusted baseline). It talks JSON lines over two pr
 (never stdout, which the candidate may write to). Messages from the evaluator:
   hello {scratch, user, isolate_network, preload_torch} -> applies the sandbox, reports what held
   probe {}                       -> the device name (and the driver bound for empty batches)
-  load  {format, artifact, entry, source, extensions, buffers, calls, torch_compute}
+  load  {format, artifact, entry, source, extensions, arenas, buffers, calls, torch_compute}
+        arenas: IPC handles of the group's device allocations ('' where not mapped here);
+        buffers: each {arena, offset, nbytes} within them;
         calls: per configuration, the call spec of each slot (a set of buffers);
         torch_compute: whether torch may compute in forward (eval.gate_profile's rule)
   call  {config, slot}           -> runs the candidate once on that slot's buffers, syncs
@@ -201,7 +203,8 @@ def serve(rin, wout) -> None:
                 send({"ok": True, "device": driver.info().name})
             elif op == "load":
                 driver = driver or Driver(0)
-                ptrs = [driver.ipc_open(b["handle"]) if b["handle"] else 0 for b in msg["buffers"]]
+                bases = [driver.ipc_open(h) if h else 0 for h in msg["arenas"]]  # '' : not mapped here
+                ptrs = [bases[b["arena"]] + b["offset"] if bases[b["arena"]] else 0 for b in msg["buffers"]]
                 runner = (TorchRunner if msg["format"] == "kernelbench" else NativeRunner)(msg, ptrs)
                 driver.synchronize()
                 send({"ok": True, "device": driver.info().name, "flags": runner.flags})

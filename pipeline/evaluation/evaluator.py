@@ -34,7 +34,7 @@ from pipeline.evaluation.gpu_lock import GpuLock
 from pipeline.evaluation.gpu_memory import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout
 from pipeline.evaluation.gate import check_candidate, cuda_sources_of, gate_profile
 from pipeline.evaluation.reference import (GroupData, add_timing_slots, adopt_baseline_outputs, build_c2cuda,
-                                           build_torch2cuda, compare, config_bytes, group_footprint, poison_byte, TaskBroken, run_c_reference,
+                                           arena_layout, build_torch2cuda, compare, config_bytes, group_footprint, poison_byte, TaskBroken, run_c_reference,
                                            to_device)
 from pipeline.evaluation.result_cache import ResultCache
 from pipeline.evaluation.sandbox import ChildFailed, ChildProcess, SandboxUnavailable
@@ -197,7 +197,7 @@ class Evaluator:
                     self._run_all(group, [candidates[i] for i in runnable], [prepared[i] for i in runnable],
                                   runnable, results)
                 finally:
-                    peak = torch.cuda.max_memory_reserved() + sum(b.nbytes for b in group.buffers)
+                    peak = torch.cuda.max_memory_reserved() + group.arena_bytes
                     self._release_group(group)
                     torch.cuda.empty_cache()  # what this group held goes back to the other evaluators of the GPU
                 for i in runnable:
@@ -263,15 +263,17 @@ class Evaluator:
     def _fill_group(self, group: GroupData) -> None:
         """Device buffers, exported for the children, and the reference outputs at timing sizes."""
         task = group.task
+        sizes = arena_layout(group)
+        group.arena_bytes = sum(sizes)
+        group.arenas = [self.driver.alloc(n) if n else 0 for n in sizes]
+        group.arena_handles = [self.driver.ipc_export(p) if p else "" for p in group.arenas]
         for buf in group.buffers:
-            buf.ptr = self.driver.alloc(buf.nbytes)
-            buf.handle = self.driver.ipc_export(buf.ptr)
+            buf.ptr = group.arenas[buf.arena] + buf.offset
             buf.view = device_views.view(buf.ptr, buf.shape, buf.dtype)
         self.driver.make_current()
         for cd in group.configs:  # parameters in place before any child loads (a kernelbench ModelNew copies them)
-            for b in cd.buffers:
-                if group.buffers[b].role == "param" and cd.input_sets:
-                    group.buffers[b].view.copy_(cd.input_sets[0][b])
+            for b, value in cd.param_values.items():
+                group.buffers[b].view.copy_(value)
         self.driver.synchronize()
         if task.kind == "c2cuda":
             self._c2cuda_references(group)
@@ -304,10 +306,12 @@ class Evaluator:
     def _release_group(self, group: GroupData) -> None:
         if group.baseline_child is not None:
             group.baseline_child.close()
+        for ptr in getattr(group, "arenas", []):
+            if ptr:
+                self.driver.free(ptr)
+        group.arenas = []
         for buf in group.buffers:
-            if buf.ptr:
-                self.driver.free(buf.ptr)
-                buf.ptr = 0
+            buf.ptr = 0
 
     def _load(self, child: ChildProcess, group: GroupData, fmt: str, comp: CompileResult, entry: str,
               source: str = "", trusted: bool = False) -> dict:
@@ -316,17 +320,18 @@ class Evaluator:
                "torch_compute": gate_profile(self.cfg.gate_profile).torch_compute,
                "artifact": child.place(comp.artifact) if comp.artifact else "",
                "extensions": {n: child.place(p) for n, p in comp.extensions.items()},
-               "buffers": [{"handle": b.handle if trusted or not b.baseline_only else "", "nbytes": b.nbytes}
-                           for b in group.buffers],
+               "arenas": [h if trusted or a == 0 else "" for a, h in enumerate(group.arena_handles)],
+               "buffers": [{"arena": b.arena, "offset": b.offset, "nbytes": b.nbytes} for b in group.buffers],
                "calls": [cd.slot_calls(fmt, baseline=trusted) for cd in group.configs]}
         return child.request(msg, self.cfg.run_timeout_s + (60 if fmt == "kernelbench" else 0))
 
     def _stage_inputs(self, group: GroupData, cd, set_index: int) -> None:
         """Write one input set into the shared buffers and poison every output buffer."""
+        inputs, _ = cd.check_set(set_index)
         for b in cd.buffers:
             buf = group.buffers[b]
-            if b in cd.input_sets[set_index]:
-                buf.view.copy_(cd.input_sets[set_index][b])
+            if b in inputs:
+                buf.view.copy_(inputs[b].reshape(buf.view.shape))
             elif buf.role == "out":
                 self.driver.memset_async(buf.ptr, poison_byte(buf.dtype), buf.nbytes)
         self.driver.synchronize()
@@ -335,13 +340,14 @@ class Evaluator:
         """(passed, max error, reason, inputs_modified) for the outputs now in the buffers."""
         import torch
         tol = group.task.tolerance
-        for b, before in cd.input_sets[set_index].items():
+        inputs, expected = cd.check_set(set_index)
+        for b, before in inputs.items():
             if group.buffers[b].role in ("in", "param"):
-                if not torch.equal(group.buffers[b].view, before):
+                if not torch.equal(group.buffers[b].view, before.reshape(group.buffers[b].view.shape)):
                     return False, math.inf, f"modified its input '{group.buffers[b].name}'", True
         worst = 0.0
-        for b, ref_out in cd.expected[set_index].items():
-            ok, err, why = compare(group.buffers[b].view, ref_out, tol.rtol, tol.atol)
+        for b, ref_out in expected.items():
+            ok, err, why = compare(group.buffers[b].view, ref_out.reshape(group.buffers[b].view.shape), tol.rtol, tol.atol)
             worst = max(worst, err)
             if not ok:
                 return False, err, f"output '{group.buffers[b].name.split('.', 1)[1]}': {why}", False

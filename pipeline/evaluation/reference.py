@@ -43,8 +43,9 @@ class Buffer:
     shape: tuple[int, ...]
     role: str  # in | out | inout | param
     baseline_only: bool = False  # a slot of the trusted baseline's: never mapped into a candidate's process
+    arena: int = 0  # which of the group's device allocations holds it (arena_layout), and where
+    offset: int = 0
     ptr: int = 0
-    handle: str = ""
     view: object = None  # torch tensor over ptr (trusted side)
 
     @property
@@ -70,6 +71,32 @@ class ConfigData:
     fresh: object = None  # callable(seed) -> {position in `buffers`: GPU tensor} for every in/inout/param buffer
     run_reference: object = None  # torch2cuda: callable(fresh set) -> list of output tensors (no sync)
     run_compiled: object = None  # torch2cuda: the same under torch.compile, or None
+    # torch2cuda check sets made on demand (build_torch2cuda): their seeds, the parameters' values
+    seeds: list[int] = field(default_factory=list)
+    param_values: dict = field(default_factory=dict)  # buffer index -> the reference's parameter tensor
+    keep_sets: bool = True  # False: only the set in use is held (large problems)
+    _made: dict = field(default_factory=dict)
+
+    def check_set(self, si: int) -> tuple[dict, dict]:
+        """(inputs, expected outputs) of check set `si`, each {buffer index: tensor}: the stored ones, or
+        (torch2cuda) the task's get_inputs() under the set's seed and the reference's outputs on them,
+        made now; unless the group is small, only the set last asked for is held."""
+        if self.input_sets:
+            return self.input_sets[si], self.expected[si]
+        if si not in self._made:
+            if not self.keep_sets:
+                self._made.clear()
+            fresh = self.fresh(self.seeds[si])
+            outs = self.run_reference(fresh)
+            inputs = {self.buffers[j]: t for j, t in fresh.items()}
+            outputs = [b for b in self.buffers if b not in inputs]  # after inputs and params come the outputs
+            self._made[si] = (inputs, {b: o.detach().contiguous() for b, o in zip(outputs, outs)})
+        return self._made[si]
+
+    def drop_sets(self) -> None:
+        """Let go of check sets made on demand (kept ones stay)."""
+        if not self.keep_sets:
+            self._made.clear()
 
     def slot_calls(self, fmt: str, baseline: bool = False) -> list[dict]:
         """The child's call spec of every slot (one entry, slot 0, for configurations that are not timed);
@@ -88,6 +115,9 @@ class GroupData:
     baseline_child: object = None  # c2cuda: the child running the naive baseline for this group
     reference_calls: list = field(default_factory=list)  # torch2cuda: per config, runs the reference once
     compiled_calls: list = field(default_factory=list)  # torch2cuda: per config, the torch.compile'd reference or None
+    arenas: list = field(default_factory=list)  # device pointers of the allocations (arena_layout), while held
+    arena_handles: list = field(default_factory=list)  # their IPC handles
+    arena_bytes: int = 0  # their sizes together
 
 
 def _fill(rng: np.random.Generator, dtype: str, n: int, init: tuple) -> np.ndarray:
@@ -204,6 +234,41 @@ def _new_slot(group: GroupData, cd: ConfigData, tag: str, baseline_only: bool) -
     return slot
 
 
+ARENA_ALIGN = 512  # bytes: every buffer starts at a multiple (vector loads of any width stay aligned)
+
+
+def arena_layout(group: GroupData) -> list[int]:
+    """Place every buffer in one of two device allocations and return their sizes: arena 0, which the
+    candidate's process maps, and arena 1, the c2cuda baseline's own slots, which it never maps.
+    Parameters come first and keep their place for the group's life; the buffers of each configuration
+    (its slots included) start at the same offset after them, because configurations are worked through
+    one at a time (stage, call, check; then the next), so a group needs the device memory of its
+    largest configuration, not of all of them."""
+    owner = {}
+    for ci, cd in enumerate(group.configs):
+        for b in list(cd.buffers) + [b for s in cd.slots + cd.baseline_slots for b in s]:
+            owner.setdefault(b, ci)
+
+    def aligned(n: int) -> int:
+        return -(-n // ARENA_ALIGN) * ARENA_ALIGN
+    sizes = [0, 0]
+    for buf in group.buffers:  # the persistent region
+        if buf.role == "param":
+            buf.arena, buf.offset = 0, sizes[0]
+            sizes[0] += aligned(buf.nbytes)
+    start, ends = list(sizes), list(sizes)
+    for ci in range(len(group.configs)):
+        at = list(start)
+        for b, buf in enumerate(group.buffers):
+            if buf.role == "param" or owner.get(b, 0) != ci:
+                continue
+            buf.arena = 1 if buf.baseline_only else 0
+            buf.offset = at[buf.arena]
+            at[buf.arena] += aligned(buf.nbytes)
+        ends = [max(e, a) for e, a in zip(ends, at)]
+    return ends
+
+
 def adopt_baseline_outputs(group: GroupData, stage_inputs: Callable,
                            call: Callable[[int, ConfigData], None]) -> None:
     """c2cuda: run the naive CUDA baseline on every configuration, twice with the two input sets
@@ -276,58 +341,61 @@ def load_reference_module(task: Task, params: dict) -> dict:
     return namespace
 
 
-def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = False) -> GroupData:
-    """The group of a torch2cuda task; with `compiled`, also each configuration's reference under
-    torch.compile (built and run once here; None where it does not build)."""
+DEVICE = "cuda"  # where the trusted side's torch2cuda data live (tests of the layout run it on "cpu")
+KEEP_SETS_BYTES = 2 << 30  # torch2cuda check sets kept for the group's life up to this size; larger ones are
+# made again from their seeds whenever they are needed, one at a time (ConfigData.check_set)
+
+
+def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = False,
+                     keep_sets_bytes: int = KEEP_SETS_BYTES) -> GroupData:
+    """The group of a torch2cuda task. The reference runs once per configuration to learn the output
+    layout; the two check sets of each configuration (inputs from the task's get_inputs() under a
+    secret seed, made on the device, and the reference's outputs) are made on demand by
+    `ConfigData.check_set`, and kept only while the whole group's sets stay under `keep_sets_bytes`.
+    With `compiled`, each configuration's reference is also built under torch.compile (None where it
+    does not build)."""
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     buffers: list[Buffer] = []
     configs: list[ConfigData] = []
-    runners = []
+    calls_of, compiled_of = [], []
     for ci, cfg in enumerate(task.configs):
         params = config_params(task, cfg)
         ns = load_reference_module(task, params)
         init_inputs = list(ns["get_init_inputs"]())
         torch.manual_seed(init_seed)
-        model = ns["Model"](*init_inputs).cuda().eval()
-        state = list(model.state_dict().items())
-        sets, expected, gpu_inputs = [{}, {}], [{}, {}], []
-        in_specs, idx = [], []
-        for si in range(2):
-            torch.manual_seed(seed * 1000 + ci * 10 + si)
+        model = ns["Model"](*init_inputs).to(DEVICE).eval()
+        state = [(name, p.detach().contiguous()) for name, p in model.state_dict().items()]
+        seeds = [seed * 1000 + ci * 10 + si for si in range(2)]
+        torch.manual_seed(seeds[0])
+        with torch.device(DEVICE):
             raw = list(ns["get_inputs"]())
-            cuda_in = [x.cuda() if isinstance(x, torch.Tensor) else x for x in raw]
-            with torch.no_grad():
-                out = model(*cuda_in)
-            outs = list(out) if isinstance(out, (tuple, list)) else [out]
-            torch.cuda.synchronize()
-            if si == 0:  # buffers follow the first set's layout; the second has the same shapes
-                for k, x in enumerate(raw):
-                    if isinstance(x, torch.Tensor):
-                        buffers.append(Buffer(f"{cfg.name}.input{k}", TORCH_DTYPES[str(x.dtype)], tuple(x.shape), "in"))
-                        idx.append(len(buffers) - 1)
-                        in_specs.append({"buf": len(buffers) - 1})
-                    else:
-                        in_specs.append({"value": x})
-                param_idx = []
-                for name, p in state:
-                    buffers.append(Buffer(f"{cfg.name}.{name}", TORCH_DTYPES[str(p.dtype)], tuple(p.shape), "param"))
-                    param_idx.append(len(buffers) - 1)
-                out_idx = []
-                for k, o in enumerate(outs):
-                    buffers.append(Buffer(f"{cfg.name}.output{k}", TORCH_DTYPES[str(o.dtype)], tuple(o.shape), "out"))
-                    out_idx.append(len(buffers) - 1)
-                idx += param_idx + out_idx
-                gpu_inputs = cuda_in
-            tensor_inputs = [x for x in raw if isinstance(x, torch.Tensor)]
-            in_bufs = [s["buf"] for s in in_specs if "buf" in s]
-            for b, x in zip(in_bufs, tensor_inputs):
-                sets[si][b] = x.contiguous().cuda()
-            for b, (_, p) in zip(param_idx, state):
-                sets[si][b] = p.detach().contiguous().clone()
-            for b, o in zip(out_idx, outs):
-                expected[si][b] = o.detach().contiguous().clone()
+        args = [x.to(DEVICE) if isinstance(x, torch.Tensor) else x for x in raw]
+        with torch.no_grad():
+            out = model(*args)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        in_specs, idx = [], []
+        for k, x in enumerate(raw):
+            if isinstance(x, torch.Tensor):
+                buffers.append(Buffer(f"{cfg.name}.input{k}", TORCH_DTYPES[str(x.dtype)], tuple(x.shape), "in"))
+                idx.append(len(buffers) - 1)
+                in_specs.append({"buf": len(buffers) - 1})
+            else:
+                in_specs.append({"value": x})
+        n_inputs = len(idx)
+        param_idx = []
+        for name, p in state:
+            buffers.append(Buffer(f"{cfg.name}.{name}", TORCH_DTYPES[str(p.dtype)], tuple(p.shape), "param"))
+            param_idx.append(len(buffers) - 1)
+        out_idx = []
+        for k, o in enumerate(outs):
+            buffers.append(Buffer(f"{cfg.name}.output{k}", TORCH_DTYPES[str(o.dtype)], tuple(o.shape), "out"))
+            out_idx.append(len(buffers) - 1)
+        idx += param_idx + out_idx
+        del raw, out, outs
+        comp = _compiled_module(model, args) if compiled else None
+        del args
         flops, nbytes = _work(task, params)
         if not (flops or nbytes):  # no work model (KernelBench problems): the floor is moving inputs and outputs once
             nbytes = float(sum(buffers[b].nbytes for b in idx if buffers[b].role in ("in", "out")))
@@ -340,38 +408,46 @@ def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = Fal
             tensors = [s["buf"] for s in in_specs] + param_idx
             calls["light"] = {"inputs": tensors, "outputs": out_idx,
                               "sizes": light_abi.pack_sizes([buffers[b].shape for b in tensors + out_idx])}
-        cd = ConfigData(cfg.name, cfg.check, cfg.time, params, idx, sets, expected, calls, flops, nbytes)
-        if cfg.time:
-            cd.fresh, cd.run_reference = _torch_fresh(ns, model, in_specs, len(idx) - len(param_idx) - len(out_idx),
-                                                      [p for _, p in state])
+        cd = ConfigData(cfg.name, cfg.check, cfg.time, params, idx, [], [], calls, flops, nbytes)
+        cd.fresh, cd.run_reference = _torch_fresh(ns, model, in_specs, n_inputs, [p for _, p in state])
+        cd.seeds, cd.param_values = seeds, dict(zip(param_idx, (p for _, p in state)))
+        if comp is not None:
+            cd.run_compiled = _torch_fresh(None, comp, cd.calls["kernelbench"]["inputs"], 0, [])[1]
         configs.append(cd)
-        runners.append((model, gpu_inputs))
+        calls_of.append((cd.fresh, cd.run_reference, seeds[0]))
+        compiled_of.append(comp)
+    set_bytes = sum(2 * buffers[b].nbytes for cd in configs for b in cd.buffers if buffers[b].role != "param")
+    for cd in configs:
+        cd.keep_sets = set_bytes <= keep_sets_bytes
+    if DEVICE == "cuda":
+        torch.cuda.empty_cache()  # the layout runs' memory goes back before the buffers are allocated
+    return GroupData(task, buffers, configs, reference_label="PyTorch eager",
+                     reference_calls=[_reference_call(*c) for c in calls_of],
+                     compiled_calls=compiled_of if compiled else [])
 
-    def call(model, inputs):
-        def run():
-            with torch.no_grad():
-                model(*inputs)
-        return run
-    group = GroupData(task, buffers, configs, reference_label="PyTorch eager",
-                      reference_calls=[call(m, x) for m, x in runners],
-                      compiled_calls=[_compiled_call(m, x) for m, x in runners] if compiled else [])
-    for cd, (model, _), comp in zip(configs, runners, group.compiled_calls or [None] * len(configs)):
-        if cd.time and comp is not None:
-            cd.run_compiled = _torch_fresh(None, comp.module, cd.calls["kernelbench"]["inputs"], 0, [])[1]
-    return group
+
+def _reference_call(fresh, run, seed: int):
+    """A call of the reference on one fixed input set, made on its first call (dataset measurement)."""
+    held: list = []
+
+    def call():
+        if not held:
+            held.append(fresh(seed))
+        run(held[0])
+    return call
 
 
 def _torch_fresh(ns: dict | None, model, in_specs: list[dict], n_inputs: int, params: list):
-    """(fresh, run): `fresh(seed)` runs the task's get_inputs() on the GPU under that seed and returns
+    """(fresh, run): `fresh(seed)` runs the task's get_inputs() on the device under that seed and returns
     {position: tensor} for the input buffers (positions 0..n_inputs-1) and the parameters (after them);
     `run(fresh_set)` calls the reference on such a set and returns its outputs."""
     import torch
 
     def fresh(seed: int) -> dict:
         torch.manual_seed(seed)
-        with torch.device("cuda"):
+        with torch.device(DEVICE):
             raw = list(ns["get_inputs"]())
-        tensors = [x.contiguous().cuda() for x in raw if isinstance(x, torch.Tensor)]
+        tensors = [x.contiguous().to(DEVICE) for x in raw if isinstance(x, torch.Tensor)]
         out = dict(enumerate(tensors))
         out.update({n_inputs + k: p for k, p in enumerate(params)})
         return out
@@ -390,22 +466,18 @@ def _torch_fresh(ns: dict | None, model, in_specs: list[dict], n_inputs: int, pa
     return fresh, run
 
 
-def _compiled_call(model, inputs):
-    """A call of `model` under torch.compile, built by one run here; None where it does not build."""
+def _compiled_module(model, args):
+    """`model` under torch.compile, built by one run on `args`; None where it does not build."""
     import torch
     try:
         compiled = torch.compile(model)
         with torch.no_grad():
-            compiled(*inputs)
-        torch.cuda.synchronize()
+            compiled(*args)
+        if DEVICE == "cuda":
+            torch.cuda.synchronize()
     except Exception:  # any failure of torch.compile on this reference: it then has no compiled baseline
         return None
-
-    def run():
-        with torch.no_grad():
-            compiled(*inputs)
-    run.module = compiled
-    return run
+    return compiled
 
 
 def _meta(buf: Buffer) -> dict:
@@ -517,13 +589,16 @@ def _torch_config_bytes(task: Task, cfg, params: dict) -> ConfigBytes:
 
 
 def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_bytes: int) -> int:
-    """Device bytes an evaluation of a group may hold at its peak, the candidate's process included:
-    per configuration its two input sets and reference outputs, the shared buffers, the reference's
-    own copy of the first set, and the parameters (kept and copied); the slots of timing configurations
-    (bounded by `timing_memory_bytes`); the largest configuration's fresh inputs, expected and
-    torch.compile'd outputs of a timed round and the candidate's own copies of its outputs; the L2
-    flush buffer and 1 GiB for CUDA contexts."""
-    held = sum(3 * c.inputs + 3 * c.outputs + 4 * c.params for c in sizes)
-    slots = sum(min(timing_memory_bytes, 2 * (c.inputs + c.outputs)) for c in sizes if c.time)
-    largest = max((c.inputs + 4 * c.outputs for c in sizes), default=0)
-    return int(held + slots + largest + flush_bytes + (1 << 30))
+    """Device bytes an evaluation of a group may hold at its peak, the candidate's process included.
+    Configurations are worked through one at a time in one shared allocation (arena_layout), so beside
+    the parameters (the reference's, the shared copy and the candidate's) it is the largest
+    configuration that counts: its shared buffers and timing slots (bounded by `timing_memory_bytes`),
+    the check set or timed round in use (inputs, expected outputs, the torch.compile'd reference's
+    outputs), the candidate's own outputs and their poisoned twin, and the comparison's chunks; then the
+    L2 flush buffer and 1 GiB for CUDA contexts."""
+    params = 3 * max((c.params for c in sizes), default=0)
+    largest = 0
+    for c in sizes:
+        shared = c.inputs + c.outputs + (min(timing_memory_bytes, 2 * (c.inputs + c.outputs)) if c.time else 0)
+        largest = max(largest, shared + c.inputs + 2 * c.outputs + 2 * c.outputs + (2 << 30))
+    return int(params + largest + flush_bytes + (1 << 30))

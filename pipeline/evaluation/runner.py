@@ -112,6 +112,7 @@ def _check_all(ev, group: GroupData, child: ChildProcess, configs: list[ConfigRe
                 second = " on the second call with new inputs in the same buffers" if si else ""
                 configs[ci].error = why
                 raise Stop("incorrect", f"config {cd.name}{second}: {why}")
+        cd.drop_sets()  # large problems: the sets are made again for the next candidate
 
 
 def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult],

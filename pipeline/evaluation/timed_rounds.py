@@ -219,14 +219,34 @@ def _busy(cd: ConfigData, busy: int, where: str) -> int:
     return busy + 1
 
 
+SIGN_PERIOD = 1 << 22  # secret weights repeat with this period, so they stay small beside outputs of many GiB
+
+
 def _secret_signs(group: GroupData, cd: ConfigData, outs: list[int]) -> dict:
-    """Random +-1 weights per output, made here and never mapped into any child."""
+    """Random +-1 weights per output (at most SIGN_PERIOD of them, repeated), made here and never mapped
+    into any child."""
     import torch
     gen = torch.Generator(device=group.buffers[cd.buffers[outs[0]]].view.device) if outs else None
     if gen is not None:
         gen.manual_seed(secrets.randbits(62))
-    return {j: (torch.randint(0, 2, (group.buffers[cd.buffers[j]].view.numel(),), generator=gen,
+    return {j: (torch.randint(0, 2, (min(group.buffers[cd.buffers[j]].view.numel(), SIGN_PERIOD),), generator=gen,
                               device=gen.device, dtype=torch.float32) * 2 - 1) for j in outs}
+
+
+def signed_sum(flat, signs, dtype=None):
+    """sum_i flat[i] * signs[i mod len(signs)], computed a period at a time (in `dtype`, default float32)."""
+    import torch
+    dtype = dtype or torch.float32
+    w, period, n = signs.to(dtype), signs.numel(), flat.numel()
+    whole = n // period
+    total = torch.zeros((), dtype=dtype, device=flat.device)
+    rows = flat[:whole * period].reshape(whole, period)
+    step = max(1, (1 << 25) // period)  # rows per step: the converted copy stays near 1 GiB at float64
+    for r in range(0, whole, step):
+        total = total + (rows[r:r + step].to(dtype) @ w).sum()
+    if n > whole * period:
+        total = total + flat[whole * period:].to(dtype) @ w[:n - whole * period]
+    return total
 
 
 class Checksums:
@@ -238,22 +258,28 @@ class Checksums:
 
     def __init__(self, group: GroupData, cd: ConfigData, slots: list[int], expected: list[dict], signs: dict):
         import torch
+        from pipeline.evaluation.reference import COMPARE_CHUNK
         tol = group.task.tolerance
         self.views, targets, bounds = [], [], []
         for k, want in zip(slots, expected):
             for j, ref in want.items():
-                r = ref.reshape(-1).double()
-                rms = float(torch.sqrt(torch.mean(r * r))) if r.numel() else 0.0
-                absum = float(r.abs().sum())
+                flat = ref.reshape(-1)
+                n = flat.numel()
+                absum = sq = 0.0
+                for a in range(0, n, COMPARE_CHUNK):  # float64 statistics a chunk at a time
+                    part = flat[a:a + COMPARE_CHUNK].double()
+                    absum += float(part.abs().sum())
+                    sq += float((part * part).sum())
+                rms = (sq / n) ** 0.5 if n else 0.0
                 self.views.append((group.buffers[cd.slots[k][j]].view.reshape(-1), signs[j]))
-                targets.append(float((r * signs[j].double()).sum()))
-                slack = 4e-7 * (math.log2(max(r.numel(), 2)) + 1) * (absum + 1.0)  # fp32 reduction rounding
-                bounds.append(tol.rtol * absum + tol.atol * rms * r.numel() + slack)
+                targets.append(float(signed_sum(flat, signs[j], torch.float64)))
+                slack = 4e-7 * (math.log2(max(n, 2)) + 1) * (absum + 1.0)  # fp32 reduction rounding
+                bounds.append(tol.rtol * absum + tol.atol * rms * n + slack)
         self.targets, self.bounds = torch.tensor(targets, dtype=torch.float64), torch.tensor(bounds, dtype=torch.float64)
 
     def _sums(self):
         import torch
-        return torch.stack([torch.dot(v.float(), w) for v, w in self.views]).double().cpu()
+        return torch.stack([signed_sum(v, w) for v, w in self.views]).double().cpu()
 
     def hold(self) -> bool:
         if not self.views:

@@ -29,13 +29,14 @@ def test_bytes_bound_floor():
     assert config_floor_ms(cfg, group, cd) == pytest.approx(1.0)
 
 
-@pytest.mark.gpu
-def test_a_task_without_work_model_gets_its_inputs_and_outputs_as_floor(tmp_path):
+def test_a_task_without_work_model_gets_its_inputs_and_outputs_as_floor(tmp_path, monkeypatch):
+    from pipeline.evaluation import reference
     from pipeline.evaluation.reference import build_torch2cuda
-    from pipeline.tasks import load_task_file
+    from pipeline.tasks import kernelbench_task
+    monkeypatch.setattr(reference, "DEVICE", "cpu")  # the layout and sizes need no GPU
     src = tmp_path / "1_Relu.py"
     src.write_text("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
                    "        return torch.relu(x)\n\nN = 4096\n\ndef get_inputs():\n    return [torch.randn(16, N)]\n\n"
                    "def get_init_inputs():\n    return []\n")
-    group = build_torch2cuda(load_task_file(str(src)), seed=1, init_seed=2)
+    group = build_torch2cuda(kernelbench_task(src), seed=1, init_seed=2)
     assert all(cd.min_bytes == 2 * 4 * 16 * 4096 for cd in group.configs if cd.time)

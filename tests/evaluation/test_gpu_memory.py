@@ -99,11 +99,14 @@ def test_sizes_come_from_the_meta_device_without_allocating(tmp_path):
     assert large.inputs == 2 * 4 * (1 << 24) and large.outputs == 4 * (1 << 24)  # x and y in, y out
 
 
-def test_the_footprint_grows_with_the_data_and_counts_the_slots_once():
-    small = [ConfigBytes("a", GB, GB, 0, True)]
-    big = [ConfigBytes("a", 4 * GB, 4 * GB, 0, True)]
-    assert group_footprint(big, 4 * GB, 0) > 3 * group_footprint(small, 4 * GB, 0) - 3 * GB
-    assert group_footprint(small, 1 * GB, 0) < group_footprint(small, 4 * GB, 0)
+def test_the_footprint_follows_the_largest_configuration_not_their_sum():
+    one = [ConfigBytes("timing", 6 * GB, 6 * GB, 0, True)]
+    three = [ConfigBytes("seed0", 6 * GB, 6 * GB), ConfigBytes("seed1", 6 * GB, 6 * GB)] + one
+    assert group_footprint(three, 4 * GB, 0) == group_footprint(one, 4 * GB, 0)
+    assert group_footprint(one, 4 * GB, 0) < 9 * 6 * GB  # within 3x of a 3x-the-input harness (18 GiB)
+    assert group_footprint([ConfigBytes("t", GB, GB, 0, True)], 4 * GB, 0) < group_footprint(one, 4 * GB, 0)
+    assert group_footprint([ConfigBytes("t", GB, GB, 2 * GB)], 0, 0) == group_footprint(
+        [ConfigBytes("t", GB, GB, 0)], 0, 0) + 6 * GB  # parameters: the reference's, the shared and the candidate's
 
 
 def test_chunked_comparison_matches_the_whole_tensor_rule(monkeypatch):
@@ -123,3 +126,66 @@ def test_chunked_comparison_matches_the_whole_tensor_rule(monkeypatch):
     bad = ints.clone()
     bad[4999] += 1
     assert compare(ints.clone(), ints, 0, 0)[0] and compare(bad, ints, 0, 0)[2] == "1 of 5000 elements differ"
+
+
+SMALL = PROBLEM.replace("batch = 1 << 20", "batch = 64").replace("features = 1024", "features = 32")
+
+
+def _small_group(tmp_path, monkeypatch, keep_bytes):
+    monkeypatch.setattr(reference, "DEVICE", "cpu")
+    path = tmp_path / "level1" / "7_Linear_ReLU.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(SMALL)
+    return reference.build_torch2cuda(kernelbench_task(path), seed=5, init_seed=9, keep_sets_bytes=keep_bytes)
+
+
+def test_check_sets_are_made_from_their_seeds_and_large_ones_are_not_kept(tmp_path, monkeypatch):
+    group = _small_group(tmp_path, monkeypatch, keep_bytes=0)  # every set counts as large
+    cd = group.configs[0]
+    assert not cd.input_sets and not cd.keep_sets
+    inputs, expected = cd.check_set(0)
+    x = next(t for b, t in inputs.items() if group.buffers[b].role == "in")
+    (out_b, out), = expected.items()
+    assert group.buffers[out_b].role == "out" and out.shape == (64, 32)
+    w = {group.buffers[b].name.split(".", 1)[1]: t for b, t in inputs.items() if group.buffers[b].role == "param"}
+    assert torch.allclose(out, torch.relu(x @ w["fc.weight"].T + w["fc.bias"]))  # the reference's own outputs
+    inputs1, _ = cd.check_set(1)
+    assert 0 not in cd._made and not torch.equal(next(iter(inputs1.values())), x)  # one set held, new inputs
+    again, expected_again = cd.check_set(0)
+    assert torch.equal(next(iter(again.values())), x) and torch.equal(expected_again[out_b], out)  # same seed
+    cd.drop_sets()
+    assert not cd._made
+
+
+def test_small_groups_keep_their_sets(tmp_path, monkeypatch):
+    group = _small_group(tmp_path, monkeypatch, keep_bytes=1 << 30)
+    cd = group.configs[0]
+    first = cd.check_set(0)
+    assert cd.check_set(1) and cd.check_set(0) is first
+    cd.drop_sets()
+    assert cd.check_set(0) is first
+
+
+def test_configurations_share_one_region_after_the_parameters(tmp_path, monkeypatch):
+    group = _small_group(tmp_path, monkeypatch, keep_bytes=1 << 30)
+    reference.add_timing_slots(group, memory_bytes=1 << 20, max_slots=4)
+    sizes = reference.arena_layout(group)
+    params = [b for b in group.buffers if b.role == "param"]
+    assert all(b.arena == 0 for b in group.buffers) and sizes[1] == 0
+    per_config = max(sum(-(-group.buffers[b].nbytes // 512) * 512 for b in set(cd.buffers + sum(cd.slots, [])) if
+                         group.buffers[b].role != "param") for cd in group.configs)
+    assert sizes[0] == sum(-(-b.nbytes // 512) * 512 for b in params) + per_config  # not the sum of configs
+    for cd in group.configs:  # within a configuration nothing overlaps
+        spans = sorted((group.buffers[b].offset, group.buffers[b].offset + group.buffers[b].nbytes)
+                       for b in set(cd.buffers + sum(cd.slots, [])))
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+        assert all(group.buffers[b].offset % 512 == 0 for b in cd.buffers)
+
+
+def test_c2cuda_baseline_slots_live_in_their_own_allocation():
+    saxpy = next(t for t in load_tasks("builtin") if t.id == "c2cuda/saxpy")
+    group = reference.build_c2cuda(saxpy, seed=1)
+    reference.add_timing_slots(group, memory_bytes=64 << 20, max_slots=4)
+    sizes = reference.arena_layout(group)
+    assert sizes[1] > 0
+    assert all((b.arena == 1) == b.baseline_only for b in group.buffers)

@@ -224,3 +224,12 @@ def test_an_honest_candidates_times_are_its_own_events_once_the_trusted_clock_al
     times = time_config(ev, group, 0, cd, child, "c2cuda")
     assert times.claims_believed and times.disagreements <= len(times.candidate) // 2
     assert all(c <= t * 1.5 for c, t in zip(times.candidate, times.trusted))
+
+
+def test_the_signed_sum_repeats_its_weights_and_equals_the_plain_sum():
+    from pipeline.evaluation import timed_rounds
+    g = torch.Generator().manual_seed(3)
+    flat = torch.randn(10 * 7 + 3, generator=g, dtype=torch.float64)
+    signs = (torch.randint(0, 2, (7,), generator=g) * 2 - 1).float()
+    plain = float((flat * signs.double().repeat(11)[:flat.numel()]).sum())
+    assert float(timed_rounds.signed_sum(flat, signs, torch.float64)) == pytest.approx(plain, abs=1e-9)
