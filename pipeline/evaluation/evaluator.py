@@ -31,7 +31,7 @@ from pipeline.config import CompileSection, EvalSection
 from pipeline.evaluation import device_views
 from pipeline.evaluation.compile import CompileResult, Compiler
 from pipeline.evaluation.gpu_lock import GpuLock
-from pipeline.evaluation.gpu_memory import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout
+from pipeline.evaluation.gpu_memory import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout, gib
 from pipeline.evaluation.gate import check_candidate, cuda_sources_of, gate_profile
 from pipeline.evaluation.reference import (GroupData, add_timing_slots, adopt_baseline_outputs, build_c2cuda,
                                            arena_layout, build_torch2cuda, compare, config_bytes, group_footprint, poison_byte, TaskBroken, run_c_reference,
@@ -185,12 +185,17 @@ class Evaluator:
                     results: list) -> None:
         """The group on this GPU, within the device memory it reserves first (gpu_memory.py)."""
         import torch
+        what = f"task {task.id}"
         try:
-            need = group_footprint(config_bytes(task), self.cfg.timing_memory_bytes, self.cfg.l2_flush_bytes)
+            sizes = config_bytes(task)
+            need = group_footprint(sizes, self.cfg.timing_memory_bytes, self.cfg.l2_flush_bytes)
+            top = max(sizes, key=lambda c: c.inputs + c.outputs + c.params)
+            what += (f" (its largest configuration '{top.name}': inputs {gib(top.inputs)}, outputs {gib(top.outputs)}, "
+                     f"parameters {gib(top.params)})")
         except Exception:  # the reference does not run on the meta device: a fair share of the GPU
             need = self.memory.total // max(self.cfg.workers_per_gpu, 1)
         try:
-            with self.memory.reserve(need, f"task {task.id}", self.cfg.memory_wait_s):
+            with self.memory.reserve(need, what, self.cfg.memory_wait_s):
                 torch.cuda.reset_peak_memory_stats()
                 group = self._prepare_group(task)
                 try:

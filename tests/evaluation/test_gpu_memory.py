@@ -189,3 +189,22 @@ def test_c2cuda_baseline_slots_live_in_their_own_allocation():
     sizes = reference.arena_layout(group)
     assert sizes[1] > 0
     assert all((b.arena == 1) == b.baseline_only for b in group.buffers)
+
+
+def test_a_group_too_large_for_the_gpu_is_the_evaluators_failure_naming_its_sizes(tmp_path, compile_cfg):
+    from pipeline.config import EvalSection
+    from pipeline.evaluation.compile import CompileResult
+    from pipeline.evaluation.evaluator import Evaluator, Prepared
+    from pipeline.records import Candidate
+    path = tmp_path / "level1" / "7_Linear_ReLU.py"
+    path.parent.mkdir()
+    path.write_text(PROBLEM)  # 4 GiB in, 4 GiB out
+    task = kernelbench_task(path)
+    ev = Evaluator(EvalSection(result_cache_dir=""), compile_cfg, use_gpu=False)
+    ev.memory = MemoryBudget("0", 2 * GB, directory=str(tmp_path))
+    cand = Candidate(task_id=task.id, code="class ModelNew: pass", format="kernelbench")
+    results = [None]
+    ev._run_on_gpu(task, [cand], {0: Prepared(CompileResult(ok=True), [], {}, {})}, [0], results)
+    r = results[0]
+    assert r.verdict == "evaluator_error" and r.speedup is None
+    assert "inputs 4.0 GiB, outputs 4.0 GiB" in r.reason and "budget of 2.0 GiB" in r.reason
