@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pipeline.config import CompileSection, EvalSection
 from pipeline.evaluation import device_views
 from pipeline.evaluation.compile import CompileResult, Compiler
+from pipeline.evaluation.cuda_driver import CudaError
 from pipeline.evaluation.gpu_lock import GpuLock
 from pipeline.evaluation.gpu_memory import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout, gib
 from pipeline.evaluation.gate import check_candidate, cuda_sources_of, gate_profile
@@ -41,7 +42,8 @@ from pipeline.evaluation.sandbox import ChildFailed, ChildProcess, SandboxUnavai
 from pipeline.evaluation.timing import TrustedClock, time_calls
 from pipeline.records import Candidate, EvalResult, Finding, Task
 
-EVALUATOR_VERSION = "3"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list
+EVALUATOR_VERSION = "4"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list;
+# 4: check sets made on the device from seeds, events believed within the noise, chunked checksums
 
 
 @dataclass
@@ -204,7 +206,6 @@ class Evaluator:
                 finally:
                     peak = torch.cuda.max_memory_reserved() + group.arena_bytes
                     self._release_group(group)
-                    torch.cuda.empty_cache()  # what this group held goes back to the other evaluators of the GPU
                 for i in runnable:
                     results[i].peak_memory_bytes = peak
         except (TaskBroken, MemoryTooLarge, MemoryWaitTimeout) as e:  # the trusted side failed: nobody is blamed
@@ -262,6 +263,9 @@ class Evaluator:
             self._release_group(group)
             if isinstance(e, ChildFailed):
                 raise TaskBroken(f"task {task.id}: the naive baseline's process failed: {e}") from e
+            if isinstance(e, CudaError) or type(e).__name__ == "OutOfMemoryError":
+                raise TaskBroken(f"task {task.id}: the evaluator could not place the group's data on the GPU: "
+                                 f"{str(e)[:300]}") from e
             raise
         return group
 
@@ -270,7 +274,8 @@ class Evaluator:
         task = group.task
         sizes = arena_layout(group)
         group.arena_bytes = sum(sizes)
-        group.arenas = [self.driver.alloc(n) if n else 0 for n in sizes]
+        for n in sizes:  # one at a time, so a failed second one leaves the first to be freed
+            group.arenas.append(self.driver.alloc(n) if n else 0)
         group.arena_handles = [self.driver.ipc_export(p) if p else "" for p in group.arenas]
         for buf in group.buffers:
             buf.ptr = group.arenas[buf.arena] + buf.offset
@@ -316,7 +321,17 @@ class Evaluator:
                 self.driver.free(ptr)
         group.arenas = []
         for buf in group.buffers:
-            buf.ptr = 0
+            buf.ptr, buf.view = 0, None
+        for cd in group.configs:  # the trusted side's tensors and models of this group, before the cache is emptied
+            cd.input_sets, cd.expected, cd.param_values = [], [], {}
+            cd._made.clear()
+            cd.fresh = cd.run_reference = cd.run_compiled = None
+        group.reference_calls, group.compiled_calls = [], []
+        import gc
+        import torch
+        gc.collect()
+        if torch.cuda.is_initialized():
+            torch.cuda.empty_cache()  # what this group held goes back to the other evaluators of the GPU
 
     def _load(self, child: ChildProcess, group: GroupData, fmt: str, comp: CompileResult, entry: str,
               source: str = "", trusted: bool = False) -> dict:

@@ -38,14 +38,25 @@ def gib(nbytes: float) -> str:
     return f"{nbytes / GIB:.1f} GiB"
 
 
-def _alive(pid: int) -> bool:
+def _started(pid: int) -> str:
+    """When process `pid` started (clock ticks since boot, from /proc), '' where unknown: with the pid,
+    it tells a live holder from a new process that reuses a dead holder's pid."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _alive(entry: dict) -> bool:
+    pid = int(entry["pid"])
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # exists, owned by another user
-        return True
-    return True
+        pass
+    return not entry.get("start") or _started(pid) in ("", entry["start"])
 
 
 class MemoryBudget:
@@ -66,7 +77,7 @@ class MemoryBudget:
                         entries = json.load(f)
                 except (OSError, ValueError):
                     entries = {}
-                entries = {k: v for k, v in entries.items() if _alive(int(v["pid"]))}
+                entries = {k: v for k, v in entries.items() if _alive(v)}
                 yield entries
                 tmp = f"{self.path}.{os.getpid()}.tmp"
                 with open(tmp, "w") as f:
@@ -84,7 +95,7 @@ class MemoryBudget:
         with self._ledger() as entries:
             if sum(int(v["bytes"]) for v in entries.values()) + nbytes > self.total:
                 return False
-            entries[token] = {"pid": os.getpid(), "bytes": int(nbytes), "what": what[:200]}
+            entries[token] = {"pid": os.getpid(), "start": _started(os.getpid()), "bytes": int(nbytes), "what": what[:200]}
             return True
 
     def _release(self, token: str) -> None:

@@ -81,16 +81,20 @@ class ConfigData:
         """(inputs, expected outputs) of check set `si`, each {buffer index: tensor}: the stored ones, or
         (torch2cuda) the task's get_inputs() under the set's seed and the reference's outputs on them,
         made now; unless the group is small, only the set last asked for is held."""
-        if self.input_sets:
-            return self.input_sets[si], self.expected[si]
+        if self.input_sets:  # c2cuda: stored (a timing configuration's expected outputs come from its baseline)
+            return self.input_sets[si], (self.expected[si] if si < len(self.expected) else {})
         if si not in self._made:
             if not self.keep_sets:
                 self._made.clear()
-            fresh = self.fresh(self.seeds[si])
-            outs = self.run_reference(fresh)
-            inputs = {self.buffers[j]: t for j, t in fresh.items()}
-            outputs = [b for b in self.buffers if b not in inputs]  # after inputs and params come the outputs
-            self._made[si] = (inputs, {b: o.detach().contiguous() for b, o in zip(outputs, outs)})
+            try:
+                fresh = self.fresh(self.seeds[si])
+                outs = self.run_reference({j: t.clone() for j, t in fresh.items()})  # a reference may write its inputs
+                inputs = {self.buffers[j]: t for j, t in fresh.items()}
+                outputs = [b for b in self.buffers if b not in inputs]  # after inputs and params come the outputs
+                self._made[si] = (inputs, {b: o.detach().clone().contiguous() for b, o in zip(outputs, outs)})
+            except Exception as e:  # the trusted reference failed (or its memory ran out): never the candidate's fault
+                raise TaskBroken(f"config {self.name}: making check set {si + 1} (the task's get_inputs and "
+                                 f"reference) failed: {type(e).__name__}: {str(e)[:300]}") from e
         return self._made[si]
 
     def drop_sets(self) -> None:
@@ -251,16 +255,17 @@ def arena_layout(group: GroupData) -> list[int]:
 
     def aligned(n: int) -> int:
         return -(-n // ARENA_ALIGN) * ARENA_ALIGN
+    persistent = {b for cd in group.configs for b in cd.buffers if group.buffers[b].role == "param"}
     sizes = [0, 0]
-    for buf in group.buffers:  # the persistent region
-        if buf.role == "param":
-            buf.arena, buf.offset = 0, sizes[0]
-            sizes[0] += aligned(buf.nbytes)
+    for b in sorted(persistent):  # the persistent region: parameters of the checked set of each configuration
+        buf = group.buffers[b]
+        buf.arena, buf.offset = 0, sizes[0]
+        sizes[0] += aligned(buf.nbytes)
     start, ends = list(sizes), list(sizes)
     for ci in range(len(group.configs)):
         at = list(start)
         for b, buf in enumerate(group.buffers):
-            if buf.role == "param" or owner.get(b, 0) != ci:
+            if b in persistent or owner.get(b, 0) != ci:
                 continue
             buf.arena = 1 if buf.baseline_only else 0
             buf.offset = at[buf.arena]
@@ -547,6 +552,7 @@ class ConfigBytes:
     outputs: int
     params: int = 0
     time: bool = False
+    stored: bool = False  # c2cuda: its input sets and expected outputs stay on the device
 
 
 def config_bytes(task: Task) -> list[ConfigBytes]:
@@ -563,7 +569,7 @@ def config_bytes(task: Task) -> list[ConfigBytes]:
                     n = int(eval_expr(arg.size, params)) * np.dtype(arg_dtype(arg)).itemsize
                     ins += n if arg.role in ("in", "inout") else 0
                     outs += n if arg.role in ("out", "inout") else 0
-            out.append(ConfigBytes(cfg.name, ins, outs, 0, cfg.time))
+            out.append(ConfigBytes(cfg.name, ins, outs, 0, cfg.time, stored=True))
         else:
             out.append(_torch_config_bytes(task, cfg, params))
     return out
@@ -588,17 +594,21 @@ def _torch_config_bytes(task: Task, cfg, params: dict) -> ConfigBytes:
     return ConfigBytes(cfg.name, nbytes(inputs), outs, param_bytes, cfg.time)
 
 
-def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_bytes: int) -> int:
+def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_bytes: int, max_slots: int = 32) -> int:
     """Device bytes an evaluation of a group may hold at its peak, the candidate's process included.
-    Configurations are worked through one at a time in one shared allocation (arena_layout), so beside
-    the parameters (the reference's, the shared copy and the candidate's) it is the largest
-    configuration that counts: its shared buffers and timing slots (bounded by `timing_memory_bytes`),
-    the check set or timed round in use (inputs, expected outputs, the torch.compile'd reference's
-    outputs), the candidate's own outputs and their poisoned twin, and the comparison's chunks; then the
-    L2 flush buffer and 1 GiB for CUDA contexts."""
-    params = 3 * max((c.params for c in sizes), default=0)
+    Every configuration's parameters stay (the reference model's and the shared copy; the candidate's
+    model once); c2cuda configurations keep their two input sets and expected outputs. Beyond that,
+    configurations are worked through one at a time in one shared allocation (arena_layout), so it is
+    the largest that counts: its shared buffers and timing slots (as many as `add_timing_slots` makes),
+    a timed round's fresh inputs with the reference's copy, its expected and torch.compile'd outputs, or
+    a check set made on demand; the candidate's own outputs and their poisoned twin; the comparison's
+    chunks. Then the L2 flush buffer and 1 GiB for CUDA contexts."""
+    held = sum(2 * c.params + (2 * (c.inputs + c.outputs) if c.stored else 0) for c in sizes)
+    held += max((c.params for c in sizes), default=0)
     largest = 0
     for c in sizes:
-        shared = c.inputs + c.outputs + (min(timing_memory_bytes, 2 * (c.inputs + c.outputs)) if c.time else 0)
-        largest = max(largest, shared + c.inputs + 2 * c.outputs + 2 * c.outputs + (2 << 30))
-    return int(params + largest + flush_bytes + (1 << 30))
+        one = c.inputs + c.outputs + c.params
+        slots = max(1, min(max_slots, timing_memory_bytes // max(2 * one, 1))) if c.time else 1
+        rounds = slots * (2 * c.inputs + 2 * c.outputs + c.params)  # fresh + reference copy, expected + compiled
+        largest = max(largest, slots * one + rounds + 2 * c.outputs + (2 << 30))
+    return int(held + largest + flush_bytes + (1 << 30))

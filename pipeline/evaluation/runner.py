@@ -59,8 +59,8 @@ def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started)
         judge_reply(child.request({"op": "status"}, cfg.run_timeout_s), "after timing")  # runtime checks, once more
     except Stop as stop:
         verdict, reason, flags = stop.verdict, stop.reason, stop.flags
-    except TaskBroken as e:  # the trusted side failed while timing: nothing is known about the candidate's speed
-        verdict, reason = "evaluator_error", f"checked, but not timed: {e}"
+    except TaskBroken as e:  # the trusted side failed (a check set, the baseline, the GPU's load): nothing is known
+        verdict, reason = "evaluator_error", f"not judged: {e}"
     except ChildFailed as e:
         verdict, reason = child_failure(e, "after timing").verdict, str(e)
     except Exception as e:  # the GPU's memory ran out while this candidate's process held it: its failure
@@ -95,24 +95,26 @@ def _check_all(ev, group: GroupData, child: ChildProcess, configs: list[ConfigRe
     for ci, cd in enumerate(group.configs):
         if not cd.check:
             continue
-        for si in range(2):
-            ev._stage_inputs(group, cd, si)
-            try:
-                reply = child.request({"op": "call", "config": ci, "slot": 0}, cfg.run_timeout_s)
-            except ChildFailed as e:
-                raise child_failure(e, f"config {cd.name}") from None
-            judge_reply(reply, f"config {cd.name}")
-            if reply.get("ret"):
-                raise Stop("runtime_error", f"config {cd.name}: launch returned {reply['ret']} (non-zero means failure)")
-            ok, err, why, mutated = ev._check_config(group, cd, si)
-            configs[ci].passed, configs[ci].max_error = ok, (err if math.isfinite(err) else None)
-            if mutated:
-                raise Stop("rejected", f"config {cd.name}: {why}", ["input-mutation"])
-            if not ok:
-                second = " on the second call with new inputs in the same buffers" if si else ""
-                configs[ci].error = why
-                raise Stop("incorrect", f"config {cd.name}{second}: {why}")
-        cd.drop_sets()  # large problems: the sets are made again for the next candidate
+        try:
+            for si in range(2):
+                ev._stage_inputs(group, cd, si)
+                try:
+                    reply = child.request({"op": "call", "config": ci, "slot": 0}, cfg.run_timeout_s)
+                except ChildFailed as e:
+                    raise child_failure(e, f"config {cd.name}") from None
+                judge_reply(reply, f"config {cd.name}")
+                if reply.get("ret"):
+                    raise Stop("runtime_error", f"config {cd.name}: launch returned {reply['ret']} (non-zero means failure)")
+                ok, err, why, mutated = ev._check_config(group, cd, si)
+                configs[ci].passed, configs[ci].max_error = ok, (err if math.isfinite(err) else None)
+                if mutated:
+                    raise Stop("rejected", f"config {cd.name}: {why}", ["input-mutation"])
+                if not ok:
+                    second = " on the second call with new inputs in the same buffers" if si else ""
+                    configs[ci].error = why
+                    raise Stop("incorrect", f"config {cd.name}{second}: {why}")
+        finally:
+            cd.drop_sets()  # large problems: made again for the next candidate, one set held at a time
 
 
 def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult],
@@ -130,11 +132,12 @@ def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult]
         cand = summarize(times.candidate).model_copy(update={"trials": len(times.candidate) * calls})
         base = summarize(times.baseline).model_copy(update={"trials": len(times.baseline) * calls})
         if times.compiled:
-            configs[ci].compiled_baseline_time = summarize(times.compiled)
+            configs[ci].compiled_baseline_time = summarize(times.compiled).model_copy(
+                update={"trials": len(times.compiled) * calls})
             compiled_logs.append(math.log(configs[ci].compiled_baseline_time.median_ms / cand.median_ms))
         configs[ci].time, configs[ci].baseline_time = cand, base
         configs[ci].calls_per_batch, configs[ci].batch_overhead_ms = times.calls_per_batch, times.overhead_ms
-        configs[ci].trusted_time = summarize(times.trusted)
+        configs[ci].trusted_time = summarize(times.trusted).model_copy(update={"trials": len(times.trusted) * calls})
         if not times.claims_believed and "timing-disagreement" not in flags:  # its own clock said less
             flags.append("timing-disagreement")
         configs[ci].passed = True if configs[ci].passed is None else configs[ci].passed

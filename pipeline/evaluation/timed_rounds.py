@@ -156,7 +156,8 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         seed = secrets.randbits(31)
         fresh_sets = [cd.fresh(seed * 64 + k) for k in slots]
         base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs)
-        compiled_s = _in_process_batch(ev, cd.run_compiled, fresh_sets)[0] if cd.run_compiled else None
+        compiled_s = _in_process_batch(ev, cd.run_compiled, [{j: t.clone() for j, t in f.items()} for f in fresh_sets]
+                                       )[0] if cd.run_compiled else None
         stage(ev.driver, group, [cd.slots[k] for k in slots], fresh_sets)
         null_s = _null_batch(ev, ci, fmt, len(slots))  # the fixed cost of this very round, just before it
         clock.flush_l2()
@@ -201,7 +202,7 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         enough = timed * n_calls >= cfg.timing_trials or time.perf_counter() > deadline
         if timed >= cfg.timing_rounds and enough:
             break
-    samples = nulls + round_nulls
+    samples = round_nulls if len(round_nulls) >= 4 else nulls + round_nulls  # the same launches as the rounds
     q = statistics.quantiles(samples, n=4)
     noise_ms = 1e3 * cfg.timing_noise_factor * (q[2] - q[0]) / n_calls
     times.overhead_ms = 1e3 * statistics.median(round_nulls or nulls)
@@ -238,6 +239,8 @@ def signed_sum(flat, signs, dtype=None):
     import torch
     dtype = dtype or torch.float32
     w, period, n = signs.to(dtype), signs.numel(), flat.numel()
+    if n == 0:
+        return torch.zeros((), dtype=dtype, device=flat.device)
     whole = n // period
     total = torch.zeros((), dtype=dtype, device=flat.device)
     rows = flat[:whole * period].reshape(whole, period)
@@ -297,8 +300,9 @@ class Checksums:
 def _baseline_batch(ev, group: GroupData, ci: int, cd: ConfigData, slots: list[int], fresh_sets: list[dict],
                     outs: list[int]) -> tuple[float, list[dict]]:
     """The baseline's timed batch on this round's inputs: (seconds, expected outputs per slot)."""
-    if cd.run_reference is not None:  # torch2cuda: the PyTorch reference, in this process
-        seconds, results = _in_process_batch(ev, cd.run_reference, fresh_sets)
+    if cd.run_reference is not None:  # torch2cuda: the PyTorch reference, in this process, on copies (a
+        copies = [{j: t.clone() for j, t in f.items()} for f in fresh_sets]  # reference may write its inputs)
+        seconds, results = _in_process_batch(ev, cd.run_reference, copies)
         return seconds, [dict(zip(outs, r)) for r in results]
     # c2cuda: the naive baseline in its trusted child, whose CUDA events are trusted
     stage(ev.driver, group, [cd.baseline_slots[k] for k in slots], fresh_sets)
