@@ -8,6 +8,10 @@
 #   seconds (benchmarks/measure_h200.sh, continuing from pipeline/data/measured/); multi_gpu: evaluator
 #   scaling, NCCL bandwidth and weight sync, two RL steps of configs/h200x8.yaml; needs 2+ GPUs, says so
 #   in one line otherwise; MULTI_GPU_PARTS=evaluators,sync,train picks parts.
+# kernelbench: KernelBench at today's sizes (needs .kernelbench/ from benchmarks/kernelbench_carry.sh and Ray in
+#   .whl/): peak memory of KernelBench's harness and ours on the 10 largest level-1/2 problems with our answers,
+#   the eager baseline of every level-1 problem against the published H100 one, then `cudaperf bench --answers`
+#   over benchmarks/kernelbench_answers under the kernelbench gate profile (KB_S seconds in all, default 560).
 # trust: honest speedups before/after and stability under the trusted clock (benchmarks/trusted_timing.py),
 #   then the timing hacks with the static checks off and the sandbox tests from the child's side.
 # The sandbox needs bwrap and libseccomp: where they are not installed, `bash benchmarks/sandbox_tools.sh`
@@ -27,6 +31,16 @@ for step in $steps; do
     trust) timeout 300 python3 benchmarks/trusted_timing.py --out "$OUT/trusted_timing_h200.json" > "$OUT/trust.log" 2>&1
            timeout 280 python3 -m pytest -m gpu -q -p no:cacheprovider -s tests/evaluation/test_trusted_timing_gpu.py \
              tests/evaluation/test_sandbox.py >> "$OUT/trust.log" 2>&1 ;;
+    kernelbench) kb=.kernelbench/KernelBench
+           timeout 200 python3 benchmarks/kernelbench_memory.py --kernelbench-dir .kernelbench --levels 1,2 --top 10 \
+             --answers benchmarks/kernelbench_answers --ours --config configs/h200.yaml --budget-s 170 \
+             --out "$OUT/kernelbench_memory_h200.json" > "$OUT/kernelbench.log" 2>&1
+           timeout 150 python3 benchmarks/kernelbench_baseline.py --kernelbench-dir .kernelbench --level 1 --budget-s 130 \
+             --out "$OUT/kernelbench_baseline_h200.json" >> "$OUT/kernelbench.log" 2>&1
+           timeout $(( ${KB_S:-560} - 350 )) python3 -m pipeline.cli bench --answers benchmarks/kernelbench_answers \
+             --suite kernelbench --kernelbench-dir .kernelbench --levels 1,2,3 --config configs/h200.yaml \
+             --baseline-json .kernelbench/results/timing --baseline-hardware H100_Modal --out "$OUT/kernelbench_bench" \
+             eval.gate_profile=kernelbench compile.cache_dir=$CUDAPERF_TEST_COMPILE_CACHE >> "$OUT/kernelbench.log" 2>&1 ;;
     bench) timeout 300 python3 benchmarks/evaluator_throughput.py --out "$OUT/evaluator_h200.json" > "$OUT/bench.log" 2>&1 ;;
     structure) timeout 200 python3 -m pipeline.structure.validate_gpu --out "$OUT/structure_h200.json" > "$OUT/structure.log" 2>&1 ;;
     generation) timeout 300 python3 benchmarks/generation_throughput.py --out "$OUT/generation_h200.json" \
@@ -53,6 +67,7 @@ for step in $steps; do printf '%-10s %s\n' "$step" "${status[$step]}"; done
 [ -f "$OUT/test_failures.log" ] && grep '^===' "$OUT/test_failures.log"
 [ -f "$OUT/tests.log" ] && grep -E "passed|failed|FAILED|Error" "$OUT/tests.log" | tail -40
 [ -f "$OUT/trust.log" ] && grep -E "ratio after|stability|wrote|speedup=|passed|failed" "$OUT/trust.log" | tail -30
+[ -f "$OUT/kernelbench.log" ] && grep -E "^(memory|baseline|ratio|outside|verdicts|compile|report|cudaperf)|GiB|tasks," "$OUT/kernelbench.log" | tail -40
 [ -f "$OUT/bench.log" ] && tail -8 "$OUT/bench.log"
 [ -f "$OUT/structure.log" ] && tail -30 "$OUT/structure.log"
 [ -f "$OUT/generation.log" ] && grep -E "tokens/s|wrote|Error" "$OUT/generation.log" | tail -8

@@ -13,8 +13,14 @@ evaluator's feedback is the next turn's message, as in RL), evaluated by the com
 pools (actors/bench.py). Speedups are against the naive CUDA baseline (c2cuda) or eager PyTorch
 and, for the kernelbench suite, torch.compile where it builds (`eval.compile_baseline`).
 Out (--out, default run.output_dir/run.name/bench): report.json (summary: verdicts, compile,
-execute and correct rates, fast_p for p = 0, 1, 1.5, 2, speedups, pass@k; per-turn curves; one
-row per evaluated turn) and PNG plots. Numbers are defined in pipeline/bench_metrics.py.
+execute and correct rates, fast_p for p = 0, 1, 1.5, 2, speedups, pass@k, evaluator failures
+counted apart; per-turn curves; one row per evaluated turn; meta with the gate profile) and PNG
+plots. Numbers are defined in pipeline/bench_metrics.py. The kernelbench suite also writes
+eval_results.json in KernelBench's own layout (pipeline/kernelbench_results.py; one file per level
+under kernelbench_level<L>/ when several levels ran), and with --baseline-json FILE (a KernelBench
+results/timing/<hardware>/baseline_time_torch.json, or a directory holding such files, with
+--baseline-hardware to pick one) report.json's `published_baseline` gives, per problem, the published
+time beside our live-measured baseline and fast_p against the published times.
 
 Answers (--answers DIR): for task id T, the files DIR/T.cu or DIR/T.py (one sample), every file
 in DIR/T/ (several samples), the same with '/' in T written '__', and for KernelBench tasks
@@ -33,8 +39,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pipeline.bench_metrics import (COMPILED_VERDICTS, EXECUTED_VERDICTS, FAST_P_THRESHOLDS, Outcome,
-                                    final_outcomes, summarize, turn_curves)
+                                    final_outcomes, is_evaluator_failure, summarize, turn_curves)
 from pipeline.config import ConfigError, RunConfig, load_config
+from pipeline.kernelbench_results import (BaselineError, BaselineTimes, eval_results_by_level, load_baseline_times,
+                                          published_comparison, write_eval_results)
 from pipeline.records import EvalResult, Task
 from pipeline.rollout.generation import GenerationError
 from pipeline.rollout.tiny_model import ModelPathError
@@ -51,11 +59,14 @@ class BenchError(ValueError):
 
 def outcome_of(result: EvalResult, sample: int, turn: int) -> Outcome:
     """The benchmark's view of one evaluation. A `rejected` candidate compiled (or ran) only when the
-    evaluator got past that stage before rejecting it, which its stage times record."""
+    evaluator got past that stage before rejecting it, which its stage times record; an evaluator
+    failure compiled when the compile stage ran."""
     verdict = result.verdict
-    compiled = verdict in COMPILED_VERDICTS or (verdict == "rejected" and "compile" in result.stage_s)
+    stopped_late = verdict in ("rejected", "evaluator_error")
+    compiled = verdict in COMPILED_VERDICTS or (stopped_late and "compile" in result.stage_s)
     executed = verdict in EXECUTED_VERDICTS or (verdict == "rejected" and "load" in result.stage_s)
-    return Outcome(result.task_id, sample, turn, verdict, result.speedup, result.speedup_compiled, compiled, executed)
+    return Outcome(result.task_id, sample, turn, verdict, result.speedup, result.speedup_compiled, compiled, executed,
+                   is_evaluator_failure(verdict, result.reason))
 
 
 def outcomes_from_episodes(episodes) -> list[Outcome]:
@@ -113,9 +124,9 @@ def run_model(cfg: RunConfig, tasks: list[Task], queue) -> list:
     return episodes
 
 
-def run_answers(tasks: list[Task], answers_dir: Path, queue) -> tuple[list[Outcome], list[dict]]:
-    """Evaluate every answer file; tasks without one get a `missing` outcome."""
-    outcomes, rows, tickets = [], [], {}
+def run_answers(tasks: list[Task], answers_dir: Path, queue) -> tuple[list[Outcome], list[dict], list[EvalResult]]:
+    """Evaluate every answer file; tasks without one get a `missing` outcome (and no result)."""
+    outcomes, rows, evaluated, tickets = [], [], [], {}
     for task in tasks:
         files = answer_files(answers_dir, task)
         if not files:
@@ -132,13 +143,24 @@ def run_answers(tasks: list[Task], answers_dir: Path, queue) -> tuple[list[Outco
         for k, (f, r) in enumerate(zip(files, results)):
             outcomes.append(outcome_of(r, k, 0))
             rows.append(_row(r, k, 0) | {"file": str(f)})
-    return outcomes, rows
+            evaluated.append(r)
+    return outcomes, rows, evaluated
 
 
 def _row(result: EvalResult, sample: int, turn: int) -> dict:
     return {"task": result.task_id, "sample": sample, "turn": turn, "verdict": result.verdict,
             "reason": result.reason[:300], "speedup": result.speedup, "speedup_compiled": result.speedup_compiled,
-            "gpu": result.gpu}
+            "gpu": result.gpu, "peak_memory_bytes": getattr(result, "peak_memory_bytes", None)}
+
+
+def final_results(outcomes: list[Outcome], results: list[EvalResult]) -> list[tuple[EvalResult | None, Outcome]]:
+    """Each (task, sample)'s best turn (the one the summary counts) with its result; None for a missing
+    answer. `results` are those of `outcomes` in order, missing answers having none."""
+    evaluated = [o for o in outcomes if o.verdict != "missing"]
+    if len(evaluated) != len(results):
+        raise ValueError(f"{len(results)} results for {len(evaluated)} evaluated outcomes; they must pair one to one")
+    by_key = {(o.task_id, o.sample, o.turn): r for o, r in zip(evaluated, results)}
+    return [(by_key.get((o.task_id, o.sample, o.turn)), o) for o in final_outcomes(outcomes)]
 
 
 def build_report(outcomes: list[Outcome], rows: list[dict], meta: dict) -> dict:
@@ -195,19 +217,23 @@ def write_plots(report: dict, out_dir: Path) -> list[Path]:
 
 
 def run_bench(cfg: RunConfig, tasks: list[Task], out_dir: Path, *, suite: str, answers_dir: Path | None = None,
-              queue=None) -> dict:
-    """Sample (or read answers), evaluate, write report.json and plots into out_dir; returns the report.
-    `queue` is an evaluation WorkQueue; without one, the Ray pools of `cfg` are started for this call."""
+              queue=None, published: BaselineTimes | None = None) -> dict:
+    """Sample (or read answers), evaluate, write report.json, plots and (kernelbench suite)
+    eval_results.json into out_dir; returns the report. `queue` is an evaluation WorkQueue; without
+    one, the Ray pools of `cfg` are started for this call. `published`: KernelBench baseline times
+    to compare against (module docstring)."""
     if queue is None:
         from actors.bench import evaluation_queue
         with evaluation_queue(cfg) as (queue, _):
-            return run_bench(cfg, tasks, out_dir, suite=suite, answers_dir=answers_dir, queue=queue)
+            return run_bench(cfg, tasks, out_dir, suite=suite, answers_dir=answers_dir, queue=queue,
+                             published=published)
     if answers_dir is not None:
-        outcomes, rows = run_answers(tasks, answers_dir, queue)
+        outcomes, rows, results = run_answers(tasks, answers_dir, queue)
     else:
         episodes = run_model(cfg, tasks, queue)
         outcomes = outcomes_from_episodes(episodes)
         rows = [_row(r, ep.trajectory.group_index, t) for ep in episodes for t, r in enumerate(ep.results)]
+        results = [r for ep in episodes for r in ep.results]
     kinds = {t.kind for t in tasks}
     meta = {"suite": suite, "model": None if answers_dir else cfg.model.path,
             "answers": str(answers_dir) if answers_dir else None, "tasks": len(tasks),
@@ -215,10 +241,17 @@ def run_bench(cfg: RunConfig, tasks: list[Task], out_dir: Path, *, suite: str, a
             "turns": 1 if answers_dir else cfg.rollout.max_turns, "temperature": cfg.rollout.temperature,
             "baseline": "naive CUDA" if kinds == {"c2cuda"} else "PyTorch eager",
             "compiled_baseline": "torch.compile" if cfg.eval.compile_baseline and "torch2cuda" in kinds else None,
+            "gate_profile": getattr(cfg.eval, "gate_profile", "strict"),
             "gpus": sorted({r.get("gpu") for r in rows if r.get("gpu")}), "machine": platform.node(),
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     report = build_report(outcomes, rows, meta)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if suite == "kernelbench":
+        selected = final_results(outcomes, results)
+        written = write_eval_results(out_dir, eval_results_by_level(selected))
+        meta["kernelbench_eval_results"] = {f"level{lv}": str(p) for lv, p in written.items()}
+        if published is not None:
+            report["published_baseline"] = published_comparison(selected, published)
     (out_dir / "report.json").write_text(json.dumps(report, indent=2))
     if answers_dir is None:  # what the policy wrote, next to how it was judged, for reading by eye
         from pipeline.rollout.episodes import turn_rows
@@ -229,9 +262,14 @@ def run_bench(cfg: RunConfig, tasks: list[Task], out_dir: Path, *, suite: str, a
 
 
 def print_summary(report: dict) -> None:
-    s = report["summary"]
-    print(f"{s['tasks']} tasks, {s['samples']} samples (best turn of each); verdicts: "
-          + ", ".join(f"{k} {v}" for k, v in s["verdicts"].items()))
+    s, meta = report["summary"], report["meta"]
+    print(f"{s['tasks']} tasks, {s['samples']} samples (best turn of each); gate profile "
+          f"{meta.get('gate_profile', 'strict')}; verdicts: " + ", ".join(f"{k} {v}" for k, v in s["verdicts"].items()))
+    failures = s.get("evaluator_failures", {})
+    if failures.get("samples"):
+        print(f"evaluator failures (not the candidates'; left out of every rate): {failures['samples']} samples, "
+              + ", ".join(f"{k} {v}" for k, v in failures["verdicts"].items())
+              + f"; {failures['tasks_without_verdict']} tasks without any verdict")
     print(f"compile {s['compile_rate']:.1%}  execute {s['execute_rate']:.1%}  correct {s['correct_rate']:.1%}  "
           + "  ".join(f"fast_{k} {v:.1%}" for k, v in s["fast_p"].items()))
     sp = s["speedup"]
@@ -243,6 +281,12 @@ def print_summary(report: dict) -> None:
     print("  ".join(f"{k} {v:.3f}" for k, v in s["pass_at_k"].items()))
     for c in report["per_turn"] if len(report["per_turn"]) > 1 else []:
         print(f"  turn {c['turn']}: correct {c['correct_rate']:.1%}, fast_1 {c['fast_1']:.1%}")
+    pub = report.get("published_baseline")
+    if pub:
+        print(f"against the published {pub['variant']} times of {pub['hardware']} ({pub['problems_with_time']} "
+              "problems with a time): " + "  ".join(f"fast_{k} {v:.1%}" for k, v in pub["fast_p"].items()))
+    for level, path in meta.get("kernelbench_eval_results", {}).items():
+        print(f"KernelBench eval_results ({level}): {path}")
 
 
 def _levels(text: str) -> list[int]:
@@ -267,6 +311,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=0, help="only the first N tasks (0: all)")
     p.add_argument("--out", default=None, help="report directory (default run.output_dir/run.name/bench)")
     p.add_argument("--config", default=None, help="YAML run configuration (eval, compile, rollout, model sections)")
+    p.add_argument("--baseline-json", default=None, help="suite kernelbench: KernelBench baseline timing JSON "
+                   "(results/timing/<hardware>/baseline_time_torch.json) or a directory holding such files")
+    p.add_argument("--baseline-hardware", default=None, help="with a --baseline-json directory: the hardware "
+                   "directory to read, e.g. H100_Modal")
     return p
 
 
@@ -291,9 +339,14 @@ def main(argv: list[str]) -> int:
         answers = Path(args.answers).expanduser() if args.answers else None
         if answers is not None and not answers.is_dir():
             raise BenchError(f"--answers {args.answers} is not a directory; pass the directory holding the answers")
+        if args.baseline_json and args.suite != "kernelbench":
+            raise BenchError("--baseline-json holds KernelBench baseline times; use it with --suite kernelbench or "
+                             "leave it out")
+        published = (load_baseline_times(args.baseline_json, args.baseline_hardware) if args.baseline_json
+                     else None)
         out = Path(args.out) if args.out else Path(cfg.run.output_dir) / cfg.run.name / "bench"
-        report = run_bench(cfg, tasks, out, suite=args.suite, answers_dir=answers)
-    except (ConfigError, TaskError, BenchError, ModelPathError, GenerationError) as e:
+        report = run_bench(cfg, tasks, out, suite=args.suite, answers_dir=answers, published=published)
+    except (ConfigError, TaskError, BenchError, BaselineError, ModelPathError, GenerationError) as e:
         print(f"cudaperf bench: {e}", file=sys.stderr)
         return 2
     print_summary(report)

@@ -5,6 +5,10 @@ numbers; `cudaperf bench` (bench.py) builds the outcomes and writes what these r
 
 Definitions (KernelBench's, extended to several samples per task):
 - correct: the verdict is `correct`. `not_executed` (compiled where no GPU ran it) is never correct.
+- evaluator failures: a result the evaluator could not reach a verdict on through its own fault
+  (`evaluator_error`, or `not_executed` because the task's reference or baseline failed; see
+  `is_evaluator_failure`) says nothing about the candidate. Such samples are counted on their own
+  (`evaluator_failures`) and left out of every rate, fast_p, speedup and pass@k.
 - fast_p: a sample counts when it is correct AND its speedup is strictly above p, so fast_0 is the
   correctness rate. `fast_p` is the mean over tasks of the share of a task's samples that count
   (the expected fast_p of one sample); `fast_p_best` counts a task when any of its samples does.
@@ -29,13 +33,33 @@ FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
 # (`Outcome.compiled` / `Outcome.executed` carry the answer for each sample).
 COMPILED_VERDICTS = ("not_executed", "runtime_error", "timeout", "incorrect", "correct")
 EXECUTED_VERDICTS = ("runtime_error", "timeout", "incorrect", "correct")
+# Verdicts that are always the evaluator's own failure, and the reason prefixes the evaluator puts
+# before the cause of a `not_executed` (evaluator.py, runner.py).
+EVALUATOR_ERROR_VERDICTS = ("evaluator_error",)
+_NOT_EXECUTED_PREFIXES = ("compiled but not run: ", "checked, but not timed: ")
+
+
+def is_evaluator_failure(verdict: str, reason: str) -> bool:
+    """Whether a result is the evaluator's failure rather than the candidate's: `evaluator_error`, or
+    `not_executed` whose cause names the task or its reference (the evaluator's TaskBroken: our data
+    or harness failed). A `not_executed` for want of a GPU is not a failure of either kind."""
+    if verdict in EVALUATOR_ERROR_VERDICTS:
+        return True
+    if verdict != "not_executed":
+        return False
+    cause = reason
+    for prefix in _NOT_EXECUTED_PREFIXES:
+        if cause.startswith(prefix):
+            cause = cause[len(prefix):]
+    return cause.startswith("task ") or "reference" in cause or cause.startswith("the evaluator's own")
 
 
 @dataclass(frozen=True)
 class Outcome:
     """One evaluated turn of one sample. `speedup`: against the suite's baseline (eager PyTorch or
     the naive CUDA version), None unless correct and timed; `speedup_compiled`: against
-    torch.compile, None where it was not measured."""
+    torch.compile, None where it was not measured; `evaluator_failure`: the evaluator, not the
+    candidate, failed (is_evaluator_failure)."""
     task_id: str
     sample: int
     turn: int
@@ -44,6 +68,7 @@ class Outcome:
     speedup_compiled: float | None = None
     compiled: bool = False
     executed: bool = False
+    evaluator_failure: bool = False
 
     @property
     def correct(self) -> bool:
@@ -115,14 +140,29 @@ def pass_at_ks(outcomes: Sequence[Outcome]) -> dict[str, float]:
             for k in ks}
 
 
-def summarize(outcomes: Sequence[Outcome]) -> dict:
-    """Every headline number for one sample per (task, sample) outcome (one turn each)."""
-    n = len(outcomes)
-    verdicts: dict[str, int] = defaultdict(int)
+def judged(outcomes: Iterable[Outcome]) -> list[Outcome]:
+    """The outcomes that carry a verdict on the candidate (evaluator failures left out)."""
+    return [o for o in outcomes if not o.evaluator_failure]
+
+
+def verdict_counts(outcomes: Iterable[Outcome]) -> dict[str, int]:
+    counts_: dict[str, int] = defaultdict(int)
     for o in outcomes:
-        verdicts[o.verdict] += 1
+        counts_[o.verdict] += 1
+    return dict(sorted(counts_.items()))
+
+
+def summarize(outcomes: Sequence[Outcome]) -> dict:
+    """Every headline number for one sample per (task, sample) outcome (one turn each). `tasks` counts
+    every task; `samples` and every rate only the judged samples (module docstring)."""
+    failed = [o for o in outcomes if o.evaluator_failure]
+    all_tasks = len(by_task(outcomes))
+    outcomes = judged(outcomes)
+    n = len(outcomes)
     summary = {
-        "tasks": len(by_task(outcomes)), "samples": n, "verdicts": dict(sorted(verdicts.items())),
+        "tasks": all_tasks, "samples": n, "verdicts": verdict_counts(outcomes),
+        "evaluator_failures": {"samples": len(failed), "verdicts": verdict_counts(failed),
+                               "tasks_without_verdict": all_tasks - len(by_task(outcomes))},
         "compile_rate": sum(o.compiled for o in outcomes) / n if n else 0.0,
         "execute_rate": sum(o.executed for o in outcomes) / n if n else 0.0,
         "correct_rate": sum(o.correct for o in outcomes) / n if n else 0.0,
@@ -143,9 +183,10 @@ def final_outcomes(outcomes: Sequence[Outcome], upto_turn: int | None = None) ->
     """Per (task, sample), the best turn among turns <= upto_turn (all turns when None).
 
     Best: correct beats everything, then the higher speedup; then executed, then compiled; ties
-    go to the later turn."""
+    go to the later turn. A turn the evaluator failed on ranks below any judged turn."""
     def rank(o: Outcome) -> tuple:
-        return (o.correct, o.speedup if o.speedup is not None else -1.0, o.executed, o.compiled, o.turn)
+        return (o.correct, o.speedup if o.speedup is not None else -1.0, not o.evaluator_failure, o.executed,
+                o.compiled, o.turn)
     best: dict[tuple[str, int], Outcome] = {}
     for o in outcomes:
         if upto_turn is not None and o.turn > upto_turn:
@@ -157,15 +198,17 @@ def final_outcomes(outcomes: Sequence[Outcome], upto_turn: int | None = None) ->
 
 
 def turn_curves(outcomes: Sequence[Outcome]) -> list[dict]:
-    """Per turn t (0-based turn index, reported 1-based), the headline numbers of the best-so-far states."""
+    """Per turn t (0-based turn index, reported 1-based), the headline numbers of the best-so-far
+    states (judged samples only: a sample whose every turn so far failed in the evaluator is left out)."""
     if not outcomes:
         return []
     curves = []
     for t in range(max(o.turn for o in outcomes) + 1):
-        states = final_outcomes(outcomes, upto_turn=t)
-        entry = {"turn": t + 1, "correct_rate": sum(o.correct for o in states) / len(states),
-                 "execute_rate": sum(o.executed for o in states) / len(states),
-                 "compile_rate": sum(o.compiled for o in states) / len(states),
+        states = judged(final_outcomes(outcomes, upto_turn=t))
+        n = len(states) or 1  # no judged sample yet: every rate is 0
+        entry = {"turn": t + 1, "correct_rate": sum(o.correct for o in states) / n,
+                 "execute_rate": sum(o.executed for o in states) / n,
+                 "compile_rate": sum(o.compiled for o in states) / n,
                  "samples_with_this_turn": sum(o.turn == t for o in outcomes)}
         for p in FAST_P_THRESHOLDS:
             entry[f"fast_{p:g}"] = fast_p(states, p)[0]

@@ -50,6 +50,8 @@ class GateProfile:
     ldflags: frozenset[str]             # linker flags load_inline may pass (extra_ldflags or among the cflags)
     include_paths: bool                 # load_inline extra_include_paths: relative (inside the build
                                         # directory) or a CUDA or torch include directory
+    kernel_required: bool = True        # False: an extension without a __global__ kernel of its own (one
+                                        # that calls cuBLAS) is an answer too
 
 
 PROFILES = {
@@ -60,7 +62,8 @@ PROFILES = {
     "kernelbench": GateProfile("kernelbench", torch_compute=True,
                                includes=frozenset({"cublas_v2.h", "cublas_api.h", "cublasLt.h"}),
                                modules=frozenset({"numpy", "numpy.random", "numpy.linalg", "numpy.fft"}),
-                               ldflags=frozenset({"-lcublas", "-lcublasLt"}), include_paths=True),
+                               ldflags=frozenset({"-lcublas", "-lcublasLt"}), include_paths=True,
+                               kernel_required=False),
 }
 
 
@@ -150,7 +153,8 @@ def check_candidate(candidate: Candidate, task: Task, profile: str = "strict") -
                 findings += scan.findings
                 kernels += scan.kernels if kind == "cuda_sources" else []
         findings += _build_option_findings(call, rules)
-    if not kernels and not any(f.rule in ("syntax", "dynamic-build") for f in findings):
+    if not kernels and (rules.kernel_required or not calls) and \
+            not any(f.rule in ("syntax", "dynamic-build") for f in findings):
         line = calls[0]["line"] if calls else 1
         findings.append(_f("no-device-code", line, "no load_inline call defines a __global__ kernel in its cuda_sources"))
     return _dedupe(findings)

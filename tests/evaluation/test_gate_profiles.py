@@ -46,6 +46,7 @@ STRICT_VERDICTS = {
     "conv_bias_relu": {"torch-compute-in-forward"},          # self.conv(x): an nn.Conv2d computes in forward
     "torch_reduction_tail": {"torch-compute-in-forward"},    # torch.mean / .sum / C++ .mean() for the rest
     "cublas_sgemm": {"forbidden-include", "dynamic-build"},  # <cublas_v2.h>, -lcublas, extra_include_paths
+    "cublas_only": {"forbidden-include", "dynamic-build"},  # the same, and no kernel of its own
     "numpy_shapes": {"forbidden-import"},                    # numpy: host compute outside the kernels
     "vector_return": set(),                                  # std::vector<torch::Tensor>, <vector>, ATen/ATen.h
     "multi_kernel": set(),                                   # several kernels in one extension, --restrict
@@ -416,3 +417,10 @@ def test_dangerous_driver_symbols_are_refused_in_extensions(name):
     from pipeline.evaluation.artifact import DENIED_IN_EXTENSION
     assert DENIED_IN_EXTENSION.fullmatch(name)
     assert not DENIED_IN_EXTENSION.fullmatch("cublasSgemm_v2") and not DENIED_IN_EXTENSION.fullmatch("cublasCreate_v2")
+
+
+def test_an_answer_without_any_extension_is_still_refused_under_both():
+    pure_torch = ("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, A, B):\n"
+                  "        return torch.matmul(A, B)\n")
+    for profile in BOTH:
+        assert "no-device-code" in {f.rule for f in errors(pure_torch, profile)}

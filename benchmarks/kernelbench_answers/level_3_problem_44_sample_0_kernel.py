@@ -1,0 +1,127 @@
+import math
+
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+# minGPT transformer block. Layer norms, projections and matmuls stay torch; two kernels in one
+# extension replace the rest: the scaled causal softmax (in place) and the tanh GELU of the MLP.
+# The module tree matches the reference's (same names, same creation order, same parameters).
+block_source = r"""
+#include <torch/extension.h>
+#include <cuda_runtime.h>
+#include <float.h>
+
+// Scaled causal softmax over the last dimension of att (rows of length T, row r is query r % T),
+// in place: one warp per row, entries j > i become 0 (exp(-inf)).
+__global__ void causal_softmax_kernel(float* att, int64_t rows, int T, float scale) {
+    int lane = threadIdx.x & 31;
+    int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= rows) return;
+    int i = (int)(row % T);
+    float* p = att + row * T;
+    float m = -FLT_MAX;
+    for (int j = lane; j <= i; j += 32) m = fmaxf(m, p[j] * scale);
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
+    float s = 0.0f;
+    for (int j = lane; j <= i; j += 32) s += expf(p[j] * scale - m);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);
+    float inv = 1.0f / s;
+    for (int j = lane; j < T; j += 32) p[j] = j <= i ? expf(p[j] * scale - m) * inv : 0.0f;
+}
+
+torch::Tensor causal_softmax(torch::Tensor att, double scale) {
+    TORCH_CHECK(att.is_contiguous() && att.size(-1) == att.size(-2), "causal_softmax expects contiguous (..., T, T)");
+    int T = (int)att.size(-1);
+    int64_t rows = att.numel() / T;
+    const int warps_per_block = 8;
+    int64_t blocks = (rows + warps_per_block - 1) / warps_per_block;
+    causal_softmax_kernel<<<(unsigned int)blocks, warps_per_block * 32>>>(att.data_ptr<float>(), rows, T, (float)scale);
+    return att;
+}
+
+__global__ void new_gelu_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float v = x[i];
+        y[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    }
+}
+
+torch::Tensor new_gelu(torch::Tensor x) {
+    TORCH_CHECK(x.is_contiguous(), "new_gelu expects a contiguous tensor");
+    auto y = torch::empty_like(x);
+    int64_t n = x.numel();
+    int blocks = (int)std::min<int64_t>((n + 255) / 256, 132 * 32);
+    new_gelu_kernel<<<blocks, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+
+block_cpp = """
+torch::Tensor causal_softmax(torch::Tensor att, double scale);
+torch::Tensor new_gelu(torch::Tensor x);
+"""
+
+block_ops = load_inline(
+    name="kb_l3_44_minigpt_block_ops",
+    cpp_sources=block_cpp,
+    cuda_sources=block_source,
+    functions=["causal_softmax", "new_gelu"],
+    verbose=False,
+)
+
+
+class NewGELUKernel(nn.Module):
+    def forward(self, x):
+        return block_ops.new_gelu(x)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd, n_head, attn_pdrop, resid_pdrop, max_seqlen):
+        super().__init__()
+        assert n_embd % n_head == 0
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.attn_dropout = nn.Dropout(attn_pdrop)
+        self.resid_dropout = nn.Dropout(resid_pdrop)
+        self.register_buffer("bias", torch.tril(torch.ones(max_seqlen, max_seqlen)).view(1, 1, max_seqlen, max_seqlen))
+        self.n_head = n_head
+        self.n_embd = n_embd
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = torch.matmul(q, k.transpose(-2, -1)).contiguous()
+        att = block_ops.causal_softmax(att, 1.0 / math.sqrt(k.size(-1)))
+        if self.attn_dropout.p > 0:
+            att = self.attn_dropout(att)
+        y = torch.matmul(att, v).transpose(1, 2).contiguous().view(B, T, C)
+        y = self.c_proj(y)
+        if self.resid_dropout.p > 0:
+            y = self.resid_dropout(y)
+        return y
+
+
+class ModelNew(nn.Module):
+    def __init__(self, n_embd, n_head, attn_pdrop, resid_pdrop, max_seqlen):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd)
+        self.attn = CausalSelfAttention(n_embd, n_head, attn_pdrop, resid_pdrop, max_seqlen)
+        self.ln_2 = nn.LayerNorm(n_embd)
+        self.mlp = nn.ModuleDict(dict(
+            c_fc=nn.Linear(n_embd, 4 * n_embd),
+            c_proj=nn.Linear(4 * n_embd, n_embd),
+            act=NewGELUKernel(),
+            dropout=nn.Dropout(resid_pdrop),
+        ))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        m = self.mlp
+        h = m.c_proj(m.act(m.c_fc(self.ln_2(x))))
+        if m.dropout.p > 0:
+            h = m.dropout(h)
+        return x + h
