@@ -395,9 +395,27 @@ class Evaluator:
                     if started.child is not None:
                         started.child.thaw()
                     results[slots[k]] = run_candidate(self, group, cands[k], preps[k], started)
+                    if self._restore_params(group) and upcoming is not None:  # the next one may have copied
+                        if upcoming.result().child is not None:               # the damaged weights: load again
+                            upcoming.result().child.close()
+                        upcoming = ahead.submit(start, k + 1)
             finally:
                 if upcoming is not None and upcoming.result().child is not None:
                     upcoming.result().child.close()
+
+    def _restore_params(self, group: GroupData) -> bool:
+        """Put back any shared parameter a candidate changed (out of bounds of its own buffers, in another
+        configuration's); True if one had changed. Its own configurations' parameters it must leave
+        as they are (`_check_config`); these are the ones a sibling loaded next would copy."""
+        import torch
+        changed = False
+        for cd in group.configs:
+            for b, value in cd.param_values.items():
+                view = group.buffers[b].view
+                if view is not None and not torch.equal(view, value):
+                    view.copy_(value)
+                    changed = True
+        return changed
 
     def null_child(self, fmt: str) -> ChildProcess:
         """A trusted child that never loads candidate code, of the same kind as a `fmt` candidate's (with or

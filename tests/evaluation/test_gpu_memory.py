@@ -269,3 +269,17 @@ def test_c2cuda_timing_sets_before_their_baseline_has_run():
     timing = next(cd for cd in group.configs if cd.time)
     inputs, expected = timing.check_set(0)
     assert inputs and expected == {}  # staged for the baseline, which then gives the expected outputs
+
+
+def test_shared_parameters_a_candidate_damaged_are_put_back(tmp_path, monkeypatch, compile_cfg):
+    from pipeline.config import EvalSection
+    from pipeline.evaluation.evaluator import Evaluator
+    group = _small_group(tmp_path, monkeypatch, keep_bytes=1 << 30)
+    for cd in group.configs:
+        for b, value in cd.param_values.items():
+            group.buffers[b].view = value.clone()
+    ev = Evaluator(EvalSection(result_cache_dir=""), compile_cfg, use_gpu=False)
+    assert not ev._restore_params(group)
+    b, value = next(iter(group.configs[2].param_values.items()))
+    group.buffers[b].view.add_(1.0)  # written out of bounds by a candidate checked on another configuration
+    assert ev._restore_params(group) and torch.equal(group.buffers[b].view, value)
