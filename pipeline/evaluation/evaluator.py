@@ -34,9 +34,9 @@ from pipeline.evaluation.cuda_driver import CudaError
 from pipeline.evaluation.gpu_lock import GpuLock
 from pipeline.evaluation.gpu_memory import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout, gib
 from pipeline.evaluation.gate import check_candidate, cuda_sources_of, gate_profile
-from pipeline.evaluation.reference import (GroupData, add_timing_slots, adopt_baseline_outputs, build_c2cuda,
-                                           arena_layout, build_torch2cuda, compare, config_bytes, group_footprint, poison_byte, TaskBroken, run_c_reference,
-                                           to_device)
+from pipeline.evaluation.reference import (GroupData, TaskBroken, add_timing_slots, adopt_baseline_outputs,
+                                           arena_layout, build_c2cuda, build_torch2cuda, compare, config_bytes,
+                                           group_footprint, poison_byte, run_c_reference, to_device)
 from pipeline.evaluation.result_cache import ResultCache
 from pipeline.evaluation.sandbox import ChildFailed, ChildProcess, SandboxUnavailable
 from pipeline.evaluation.timing import TrustedClock, time_calls
@@ -316,7 +316,7 @@ class Evaluator:
     def _release_group(self, group: GroupData) -> None:
         if group.baseline_child is not None:
             group.baseline_child.close()
-        for ptr in getattr(group, "arenas", []):
+        for ptr in group.arenas:
             if ptr:
                 self.driver.free(ptr)
         group.arenas = []

@@ -73,6 +73,7 @@ class ConfigData:
     run_compiled: object = None  # torch2cuda: the same under torch.compile, or None
     # torch2cuda check sets made on demand (build_torch2cuda): their seeds, the parameters' values
     seeds: list[int] = field(default_factory=list)
+    n_inputs: int = 0  # positions 0.. of a fresh set are inputs, the parameters come after them
     param_values: dict = field(default_factory=dict)  # buffer index -> the reference's parameter tensor
     keep_sets: bool = True  # False: only the set in use is held (large problems)
     _made: dict = field(default_factory=dict)
@@ -88,7 +89,7 @@ class ConfigData:
                 self._made.clear()
             try:
                 fresh = self.fresh(self.seeds[si])
-                outs = self.run_reference({j: t.clone() for j, t in fresh.items()})  # a reference may write its inputs
+                outs = self.run_reference(self.reference_copy(fresh))
                 inputs = {self.buffers[j]: t for j, t in fresh.items()}
                 outputs = [b for b in self.buffers if b not in inputs]  # after inputs and params come the outputs
                 self._made[si] = (inputs, {b: o.detach().clone().contiguous() for b, o in zip(outputs, outs)})
@@ -96,6 +97,12 @@ class ConfigData:
                 raise TaskBroken(f"config {self.name}: making check set {si + 1} (the task's get_inputs and "
                                  f"reference) failed: {type(e).__name__}: {str(e)[:300]}") from e
         return self._made[si]
+
+    def reference_copy(self, fresh_set: dict) -> dict:
+        """A fresh set whose inputs are copies, for the reference (or its compiled twin) to run on: a
+        reference may write its inputs, and the originals are what the candidate gets and is checked
+        against. Parameters are the reference's own and stay shared."""
+        return {j: t.clone() if j < self.n_inputs else t for j, t in fresh_set.items()}
 
     def drop_sets(self) -> None:
         """Let go of check sets made on demand (kept ones stay)."""
@@ -415,7 +422,7 @@ def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = Fal
                               "sizes": light_abi.pack_sizes([buffers[b].shape for b in tensors + out_idx])}
         cd = ConfigData(cfg.name, cfg.check, cfg.time, params, idx, [], [], calls, flops, nbytes)
         cd.fresh, cd.run_reference = _torch_fresh(ns, model, in_specs, n_inputs, [p for _, p in state])
-        cd.seeds, cd.param_values = seeds, dict(zip(param_idx, (p for _, p in state)))
+        cd.seeds, cd.n_inputs, cd.param_values = seeds, n_inputs, dict(zip(param_idx, (p for _, p in state)))
         if comp is not None:
             cd.run_compiled = _torch_fresh(None, comp, cd.calls["kernelbench"]["inputs"], 0, [])[1]
         configs.append(cd)

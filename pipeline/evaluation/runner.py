@@ -129,15 +129,13 @@ def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult]
         with ev.gpu_lock.exclusive():
             times = time_config(ev, group, ci, cd, child, fmt)
         calls = times.calls_per_batch  # one time per round (per call of its batch); trials count the calls
-        cand = summarize(times.candidate).model_copy(update={"trials": len(times.candidate) * calls})
-        base = summarize(times.baseline).model_copy(update={"trials": len(times.baseline) * calls})
+        cand, base = summarize(times.candidate, calls), summarize(times.baseline, calls)
         if times.compiled:
-            configs[ci].compiled_baseline_time = summarize(times.compiled).model_copy(
-                update={"trials": len(times.compiled) * calls})
+            configs[ci].compiled_baseline_time = summarize(times.compiled, calls)
             compiled_logs.append(math.log(configs[ci].compiled_baseline_time.median_ms / cand.median_ms))
         configs[ci].time, configs[ci].baseline_time = cand, base
         configs[ci].calls_per_batch, configs[ci].batch_overhead_ms = times.calls_per_batch, times.overhead_ms
-        configs[ci].trusted_time = summarize(times.trusted).model_copy(update={"trials": len(times.trusted) * calls})
+        configs[ci].trusted_time = summarize(times.trusted, calls)
         if not times.claims_believed and "timing-disagreement" not in flags:  # its own clock said less
             flags.append("timing-disagreement")
         configs[ci].passed = True if configs[ci].passed is None else configs[ci].passed

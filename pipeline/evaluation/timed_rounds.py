@@ -156,8 +156,8 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         seed = secrets.randbits(31)
         fresh_sets = [cd.fresh(seed * 64 + k) for k in slots]
         base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs)
-        compiled_s = _in_process_batch(ev, cd.run_compiled, [{j: t.clone() for j, t in f.items()} for f in fresh_sets]
-                                       )[0] if cd.run_compiled else None
+        compiled_s = _in_process_batch(ev, cd.run_compiled, [cd.reference_copy(f) for f in fresh_sets])[0] \
+            if cd.run_compiled else None
         stage(ev.driver, group, [cd.slots[k] for k in slots], fresh_sets)
         null_s = _null_batch(ev, ci, fmt, len(slots))  # the fixed cost of this very round, just before it
         clock.flush_l2()
@@ -300,9 +300,8 @@ class Checksums:
 def _baseline_batch(ev, group: GroupData, ci: int, cd: ConfigData, slots: list[int], fresh_sets: list[dict],
                     outs: list[int]) -> tuple[float, list[dict]]:
     """The baseline's timed batch on this round's inputs: (seconds, expected outputs per slot)."""
-    if cd.run_reference is not None:  # torch2cuda: the PyTorch reference, in this process, on copies (a
-        copies = [{j: t.clone() for j, t in f.items()} for f in fresh_sets]  # reference may write its inputs)
-        seconds, results = _in_process_batch(ev, cd.run_reference, copies)
+    if cd.run_reference is not None:  # torch2cuda: the PyTorch reference, in this process
+        seconds, results = _in_process_batch(ev, cd.run_reference, [cd.reference_copy(f) for f in fresh_sets])
         return seconds, [dict(zip(outs, r)) for r in results]
     # c2cuda: the naive baseline in its trusted child, whose CUDA events are trusted
     stage(ev.driver, group, [cd.baseline_slots[k] for k in slots], fresh_sets)

@@ -105,11 +105,13 @@ def time_calls(driver, call: Callable[[], None], flush_ptr: int, flush_bytes: in
     return times
 
 
-def summarize(times_ms: list[float]):
-    """Median, interquartile range and minimum of per-call times, as a records.Timing."""
+def summarize(times_ms: list[float], calls_per_time: int = 1):
+    """Median, interquartile range and minimum of per-call times, as a records.Timing. Where each time is a
+    batch of `calls_per_time` calls divided by its calls (timed rounds), `trials` counts the calls."""
     from pipeline.records import Timing
     if not times_ms:
         raise ValueError("summarize() needs at least one trial time")
     ordered = sorted(times_ms)
     q = statistics.quantiles(ordered, n=4) if len(ordered) >= 2 else [ordered[0]] * 3
-    return Timing(median_ms=statistics.median(ordered), iqr_ms=q[2] - q[0], min_ms=ordered[0], trials=len(ordered))
+    return Timing(median_ms=statistics.median(ordered), iqr_ms=q[2] - q[0], min_ms=ordered[0],
+                  trials=len(ordered) * calls_per_time)

@@ -69,7 +69,7 @@ def compute_reward(result: EvalResult, cfg: RewardSection,
         terms["base"] = cfg.compiled_value
         terms["struct"] = cfg.w_struct * (structural_score(result) or 0.0)
     elif verdict == "evaluator_error":
-        pass  # neutral: neither blamed nor rewarded for the evaluator's own failure
+        terms["base"] = 0.0  # neutral: neither blamed nor rewarded for the evaluator's own failure
     elif verdict == "correct":
         terms["base"] = cfg.correct_value
         terms["speedup"] = speedup_term(result.speedup, cfg)
