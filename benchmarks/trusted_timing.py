@@ -8,6 +8,11 @@
    batch overhead per timing configuration. Side by side with the speedups of the same candidates
    in `--before` (the evaluator's benchmark JSON of the previous protocol, child-side CUDA events),
    as the ratio after/before.
+   Beside them, in the same run, the conventional single-call measurement of the same compiled code
+   (`single_call`: this trusted process calls the library itself, CUDA events around each call, the L2
+   flushed before each, as KernelBench's harness and the previous protocol did), candidate and baseline
+   alike, as the ratio trusted/single per speedup and per time: the protocol's own shift, free of
+   day-to-day drift of the GPU.
 2. Stability: one kernel (saxpy naive, sgemm naive) timed in 8 separate evaluations; spread of
    the per-configuration medians (max/min - 1).
 Figures go to JSON with the machine, versions and date; a table is printed at the end.
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import statistics
 import subprocess
@@ -65,10 +71,68 @@ def honest(ev, tasks) -> dict:
         for impl, r in zip(impls, results):
             out[f"{task.id}/{impl.name}"] = {
                 "verdict": r.verdict, "reason": r.reason[:200], "speedup": r.speedup, "seconds": per,
+                "flags": r.flags,
                 "configs": {c.name: {"median_ms": c.time.median_ms, "iqr_ms": c.time.iqr_ms, "trials": c.time.trials,
                                      "baseline_ms": c.baseline_time.median_ms, "calls_per_batch": c.calls_per_batch,
+                                     "trusted_ms": c.trusted_time.median_ms if c.trusted_time else None,
                                      "overhead_ms": c.batch_overhead_ms, "floor_ms": c.floor_ms}
                             for c in r.configs if c.time is not None}}
+    return out
+
+
+def single_call(ev, tasks, trials: int = 50) -> dict:
+    """Every implementation's speedup and per-configuration times measured the conventional way (see the
+    module docstring), on the evaluator's own buffers, inputs from the task's generator: honest code only."""
+    from pipeline.evaluation.child import NativeRunner
+    from pipeline.evaluation.timed_rounds import stage
+    from pipeline.evaluation.timing import time_calls
+    out = {}
+    for task in tasks.values():
+        impls = [i for i in task.implementations if i.format in ("c2cuda", "light")]
+        if not impls:
+            continue
+        try:
+            group = ev._prepare_group(task)
+        except Exception as e:  # noqa: BLE001 - a benchmark row, not a verdict
+            print(f"single-call {task.id}: {e}", flush=True)
+            continue
+        try:
+            ptrs = [b.ptr for b in group.buffers]
+
+            def runner(code: str, fmt: str):
+                comp = ev.compiler.compile(Candidate(task_id=task.id, code=code, format=fmt), task)
+                entry = task.function if fmt == "c2cuda" else "launch"
+                return NativeRunner({"artifact": comp.artifact, "entry": entry, "format": fmt,
+                                     "calls": [c.slot_calls(fmt) for c in group.configs]}, ptrs)
+            base = runner(task.baseline().code, "c2cuda") if task.kind == "c2cuda" else None
+            ev.driver.make_current()
+            per_impl: dict[str, dict] = {i.name: {} for i in impls}
+            for ci, cd in enumerate(group.configs):
+                if not cd.time:
+                    continue
+                fresh = cd.fresh(12345 + ci)
+                stage(ev.driver, group, [cd.slots[0]], [fresh])
+                ev.driver.synchronize()
+
+                def timed(call) -> float:
+                    return statistics.median(time_calls(ev.driver, call, ev.flush_ptr, ev.cfg.l2_flush_bytes,
+                                                        3, trials, 5.0))
+                if base is not None:
+                    base_ms = timed(lambda: base.call(ci, 0))
+                else:
+                    ref_set = cd.reference_copy(fresh)
+                    base_ms = timed(lambda: cd.run_reference(ref_set))
+                for impl in impls:
+                    r = runner(impl.code, impl.format)
+                    per_impl[impl.name][cd.name] = {"median_ms": timed(lambda: r.call(ci, 0)), "baseline_ms": base_ms}
+            for name, configs in per_impl.items():
+                logs = [math.log(c["baseline_ms"] / c["median_ms"]) for c in configs.values()]
+                out[f"{task.id}/{name}"] = {"speedup": math.exp(sum(logs) / len(logs)) if logs else None,
+                                            "configs": configs}
+        except Exception as e:  # noqa: BLE001
+            print(f"single-call {task.id}: {type(e).__name__}: {e}", flush=True)
+        finally:
+            ev._release_group(group)
     return out
 
 
@@ -115,7 +179,16 @@ def main() -> None:
         b = before.get(key, {}).get("speedup")
         if b and r["speedup"]:
             compare[key] = {"before": b, "after": r["speedup"], "ratio": r["speedup"] / b}
-    ratios = [c["ratio"] for c in compare.values()]
+    single = single_call(ev, tasks)
+    for key, r in after.items():
+        s = single.get(key)
+        if s and s["speedup"] and r["speedup"]:
+            compare.setdefault(key, {}).update(single=s["speedup"], ratio_single=r["speedup"] / s["speedup"], configs={
+                n: {"candidate_trusted_over_single": c["median_ms"] / s["configs"][n]["median_ms"],
+                    "baseline_trusted_over_single": c["baseline_ms"] / s["configs"][n]["baseline_ms"]}
+                for n, c in r["configs"].items() if n in s["configs"]})
+    ratios = [c["ratio"] for c in compare.values() if "ratio" in c]
+    singles = [c["ratio_single"] for c in compare.values() if "ratio_single" in c]
     report = {"machine": machine(), "candidates": len(after), "wall_s": wall,
               "candidates_per_minute": 60 * len(after) / wall,
               "verdicts": {v: sum(r["verdict"] == v for r in after.values()) for v in {r["verdict"] for r in after.values()}},
@@ -124,17 +197,28 @@ def main() -> None:
                                 "within_3pct": sum(abs(r - 1) <= 0.03 for r in ratios),
                                 "within_10pct": sum(abs(r - 1) <= 0.10 for r in ratios), "n": len(ratios)}
               if ratios else {},
+              "single_call": single,
+              "ratio_single_summary": {"median": statistics.median(singles), "min": min(singles),
+                                       "max": max(singles), "within_3pct": sum(abs(r - 1) <= 0.03 for r in singles),
+                                       "within_10pct": sum(abs(r - 1) <= 0.10 for r in singles), "n": len(singles)}
+              if singles else {},
               "stability": []}
     Path(args.out).write_text(json.dumps(report, indent=1))  # written now, so a later timeout loses nothing
     report["stability"] = stability(ev, tasks, args.stability_runs)
     Path(args.out).write_text(json.dumps(report, indent=1))
-    print(f"{'candidate':48s} {'verdict':10s} {'before':>8s} {'after':>8s} {'ratio':>6s} {'calls':>5s}")
+    print(f"{'candidate':48s} {'verdict':10s} {'before':>8s} {'after':>8s} {'ratio':>6s} {'single':>8s} "
+          f"{'t/s':>6s} {'cand t/s':>17s} {'base t/s':>17s} {'calls':>5s}")
     for key, r in after.items():
         c = compare.get(key, {})
         calls = ",".join(str(v["calls_per_batch"]) for v in r["configs"].values())
+        per = c.get("configs", {}).values()
+        cand_ts = ",".join(f"{v['candidate_trusted_over_single']:.3f}" for v in per)
+        base_ts = ",".join(f"{v['baseline_trusted_over_single']:.3f}" for v in per)
         print(f"{key:48s} {r['verdict']:10s} {c.get('before', 0):8.3f} {r['speedup'] or 0:8.3f} "
-              f"{c.get('ratio', 0):6.3f} {calls:>5s}")
+              f"{c.get('ratio', 0):6.3f} {c.get('single', 0):8.3f} {c.get('ratio_single', 0):6.3f} "
+              f"{cand_ts:>17s} {base_ts:>17s} {calls:>5s}")
     print("ratio after/before:", json.dumps(report["ratio_summary"]))
+    print("ratio trusted/single-call:", json.dumps(report["ratio_single_summary"]))
     for s in report["stability"]:
         for name, c in s["configs"].items():
             print(f"stability {s['task']}/{s['implementation']} {name}: median {c['median_ms']:.4f} ms, "

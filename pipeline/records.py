@@ -141,8 +141,8 @@ class ConfigResult(Record):
                                         "buffers with fresh inputs) each, all checked")
     trusted_time: Timing | None = Field(default=None, description="the candidate's per-call time by the trusted "
                                         "clock alone (window less fixed costs): the bound its own events must meet")
-    batch_overhead_ms: float | None = Field(default=None, description="fixed cost of one batch (an empty batch "
-                                            "of a trusted process), subtracted from each batch's time")
+    batch_overhead_ms: float | None = Field(default=None, description="what a batch's window costs besides its "
+                                            "calls (the median of trusted calibration batches), taken off each batch's time")
 
 
 class Finding(Record):

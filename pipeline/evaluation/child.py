@@ -12,6 +12,7 @@ process per candidate (or per trusted baseline). It talks JSON lines over two pr
         torch_compute: whether torch may compute in forward (eval.gate_profile's rule)
   call  {config, slot}           -> runs the candidate once on that slot's buffers, syncs
   run   {config, slots}          -> one call per listed slot, in order, then a device-wide sync
+        (trusted children: slots [] with `launches` and `fill_bytes`: that many memsets of that size)
   status {}                      -> the runtime checks' flags (kernelbench: patched functions, threads)
   exit
 `run` answers with `events_ms`, the batch's time from CUDA events of this process: a claim, which
@@ -190,7 +191,7 @@ def serve(rin, wout) -> None:
     hello = json.loads(rin.readline())
     send({"ok": True, "sandbox": apply_sandbox(hello), "pid": os.getpid()})
     driver = runner = None
-    scratch, events = 0, None
+    scratch, scratch_bytes, events = 0, 0, None
     for line in rin:
         msg = json.loads(line)
         op = msg["op"]
@@ -216,10 +217,14 @@ def serve(rin, wout) -> None:
                 events = events or (driver.event(), driver.event())
                 driver.record(events[0])
                 rets = [runner.call(msg["config"], k, timed=True) for k in msg["slots"]]
-                if not msg["slots"]:  # an empty batch still puts work of this process on the GPU (one tiny
-                    scratch = scratch or driver.alloc(256)  # operation per call it stands for), so it costs
-                    for _ in range(int(msg.get("launches", 1))):  # the same launches and switch between processes
-                        driver.memset_async(scratch, 0, 4)
+                if not msg["slots"]:  # an empty or calibration batch (trusted children only): one operation
+                    fill = max(4, int(msg.get("fill_bytes", 4)))  # per call it stands for, writing `fill_bytes`
+                    if fill > scratch_bytes:  # each, so it costs the same launches, switches between processes
+                        if scratch:           # and wake-ups after GPU work as a batch of real calls
+                            driver.free(scratch)
+                        scratch, scratch_bytes = driver.alloc(fill), fill
+                    for _ in range(int(msg.get("launches", 1))):
+                        driver.memset_async(scratch, 0, fill)
                 driver.record(events[1])
                 driver.synchronize()
                 failed = [r for r in rets if r]

@@ -13,22 +13,28 @@ Every round, under the GPU's exclusive lock:
     expected outputs of this round;
  3. the inputs staged again into every slot (in-place outputs get fresh inputs), every other output
     poisoned, the L2 flushed;
- 4. the candidate's batch, one call per slot, timed by the trusted clock from "go" until the
-    trusted side has seen right outputs in every slot (a secret signed checksum of each, against
-    the expected ones, inside the window; its cost is measured again and subtracted) and its probe
-    on the GPU has completed;
- 5. every slot checked: inputs unchanged, outputs right at the task's tolerance. A call that skipped
+ 4. the calibration: a trusted child of the candidate's kind runs a batch of as many operations,
+    writing as many bytes per call as the candidate's outputs, after the same L2 flush, with the same
+    checksums inside its window; its window less its own (trusted) GPU time is what the candidate's
+    window costs besides its calls (`_calibration`);
+ 5. the L2 flushed, then the candidate's batch, one call per slot, timed by the trusted clock from "go"
+    until the trusted side has seen right outputs in every slot (a secret signed checksum of each,
+    against the expected ones, inside the window) and its probe on the GPU has completed;
+ 6. every slot checked: inputs unchanged, outputs right at the task's tolerance. A call that skipped
     its work, drifted after the first calls, or behaves differently at this size fails here.
 The first round is a warm-up (checked, not counted); it also sets how many slots a batch uses, so
 that a batch lasts about `eval.timing_batch_s`.
 Times: the trusted baseline's come from CUDA events of trusted processes. The candidate's process
-also reports CUDA events for its batch: a claim, precise but its own. The trusted clock's time of
-the same batch is its window less the fixed cost of a batch of that many calls (an empty batch of a
-trusted child of the same kind, measured in the same round just before it) and less the checksum.
-The claims are the candidate's times when their median lies at most the measured noise of that
-fixed cost (`eval.timing_noise_factor` times its interquartile range, per call) below the trusted
-median, so a false claim gains at most that noise; otherwise the trusted times less that noise are
-used and the result is flagged `timing-disagreement` (`believed_times`). A round in which the GPU
+also reports CUDA events for its batch: a claim, precise but its own. The trusted clock's time of the
+same batch is its window less the round's calibration overhead. The claims are the candidate's times
+when their median lies at most the measured noise of that overhead (`eval.timing_noise_factor` times
+the interquartile range of the calibrations, per call) below the trusted median, so a false claim
+gains at most that noise; otherwise the trusted times less that noise are used and the result is
+flagged `timing-disagreement` (`believed_times`). The calibration does real GPU work and the same
+in-window checksum, so an honest batch's window exceeds its calls by what the calibration's does,
+and honest claims are believed (an empty batch left the checksum, the wake-up after GPU work and the
+context switch back out, and flipped honest candidates between their claim and a slower time).
+A round in which the GPU
 was busy just before it or around the candidate's batch (work left running, or another job) is
 repeated; after three such rounds the verdict is `evaluator_error` (no fair time could be taken): the
 candidate is neither rewarded nor blamed.
@@ -103,25 +109,49 @@ def time_config(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) 
         child.thaw()
 
 
-def _null_batch(ev, ci: int, fmt: str, launches: int) -> float:
-    """Seconds of one empty batch of a trusted child of the candidate's kind, frozen and thawed like the
-    candidate, launching `launches` tiny operations of its own: what a batch of that many calls costs
-    besides the calls themselves."""
+def _empty_batch(ev, ci: int, fmt: str) -> None:
+    """One empty batch of the trusted null child (it starts and warms the child)."""
+    null = ev.null_child(fmt)
+    try:
+        reply = null.request({"op": "run", "config": ci, "slots": [], "launches": 1}, ev.cfg.run_timeout_s)
+    except ChildFailed as e:
+        raise TaskBroken(f"the evaluator's own trusted child failed: {e}") from e
+    if not reply.get("ok"):
+        raise TaskBroken(f"the evaluator's own empty batch failed: {reply.get('error')}")
+
+
+CALIBRATION_FILL_MAX = 256 << 20  # bytes a calibration call writes at most (its GPU time is measured, not assumed)
+
+
+def _calibration(ev, ci: int, fmt: str, launches: int, fill_bytes: int, sums: "Checksums") -> float:
+    """Seconds of a trusted batch's window that are not its GPU work: what the candidate's window costs
+    besides its calls. A trusted child of the candidate's kind, frozen and thawed like it, after the same
+    L2 flush, writes `fill_bytes` per call (`launches` operations, as many as the batch has calls) and the
+    same checksums run inside the window; its own CUDA events (trusted) give its GPU time, and the window
+    less that time is the overhead: the round trip, the wake-ups, the in-window checksum, the probe."""
     cfg, null = ev.cfg, ev.null_child(fmt)
-    empty = {"op": "run", "config": ci, "slots": [], "launches": launches}
+    msg = {"op": "run", "config": ci, "slots": [], "launches": launches,
+           "fill_bytes": int(min(max(fill_bytes, 4), CALIBRATION_FILL_MAX))}
+    reply: dict = {}
 
     def run() -> None:
+        nonlocal reply
         null.thaw()
-        reply = null.request(empty, cfg.run_timeout_s)
+        reply = null.request(msg, cfg.run_timeout_s)
         if not reply.get("ok"):
-            raise TaskBroken(f"the evaluator's own empty batch failed: {reply.get('error')}")
+            raise TaskBroken(f"the evaluator's own calibration batch failed: {reply.get('error')}")
+        sums.hold()  # the candidate's in-window check, on what the slots hold now: the same work
     try:
         null.freeze()
-        return ev.clock.batch(run).seconds
+        ev.clock.flush_l2()
+        window = ev.clock.batch(run).seconds
     except ChildFailed as e:
         raise TaskBroken(f"the evaluator's own trusted child failed while measuring the cost of a batch: {e}") from e
     finally:
         null.thaw()
+    gpu = reply.get("events_ms")
+    gpu_s = gpu / 1e3 if isinstance(gpu, (int, float)) and math.isfinite(gpu) and gpu > 0 else 0.0
+    return max(window - gpu_s, 0.0)
 
 
 def believed_times(claims_ms: list[float], trusted_ms: list[float], noise_ms: float) -> tuple[list[float], bool]:
@@ -140,13 +170,15 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
     cfg, clock = ev.cfg, ev.clock
     times = Times()
     outs = _out_positions(group, cd)
-    nulls = [_null_batch(ev, ci, fmt, 1) for _ in range(15)]  # warms the null child; first noise estimate
+    fill = sum(group.buffers[cd.buffers[j]].nbytes for j in outs)  # bytes one call writes
+    for _ in range(3):
+        _empty_batch(ev, ci, fmt)  # the null child started and warm before anything is measured
     copy_s = _output_copy_s(ev, group, cd) if fmt == "kernelbench" else 0.0
     n_calls = 1
     signs = _secret_signs(group, cd, outs)
     deadline = time.perf_counter() + cfg.timing_budget_s
     rounds = busy = 0
-    claims, trusted, round_nulls = [], [], []  # per call, ms, of the timed rounds
+    claims, trusted, overheads = [], [], []  # per call, ms, of the timed rounds; overhead seconds per batch
     while True:
         slots = list(range(n_calls))
         child.freeze()
@@ -159,10 +191,12 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         compiled_s = _in_process_batch(ev, cd.run_compiled, [cd.reference_copy(f) for f in fresh_sets])[0] \
             if cd.run_compiled else None
         stage(ev.driver, group, [cd.slots[k] for k in slots], fresh_sets)
-        null_s = _null_batch(ev, ci, fmt, len(slots))  # the fixed cost of this very round, just before it
+        sums = Checksums(group, cd, slots, expected, signs)
+        # what this very round's window costs besides the calls (the warm-up measures it three times)
+        round_overheads = [_calibration(ev, ci, fmt, len(slots), fill, sums) for _ in range(1 if rounds else 3)]
+        overhead_s = round_overheads[-1]
         clock.flush_l2()
         reply: dict = {}
-        sums = Checksums(group, cd, slots, expected, signs)
         complete = True
 
         def run_and_see() -> None:  # the window ends only once the trusted side has seen the outputs
@@ -178,20 +212,21 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         if not complete:
             raise Stop("incorrect", f"config {cd.name}: the outputs were not right when the candidate's process "
                                     f"said its calls were done", ["unfinished-at-done"])
-        see_s = sums.cost_s()
         check_slots(group, cd, slots, fresh_sets, expected, "timed batch" if rounds else "warm-up batch")
         if max(t.probe_before_s, t.probe_after_s) > cfg.busy_probe_limit_s:
             busy = _busy(cd, busy, "around the candidate's batch")
             continue
-        trusted_s = max(t.seconds - see_s - null_s, 0.0)
+        if rounds:
+            overheads += round_overheads
+        trusted_s = max(t.seconds - overhead_s, 0.0)
         claim = reply.get("events_ms")
         claim_s = claim / 1e3 if isinstance(claim, (int, float)) and math.isfinite(claim) and claim >= 0 else 0.0
         per_call = lambda s: 1e3 * s / len(slots)  # noqa: E731
         if rounds == 0:  # warm-up: sets the batch size from the baseline's time per call
             n_calls = max(1, min(len(cd.slots), math.ceil(cfg.timing_batch_s / max(base_s, 1e-7))))
             times.calls_per_batch = n_calls
+            warm_overheads = round_overheads
         else:
-            round_nulls.append(null_s)
             claims.append(max(per_call(claim_s - copy_s), 1e-6))
             trusted.append(max(per_call(trusted_s - copy_s), 1e-6))
             times.baseline.append(per_call(base_s))
@@ -202,10 +237,10 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         enough = timed * n_calls >= cfg.timing_trials or time.perf_counter() > deadline
         if timed >= cfg.timing_rounds and enough:
             break
-    samples = round_nulls if len(round_nulls) >= 4 else nulls + round_nulls  # the same launches as the rounds
-    q = statistics.quantiles(samples, n=4)
+    samples = overheads if len(overheads) >= 4 else overheads + warm_overheads
+    q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
     noise_ms = 1e3 * cfg.timing_noise_factor * (q[2] - q[0]) / n_calls
-    times.overhead_ms = 1e3 * statistics.median(round_nulls or nulls)
+    times.overhead_ms = 1e3 * statistics.median(samples)
     times.trusted = trusted
     times.disagreements = sum(c < t - noise_ms for c, t in zip(claims, trusted))
     times.candidate, times.claims_believed = believed_times(claims, trusted, noise_ms)

@@ -233,3 +233,20 @@ def test_the_signed_sum_repeats_its_weights_and_equals_the_plain_sum():
     signs = (torch.randint(0, 2, (7,), generator=g) * 2 - 1).float()
     plain = float((flat * signs.double().repeat(11)[:flat.numel()]).sum())
     assert float(timed_rounds.signed_sum(flat, signs, torch.float64)) == pytest.approx(plain, abs=1e-9)
+
+
+def test_the_calibration_writes_the_outputs_bytes_and_its_own_gpu_time_is_not_overhead():
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002)
+    sent = []
+
+    def calibration(msg, timeout_s):  # a trusted batch whose window is mostly its (claimed, trusted) GPU work
+        sent.append(msg)
+        time.sleep(0.004)
+        return {"ok": True, "events_ms": 4.0 if msg["slots"] == [] and msg.get("fill_bytes") else 0.0}
+    ev.null_child("c2cuda").request = calibration
+    times = time_config(ev, group, 0, cd, child, "c2cuda")
+    fills = [m["fill_bytes"] for m in sent if "fill_bytes" in m]
+    assert fills and set(fills) == {4 * N}  # y, the one output (inout), of one call
+    assert {m["launches"] for m in sent if "fill_bytes" in m} >= {1, times.calls_per_batch}
+    assert times.overhead_ms < 3.0  # the 4 ms it spent on the GPU are not counted as overhead
+    assert times.claims_believed and 0.8 < np.median(times.candidate) / np.median(times.baseline) < 1.25

@@ -1,0 +1,150 @@
+"""Where a per-call time comes from: the same compiled kernels timed by several procedures, side by side.
+
+    python benchmarks/timing_protocols.py --out benchmarks/results/timing_protocols_h200.json
+
+For a few built-in implementations (honest code), on the evaluator's own buffers and timing slots,
+in this trusted process (no child, no IPC), per-call milliseconds of:
+  single        one call on slot 0, the L2 flushed (memset) before each, CUDA events around the call
+                (the conventional harness; KernelBench's and the previous protocol's shape)
+  single_rw     as `single`, but the flush reads and writes its buffer (a stronger eviction)
+  rotate        one call per trial on slot k = trial mod slots, flushed before each (fresh memory each call)
+  batch         the evaluator's shape: every slot staged, one flush, then one call per slot back to back,
+                CUDA events around the whole batch, the GPU idle when it starts
+  batch_queued  as `batch`, with the flush queued just before the first event (no idle start)
+  batch_flush   a flush before each call of the batch, inside the window; the flushes' own time subtracted
+and, in a candidate's child process (the evaluator's sandbox, then eval.sandbox=none), from that child's own
+CUDA events after the trusted side staged the inputs and flushed the L2:
+  child_single  a batch of one call on slot 0
+  child_same    a batch of k calls all on slot 0
+  child_rotate  a batch of one call on each of k slots (the evaluator's timed batch)
+The figures go to JSON with the GPU's name and date; a table is printed at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipeline.config import CompileSection, EvalSection  # noqa: E402
+from pipeline.records import Candidate  # noqa: E402
+from pipeline.tasks import load_tasks  # noqa: E402
+
+PICKS = [("torch2cuda/scale_bias_sigmoid", "row_blocks_vec4"), ("torch2cuda/rmsnorm", "block_per_row_vec4"),
+         ("torch2cuda/sum_dim", "split_dim1_shared"), ("torch2cuda/gelu", "vec4"), ("torch2cuda/relu", "vec4"),
+         ("c2cuda/dot", "float4_two_pass"), ("c2cuda/saxpy", "naive"), ("c2cuda/inclusive_scan", "three_phase_shared"),
+         ("torch2cuda/layernorm", "block_per_row")]
+
+
+def main() -> None:
+    import torch
+    from pipeline.evaluation.child import NativeRunner
+    from pipeline.evaluation.evaluator import Evaluator
+    from pipeline.evaluation.timed_rounds import stage
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--trials", type=int, default=30)
+    args = ap.parse_args()
+    tasks = {t.id: t for t in load_tasks("builtin")}
+    ev = Evaluator(EvalSection(result_cache_dir=""), CompileSection(cache_dir=tempfile.mkdtemp()), use_gpu=True)
+    drv, fb = ev.driver, ev.cfg.l2_flush_bytes
+    flush_t = torch.empty(fb // 4, dtype=torch.float32, device="cuda")
+    start, end = drv.event(), drv.event()
+    rows = []
+
+    def window(launch) -> float:
+        drv.record(start)
+        launch()
+        drv.record(end)
+        drv.synchronize()
+        return drv.elapsed_ms(start, end)
+
+    def flush() -> None:
+        drv.memset_async(ev.flush_ptr, 1, fb)
+
+    for task_id, name in PICKS:
+        task = tasks[task_id]
+        impl = next(i for i in task.implementations if i.name == name)
+        group = ev._prepare_group(task)
+        try:
+            comp = ev.compiler.compile(Candidate(task_id=task.id, code=impl.code, format=impl.format), task)
+            entry = task.function if impl.format == "c2cuda" else "launch"
+            ptrs = [b.ptr for b in group.buffers]
+            r = NativeRunner({"artifact": comp.artifact, "entry": entry, "format": impl.format,
+                              "calls": [c.slot_calls(impl.format) for c in group.configs]}, ptrs)
+            drv.make_current()
+            for ci, cd in enumerate(group.configs):
+                if not cd.time:
+                    continue
+                k = min(len(cd.slots), 16)
+                fresh = [cd.fresh(777 + s) for s in range(k)]
+                stage(drv, group, [cd.slots[s] for s in range(k)], fresh)
+                drv.synchronize()
+                for _ in range(3):
+                    r.call(ci, 0)
+                drv.synchronize()
+                res: dict[str, list[float]] = {p: [] for p in ("single", "single_rw", "rotate", "batch",
+                                                               "batch_queued", "batch_flush", "flush")}
+                for t in range(args.trials):
+                    flush(); res["single"].append(window(lambda: r.call(ci, 0)))
+                    flush_t.add_(1.0); res["single_rw"].append(window(lambda: r.call(ci, 0)))
+                    flush(); res["rotate"].append(window(lambda: r.call(ci, t % k)))
+                    if t % 4 == 0:
+                        stage(drv, group, [cd.slots[s] for s in range(k)], fresh)
+                        flush(); drv.synchronize()
+                        res["batch"].append(window(lambda: [r.call(ci, s) for s in range(k)]) / k)
+                        stage(drv, group, [cd.slots[s] for s in range(k)], fresh)
+                        drv.synchronize(); flush()
+                        res["batch_queued"].append(window(lambda: [r.call(ci, s) for s in range(k)]) / k)
+                        stage(drv, group, [cd.slots[s] for s in range(k)], fresh)
+                        drv.synchronize()
+                        fl = window(lambda: [flush() for s in range(k)])
+                        both = window(lambda: [(flush(), r.call(ci, s)) for s in range(k)])
+                        res["flush"].append(fl / k)
+                        res["batch_flush"].append((both - fl) / k)
+                for sandbox in ("bwrap", "none"):
+                    ev.cfg = ev.cfg.model_copy(update={"sandbox": sandbox})
+                    child = ev._child(False)
+                    try:
+                        reply = ev._load(child, group, impl.format, comp, entry, impl.code)
+                        assert reply.get("ok"), reply
+                        tag = "" if sandbox == "bwrap" else "_nosandbox"
+                        for what, slots in (("child_single", [0]), ("child_same", [0] * k),
+                                            ("child_rotate", list(range(k)))):
+                            got = []
+                            for t in range(max(4, args.trials // 3)):
+                                stage(drv, group, [cd.slots[s] for s in range(k)], fresh)
+                                flush()
+                                drv.synchronize()
+                                rep = child.request({"op": "run", "config": ci, "slots": slots}, 60)
+                                got.append(rep["events_ms"] / len(slots))
+                            res[what + tag] = got
+                    finally:
+                        child.close()
+                ev.cfg = ev.cfg.model_copy(update={"sandbox": "bwrap"})
+                row = {"task": task_id, "implementation": name, "config": cd.name, "slots": k,
+                       **{p: statistics.median(v) for p, v in res.items()}}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+        except Exception as e:  # noqa: BLE001 - a benchmark row
+            print(f"{task_id}/{name}: {type(e).__name__}: {e}", flush=True)
+        finally:
+            ev._release_group(group)
+    report = {"gpu": ev.gpu_name, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows}
+    Path(args.out).write_text(json.dumps(report, indent=1))
+    cols = ("single", "rotate", "batch", "batch_flush", "child_single", "child_same", "child_rotate",
+            "child_single_nosandbox", "child_rotate_nosandbox")
+    print(f"{'implementation':52s} {'k':>3s} " + " ".join(f"{c[-12:]:>12s}" for c in cols))
+    for r in rows:
+        print(f"{r['task'] + '/' + r['implementation'] + ' ' + r['config']:52s} {r['slots']:3d} "
+              + " ".join(f"{r.get(c, 0):12.4f}" for c in cols))
+
+
+if __name__ == "__main__":
+    main()
