@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check of the project in one script, for the H200 test machine:
-#   bash benchmarks/gpu_checks.sh [verify] [tests] [trust] [bench] [structure] [generation] [train] [sft] [train_sft]
+#   bash benchmarks/gpu_checks.sh [verify] [tests] [trust] [protocols] [bench] [structure] [generation] [train] [sft] [train_sft]
 #                                 [sft_bench] [measure] [multi_gpu]
 # sft: a short warm start, SFT_S seconds of training; train_sft: two RL steps starting from it, on the
 #   train split it was fitted to; sft_bench: SFT then `cudaperf bench` of it on LIMIT held-out tasks
@@ -12,8 +12,10 @@
 #   .whl/): peak memory of KernelBench's harness and ours on the 10 largest level-1/2 problems with our answers,
 #   the eager baseline of every level-1 problem against the published H100 one, then `cudaperf bench --answers`
 #   over benchmarks/kernelbench_answers under the kernelbench gate profile (KB_S seconds in all, default 560).
-# trust: honest speedups before/after and stability under the trusted clock (benchmarks/trusted_timing.py),
-#   then the timing hacks with the static checks off and the sandbox tests from the child's side.
+# trust: honest speedups before/after and against the conventional single-call time, and stability, under the
+#   trusted clock (benchmarks/trusted_timing.py), then the timing hacks with the static checks off and the sandbox tests from the child's side.
+# protocols: the same kernels timed by several procedures, in this process and in a candidate's child
+#   (benchmarks/timing_protocols.py): where the batch protocol's per-call times come from.
 # The sandbox needs bwrap and libseccomp: where they are not installed, `bash benchmarks/sandbox_tools.sh`
 #   here first and carry .sandbox-tools/ (plus .whl/ from ../shared/device/wheels.sh).
 # Logs and JSON go to $OUT (or ./gpu-out). Prints a summary table at the end.
@@ -41,6 +43,8 @@ for step in $steps; do
              --suite kernelbench --kernelbench-dir .kernelbench --levels 1,2,3 --config configs/h200.yaml \
              --baseline-json .kernelbench/results/timing --baseline-hardware H100_Modal --out "$OUT/kernelbench_bench" \
              eval.gate_profile=kernelbench compile.cache_dir=$CUDAPERF_TEST_COMPILE_CACHE >> "$OUT/kernelbench.log" 2>&1 ;;
+    protocols) timeout 200 python3 benchmarks/timing_protocols.py --out "$OUT/timing_protocols_h200.json" --trials 12 \
+                 > "$OUT/protocols.log" 2>&1 ;;
     bench) timeout 300 python3 benchmarks/evaluator_throughput.py --out "$OUT/evaluator_h200.json" > "$OUT/bench.log" 2>&1 ;;
     structure) timeout 200 python3 -m pipeline.structure.validate_gpu --out "$OUT/structure_h200.json" > "$OUT/structure.log" 2>&1 ;;
     generation) timeout 300 python3 benchmarks/generation_throughput.py --out "$OUT/generation_h200.json" \
@@ -68,6 +72,7 @@ for step in $steps; do printf '%-10s %s\n' "$step" "${status[$step]}"; done
 [ -f "$OUT/tests.log" ] && grep -E "passed|failed|FAILED|Error" "$OUT/tests.log" | tail -40
 [ -f "$OUT/trust.log" ] && grep -E "ratio after|stability|wrote|speedup=|passed|failed" "$OUT/trust.log" | tail -30
 [ -f "$OUT/kernelbench.log" ] && grep -E "^(memory|baseline|ratio|outside|verdicts|compile|report|cudaperf)|GiB|tasks," "$OUT/kernelbench.log" | tail -40
+[ -f "$OUT/protocols.log" ] && grep -A30 "^implementation" "$OUT/protocols.log"
 [ -f "$OUT/bench.log" ] && tail -8 "$OUT/bench.log"
 [ -f "$OUT/structure.log" ] && tail -30 "$OUT/structure.log"
 [ -f "$OUT/generation.log" ] && grep -E "tokens/s|wrote|Error" "$OUT/generation.log" | tail -8

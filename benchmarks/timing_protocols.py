@@ -17,6 +17,8 @@ CUDA events after the trusted side staged the inputs and flushed the L2:
   child_single  a batch of one call on slot 0
   child_same    a batch of k calls all on slot 0
   child_rotate  a batch of one call on each of k slots (the evaluator's timed batch)
+  child_last    a batch of one call on the last slot (a slot other than the checked set)
+  child_same_last  a batch of k calls all on the last slot
 The figures go to JSON with the GPU's name and date; a table is printed at the end.
 """
 from __future__ import annotations
@@ -116,7 +118,8 @@ def main() -> None:
                         assert reply.get("ok"), reply
                         tag = "" if sandbox == "bwrap" else "_nosandbox"
                         for what, slots in (("child_single", [0]), ("child_same", [0] * k),
-                                            ("child_rotate", list(range(k)))):
+                                            ("child_rotate", list(range(k))), ("child_last", [k - 1]),
+                                            ("child_same_last", [k - 1] * k)):
                             got = []
                             for t in range(max(4, args.trials // 3)):
                                 stage(drv, group, [cd.slots[s] for s in range(k)], fresh)
@@ -139,7 +142,7 @@ def main() -> None:
     report = {"gpu": ev.gpu_name, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows}
     Path(args.out).write_text(json.dumps(report, indent=1))
     cols = ("single", "rotate", "batch", "batch_flush", "child_single", "child_same", "child_rotate",
-            "child_single_nosandbox", "child_rotate_nosandbox")
+            "child_last", "child_same_last", "child_rotate_nosandbox")
     print(f"{'implementation':52s} {'k':>3s} " + " ".join(f"{c[-12:]:>12s}" for c in cols))
     for r in rows:
         print(f"{r['task'] + '/' + r['implementation'] + ' ' + r['config']:52s} {r['slots']:3d} "
