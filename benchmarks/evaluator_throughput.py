@@ -126,7 +126,7 @@ def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int
     (compiled once through the compile cache, executed and timed every time)."""
     import ray
     from actors.evaluation import evaluate_groups, make_compiler_pool, make_evaluator_pool
-    from actors.verify import start_ray
+    from actors.cluster import start_ray
     groups = candidate_groups(tasks) * repeats
     n = sum(len(c) for _, c in groups)
     cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"workers_per_gpu": workers_per_gpu})})

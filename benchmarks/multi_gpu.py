@@ -127,7 +127,7 @@ def weight_sync(n_gpus: int, params_m: int, repeats: int, work: Path) -> dict:
     import ray
     from actors.generation import CollectiveWeightSync, WeightState, make_generator_pool
     from actors.learner import LearnerGroup
-    from actors.verify import start_ray
+    from actors.cluster import start_ray
     from pipeline.rollout.tiny_model import resolve_model_path
     ranks, gens = sync_layout(n_gpus)
     hidden = 2048
@@ -187,11 +187,12 @@ def train_overrides(n_gpus: int, run_dir: Path) -> list[str]:
 
 def rl_steps(n_gpus: int, work: Path) -> dict:
     """Two RL steps of configs/h200x8.yaml on n_gpus: each step's times, busy fractions and sync figures."""
-    from actors.driver import run_training
+    from actors.cluster import Cluster
+    from pipeline.rl.loop import cpus_needed, run_training
     overrides = train_overrides(n_gpus, work / "runs")
     cfg = load_config(ROOT / "configs" / "h200x8.yaml", overrides + [f"compile.cache_dir={work}/compile-cache"])
     run_dir = work / "runs" / "multi_gpu"
-    rows = run_training(cfg, run_dir)
+    rows = run_training(cfg, run_dir, Cluster(cfg, cpus_needed(cfg)))
     keep = ("step", "time/", "busy/", "sync/", "learner/update_s", "learner/weight_version", "rollout/episodes",
             "rollout/tokens_generated", "reward/turn_mean")
     steps = [{k: v for k, v in r.items() if k.startswith(keep)} for r in rows]

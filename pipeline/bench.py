@@ -10,7 +10,7 @@ answered in the light format, or KernelBench `ModelNew` files with --answers); `
 c2cuda tasks of `--tasks` (default the dataset's test split, `generated:test`; `builtin` works too).
 Every sample is an episode of up to `--turns` turns (rollout settings from the config: the
 evaluator's feedback is the next turn's message, as in RL), evaluated by the compile and evaluator
-pools (actors/bench.py). Speedups are against the naive CUDA baseline (c2cuda) or eager PyTorch
+pools (actors/cluster.py). Speedups are against the naive CUDA baseline (c2cuda) or eager PyTorch
 and, for the kernelbench suite, torch.compile where it builds (`eval.compile_baseline`).
 Out (--out, default run.output_dir/run.name/bench): report.json (summary: verdicts, compile,
 execute and correct rates, fast_p for p = 0, 1, 1.5, 2, speedups, pass@k, evaluator failures
@@ -40,18 +40,17 @@ from pathlib import Path
 
 from pipeline.bench_metrics import (COMPILED_VERDICTS, EXECUTED_VERDICTS, FAST_P_THRESHOLDS, Outcome,
                                     final_outcomes, is_evaluator_failure, summarize, turn_curves)
-from pipeline.config import ConfigError, RunConfig, load_config
-from pipeline.kernelbench_results import (BaselineError, BaselineTimes, eval_results_by_level, load_baseline_times,
+from pipeline.config import RunConfig, load_config
+from pipeline.errors import UserError
+from pipeline.kernelbench_results import (BaselineTimes, eval_results_by_level, load_baseline_times,
                                           published_comparison, write_eval_results)
 from pipeline.records import EvalResult, Task
-from pipeline.rollout.generation import GenerationError
-from pipeline.rollout.tiny_model import ModelPathError
-from pipeline.tasks import TaskError, load_candidate_file, load_kernelbench, load_tasks
+from pipeline.tasks import load_candidate_file, load_kernelbench, load_tasks
 
 ANSWER_SUFFIXES = (".cu", ".py")
 
 
-class BenchError(ValueError):
+class BenchError(UserError, ValueError):
     """A bench invocation that cannot run; the message names the problem and the fix."""
 
 
@@ -217,14 +216,13 @@ def write_plots(report: dict, out_dir: Path) -> list[Path]:
 
 
 def run_bench(cfg: RunConfig, tasks: list[Task], out_dir: Path, *, suite: str, answers_dir: Path | None = None,
-              queue=None, published: BaselineTimes | None = None) -> dict:
+              queue=None, cluster=None, published: BaselineTimes | None = None) -> dict:
     """Sample (or read answers), evaluate, write report.json, plots and (kernelbench suite)
     eval_results.json into out_dir; returns the report. `queue` is an evaluation WorkQueue; without
-    one, the Ray pools of `cfg` are started for this call. `published`: KernelBench baseline times
-    to compare against (module docstring)."""
+    one, `cluster.evaluation()` gives one for this call (the compile and evaluator pools of `cfg`).
+    `published`: KernelBench baseline times to compare against (module docstring)."""
     if queue is None:
-        from actors.bench import evaluation_queue
-        with evaluation_queue(cfg) as (queue, _):
+        with cluster.evaluation() as (queue, _):
             return run_bench(cfg, tasks, out_dir, suite=suite, answers_dir=answers_dir, queue=queue,
                              published=published)
     if answers_dir is not None:
@@ -318,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], open_cluster=None) -> int:
     args, overrides = build_parser().parse_known_args(argv)
     bad = [o for o in overrides if o.startswith("-") or "=" not in o]
     if bad:
@@ -345,8 +343,9 @@ def main(argv: list[str]) -> int:
         published = (load_baseline_times(args.baseline_json, args.baseline_hardware) if args.baseline_json
                      else None)
         out = Path(args.out) if args.out else Path(cfg.run.output_dir) / cfg.run.name / "bench"
-        report = run_bench(cfg, tasks, out, suite=args.suite, answers_dir=answers, published=published)
-    except (ConfigError, TaskError, BenchError, BaselineError, ModelPathError, GenerationError) as e:
+        report = run_bench(cfg, tasks, out, suite=args.suite, answers_dir=answers, published=published,
+                           cluster=open_cluster(cfg) if open_cluster else None)
+    except UserError as e:  # for direct calls (tests, python -m); `cudaperf bench` would print the same
         print(f"cudaperf bench: {e}", file=sys.stderr)
         return 2
     print_summary(report)

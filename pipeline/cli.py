@@ -10,8 +10,9 @@
   cudaperf sft --config FILE                 (pipeline/sft.py)
   cudaperf bench --model PATH --suite ...    (pipeline/bench.py)
 
-User errors (bad config, missing file, no nvcc) end with one line naming the problem and the fix
-and exit status 2; a candidate's failure is a verdict, never an error of the command.
+User errors (bad config, missing file, no nvcc: any `UserError`, pipeline/errors.py) are caught
+once, in `main`, and end with one line naming the problem and the fix and exit status 2; a
+candidate's failure is a verdict, never an error of the command.
 """
 from __future__ import annotations
 
@@ -20,31 +21,13 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.config import ConfigError, describe_schema, load_config
+from pipeline.config import RunConfig, describe_schema, load_config
+from pipeline.errors import UserError
 
 
-class UsageError(Exception):
-    """A mistake the user can fix; printed as one line."""
-
-
-def gpu_count() -> int:
-    """GPUs visible to this process through the CUDA driver (0 without a driver)."""
-    import ctypes
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return 0
-    n = ctypes.c_int(0)
-    if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(n)) != 0:
-        return 0
-    return n.value
-
-
-def _config(args):
-    try:
-        return load_config(args.config, args.overrides)
-    except ConfigError as e:
-        raise UsageError(str(e)) from None
+def _config(args) -> RunConfig:
+    """The run configuration of a built-in subcommand: --config plus the overrides."""
+    return load_config(args.config, args.overrides)
 
 
 def candidate_file_problem(path_arg: str) -> str:
@@ -78,16 +61,17 @@ def candidate_file_problem(path_arg: str) -> str:
 def cmd_eval(args) -> int:
     from pipeline.evaluation.evaluator import Evaluator
     from pipeline.evaluation.feedback import format_feedback
-    from pipeline.tasks import TaskError, load_candidate_file, load_task_arg
+    from pipeline.tasks import load_candidate_file, load_task_arg
     cfg = _config(args)
     problem = candidate_file_problem(args.candidate)
     if problem:
-        raise UsageError(problem)
+        raise UserError(problem)
     try:
-        task = load_task_arg(args.task)
+        task = load_task_arg(args.task)  # a bad task or candidate is a TaskError, itself a UserError
         cand = load_candidate_file(args.candidate, task)
-    except (TaskError, OSError) as e:
-        raise UsageError(str(e)) from None
+    except OSError as e:  # a task file that cannot be read
+        raise UserError(f"{e}; check the path and its permissions") from None
+    from pipeline.evaluation.cuda_driver import gpu_count
     use_gpu = cfg.eval.gpus != 0 and gpu_count() > 0
     result = Evaluator(cfg.eval, cfg.compile, use_gpu=use_gpu).evaluate(task, [cand])[0]
     if args.json:
@@ -113,15 +97,23 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def open_cluster(cfg, cpus_needed: int | None = None, num_gpus: int | None = None):
+    """The composition root: the one place where `pipeline/` reaches Ray. A `Cluster` (actors/cluster.py)
+    for a job's config: it joins the cluster the job was submitted to, or starts a local Ray."""
+    from actors.cluster import Cluster
+    return Cluster(cfg, cpus_needed, num_gpus)
+
+
 def cmd_verify(args) -> int:
-    from actors.verify import verify_tasks
+    from pipeline.verify import verify_tasks
     cfg = _config(args)
-    report = verify_tasks(cfg, out_path=args.out)
+    report = verify_tasks(cfg, open_cluster(cfg), out_path=args.out)
     print(json.dumps(report["summary"], indent=2))
     return 0 if report["summary"]["failed"] == 0 else 1
 
 
-# Subcommands that own their argument parsing: name -> (module, function taking argv, help line).
+# Subcommands that own their argument parsing: name -> (module, function taking argv, help line); the
+# ones in ON_CLUSTER also take `open_cluster`, the way to Ray.
 MODULE_COMMANDS = {
     "analyze": ("pipeline.structure.analyze", "main_analyze", "structural analysis of a CUDA file"),
     "data": ("pipeline.data.cli", "main", "build, measure and summarise the task dataset"),
@@ -132,10 +124,14 @@ MODULE_COMMANDS = {
 }
 
 
+ON_CLUSTER = {"train", "sft", "bench"}
+
+
 def run_module_command(name: str, argv: list[str]) -> int:
     import importlib
     module, fn, _ = MODULE_COMMANDS[name]
-    return getattr(importlib.import_module(module), fn)(argv)
+    main = getattr(importlib.import_module(module), fn)
+    return main(argv, open_cluster) if name in ON_CLUSTER else main(argv)
 
 
 def cmd_config(args) -> int:
@@ -174,9 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    module_command = argv[0] if argv and argv[0] in MODULE_COMMANDS else ""
     try:
-        if argv and argv[0] in MODULE_COMMANDS:
-            return run_module_command(argv[0], argv[1:])
+        if module_command:
+            return run_module_command(module_command, argv[1:])
         parser = build_parser()
         args, extra = parser.parse_known_args(argv)  # overrides may follow flags such as --json
         unknown = [e for e in extra if e.startswith("-") or "=" not in e]
@@ -184,8 +181,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")
         args.overrides = [e for e in extra if e not in unknown]
         return args.fn(args)
-    except UsageError as e:
-        print(f"cudaperf: {e}", file=sys.stderr)
+    except UserError as e:  # the one catch: every command's user errors end here
+        prog = f"cudaperf {module_command}" if module_command else "cudaperf"  # the prefix of its own messages
+        print(f"{prog}: {e}", file=sys.stderr)
         return 2
 
 

@@ -15,6 +15,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from pipeline.errors import UserError
+
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -307,7 +309,7 @@ class SFTSection(Section):
 
 
 class TrainSection(Section):
-    """The RL driver, `cudaperf train` (pipeline/rl/train.py, actors/driver.py): steps, placement, logging."""
+    """The RL driver, `cudaperf train` (pipeline/rl/train.py, pipeline/rl/loop.py): steps, placement, logging."""
     steps: int = Field(10, ge=1, description="RL steps of the run; a step runs tasks_per_step tasks x "
                        "rollout.samples_per_task episodes and one learner update over their turns")
     tasks_per_step: int = Field(4, ge=1, description="tasks drawn from the task stream per step")
@@ -409,7 +411,7 @@ class RunConfig(Section):
     ranker: RankerSection = Field(default_factory=RankerSection)
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """Every problem found in a configuration, one per line."""
 
 
@@ -505,7 +507,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 
 def describe_schema(model: type[BaseModel] = RunConfig, prefix: str = "") -> list[str]:
-    """One line per field: dotted key, default and description (for `cudaperf config --help`)."""
+    """One line per field: dotted key, default and description (for `cudaperf config --describe`)."""
     lines = []
     for name, field in model.model_fields.items():
         ann = field.annotation

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline.bench_metrics import Outcome, fast_p, speedup_stats
+from pipeline.errors import UserError
 from pipeline.records import ConfigResult, EvalResult, Timing
 
 # The thresholds KernelBench's benchmark_eval_analysis.py reports.
@@ -40,7 +41,7 @@ _TASK_ID = re.compile(r"kernelbench/level(\d+)/((\d+)_.*)")
 _IQR_PER_STD = 1.349  # IQR of a normal distribution, in standard deviations
 
 
-class BaselineError(ValueError):
+class BaselineError(UserError, ValueError):
     """A baseline timing file that cannot be used; the message names the problem and the fix."""
 
 

@@ -103,7 +103,14 @@ class Task(Record):
         return None
 
     def content_hash(self) -> str:
+        """The task as evaluated: what a cached evaluation result depends on (implementations excluded)."""
         body = self.model_dump_json(exclude={"implementations", "source_path", "description"})
+        return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+    def measured_hash(self) -> str:
+        """The task as measured, implementations included (the `task_hash` of the measured dataset): a
+        change to any of it means measuring again."""
+        body = self.model_dump_json(exclude={"source_path", "description"})
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 

@@ -39,12 +39,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from pipeline.config import ConfigError, RunConfig, SFTSection, load_config
+from pipeline.config import RunConfig, SFTSection, load_config
+from pipeline.errors import UserError
 from pipeline.records import Implementation, Task
 from pipeline.rl.batch import TrainSequence, make_microbatches
 from pipeline.rollout.parsing import answer_text, extract_code
 from pipeline.rollout.prompts import candidate_format, entry_point, opening_messages
-from pipeline.tasks import TaskError, load_tasks
+from pipeline.tasks import select_tasks
 
 # Strategy labels from plain to most optimised: the order used when no measured times exist.
 STRATEGY_RANK = {"naive": 0, "coalesced": 1, "grid_stride": 1, "thread_coarsening": 2, "vectorized": 2,
@@ -54,7 +55,7 @@ NAME_WORDS = ("scale", "add", "sum", "vec", "mat", "row", "col", "reduce", "norm
               "acc", "prod", "diff", "calc", "compute", "update", "transform", "blend", "mix", "step", "pass")
 
 
-class SFTError(ValueError):
+class SFTError(UserError, ValueError):
     """An SFT run that cannot start; the message names the problem and the fix."""
 
 
@@ -279,18 +280,20 @@ def train(learner, seqs: list[TrainSequence], cfg: RunConfig, log_file, deadline
 
 
 def make_learner(cfg: RunConfig, model_path: Path, tokenizer):
-    """One learner rank in this process (a world of one: nccl on a GPU, gloo on CPU)."""
+    """One learner rank in this process (a world of one: nccl on a GPU, gloo on CPU), built as the RL
+    learner builds its policy (`build_policy`: the learner's precision, LoRA adapters with
+    learner.lora_rank > 0)."""
     import torch
-    from transformers import AutoModelForCausalLM
 
     from pipeline.rl.distributed import free_port, init_process_group
     from pipeline.rl.learner import Learner
+    from pipeline.rl.update import build_policy
 
     if cfg.learner.ranks != 1:
         raise SFTError(f"learner.ranks = {cfg.learner.ranks}: cudaperf sft runs one learner rank; set learner.ranks=1")
     init_process_group(0, 1, free_port(), backend="nccl" if torch.cuda.is_available() else "gloo")
-    build = lambda: AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
-    return Learner(cfg.learner, cfg.rl, build, tokenizer=tokenizer, temperature=1.0, seed=cfg.run.seed)
+    return Learner(cfg.learner, cfg.rl, build_policy(model_path, cfg.learner), tokenizer=tokenizer, temperature=1.0,
+                   seed=cfg.run.seed)
 
 
 def training_deadline(cfg: RunConfig) -> float | None:
@@ -298,23 +301,23 @@ def training_deadline(cfg: RunConfig) -> float | None:
     return time.monotonic() + cfg.sft.max_train_s if cfg.sft.max_train_s else None
 
 
-def run_sft(cfg: RunConfig) -> dict:
-    """The whole run (module docstring); returns a summary that is also written to sft_summary.json."""
+def run_sft(cfg: RunConfig, open_cluster=None) -> dict:
+    """The whole run (module docstring); returns a summary that is also written to sft_summary.json.
+    `open_cluster(cfg)` gives the Ray pools that rejection rounds and the held-out check evaluate on
+    (pipeline/cli.py passes it; supervised SFT without the check needs none)."""
     from pipeline.rollout.conversation import ChatFormat
     from pipeline.rollout.tiny_model import load_tokenizer, padding_id, resolve_model_path
 
     out = Path(cfg.sft.output_dir) if cfg.sft.output_dir else Path(cfg.run.output_dir) / cfg.run.name / "sft"
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    tasks = [t for t in load_tasks(cfg.tasks.source, cfg.tasks.kernelbench_levels, cfg.data.split_seed)
-             if t.kind in cfg.tasks.kinds]
+    tasks = select_tasks(cfg.tasks, cfg.data.split_seed)
     if not tasks:
         raise SFTError(f"tasks.source '{cfg.tasks.source}' holds no tasks of kinds {cfg.tasks.kinds}; point it at "
                        "the training tasks")
     heldout = []
     if cfg.sft.heldout_source:  # checked before training, so a bad source fails now rather than after it
-        heldout = [t for t in load_tasks(cfg.sft.heldout_source, split_seed=cfg.data.split_seed)
-                   if t.kind in cfg.tasks.kinds]
+        heldout = select_tasks(cfg.tasks, cfg.data.split_seed, source=cfg.sft.heldout_source)
         if not heldout:
             raise SFTError(f"sft.heldout_source '{cfg.sft.heldout_source}' holds no tasks of kinds {cfg.tasks.kinds}; "
                            "point it at held-out tasks or set sft.heldout_source='' to skip the check")
@@ -347,7 +350,8 @@ def run_sft(cfg: RunConfig) -> dict:
         else:
             summary["prepare_s"] = round(time.monotonic() - t0, 1)
             t0, deadline = time.monotonic(), training_deadline(cfg)
-            history += rejection_rounds(cfg, learner, tasks, model_path, out, log_file, deadline, pad_id, summary)
+            history += rejection_rounds(cfg, learner, tasks, model_path, out, log_file, deadline, pad_id, summary,
+                                        open_cluster(cfg))
     summary.update(steps=len(history), train_s=round(time.monotonic() - t0, 1),
                    first_loss=history[0]["loss"] if history else None,
                    last_loss=history[-1]["loss"] if history else None,
@@ -357,26 +361,27 @@ def run_sft(cfg: RunConfig) -> dict:
     print(f"sft: {summary['steps']} steps in {summary['train_s']} s, loss {summary['first_loss']} -> "
           f"{summary['last_loss']}; checkpoint (model.path) {summary['checkpoint']}")
     if heldout:
-        summary["heldout"] = heldout_check(cfg, heldout, Path(summary["checkpoint"]), out)
+        summary["heldout"] = heldout_check(cfg, heldout, Path(summary["checkpoint"]), out, open_cluster)
     (out / "sft_summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
 
 def rejection_rounds(cfg: RunConfig, learner, tasks: list[Task], model_path: Path, out: Path, log_file,
-                     deadline: float | None, pad_id: int, summary: dict) -> list[dict]:
-    """Sample, evaluate, keep, train; the generator gets the learner's weights after every round."""
-    from actors.bench import evaluation_queue
+                     deadline: float | None, pad_id: int, summary: dict, cluster) -> list[dict]:
+    """Sample, evaluate (on `cluster`'s pools), keep, train; the generator gets the learner's weights
+    after every round."""
     from pipeline.bench import outcomes_from_episodes
     from pipeline.bench_metrics import summarize
     from pipeline.rollout.conversation import ChatFormat
     from pipeline.rollout.generation import make_generator
+    from pipeline.rl.update import export_for_generators
     from pipeline.rollout.scheduler import EpisodeScheduler, ThreadQueue
 
     model_cfg = cfg.model.model_copy(update={"path": str(model_path)})
     generator = make_generator(model_cfg, cfg.rollout, cfg.run.seed)
     history, rounds = [], []
     try:
-        with evaluation_queue(cfg) as (queue, _), ThreadQueue(generator.generate, 1) as generation:
+        with cluster.evaluation() as (queue, _), ThreadQueue(generator.generate, 1) as generation:
             scheduler = EpisodeScheduler(cfg.rollout, ChatFormat(generator.tokenizer),
                                          generator.max_model_len_tokens, generation, queue)
             for r in range(cfg.sft.rejection_rounds):
@@ -387,7 +392,7 @@ def rejection_rounds(cfg: RunConfig, learner, tasks: list[Task], model_path: Pat
                 print(f"sft rejection round {r}: verdicts {verdicts}; training on {len(kept)} turns")
                 if kept:
                     history += train(learner, kept, cfg, log_file, deadline, pad_id, cfg.run.seed + r)
-                    generator.update_weights(learner.state_dict_for_export().items(), version=r + 1)
+                    generator.update_weights(export_for_generators(learner), version=r + 1)
                 if deadline is not None and time.monotonic() > deadline:
                     break
     finally:
@@ -396,7 +401,7 @@ def rejection_rounds(cfg: RunConfig, learner, tasks: list[Task], model_path: Pat
     return history
 
 
-def heldout_check(cfg: RunConfig, tasks: list[Task], checkpoint: Path, out: Path) -> dict:
+def heldout_check(cfg: RunConfig, tasks: list[Task], checkpoint: Path, out: Path, open_cluster) -> dict:
     """Sample the new checkpoint on the held-out tasks (single turn) and report its rates (bench.py)."""
     from pipeline.bench import print_summary, run_bench
 
@@ -404,14 +409,15 @@ def heldout_check(cfg: RunConfig, tasks: list[Task], checkpoint: Path, out: Path
         "model": cfg.model.model_copy(update={"path": str(checkpoint)}),
         "rollout": cfg.rollout.model_copy(update={"samples_per_task": cfg.sft.heldout_samples_per_task,
                                                   "max_turns": 1})})
-    report = run_bench(bench_cfg, tasks, out / "heldout_bench", suite=f"heldout:{cfg.sft.heldout_source}")
+    report = run_bench(bench_cfg, tasks, out / "heldout_bench", suite=f"heldout:{cfg.sft.heldout_source}",
+                       cluster=open_cluster(bench_cfg))
     print(f"held-out check on {cfg.sft.heldout_source}:")
     print_summary(report)
     s = report["summary"]
     return {k: s[k] for k in ("tasks", "samples", "verdicts", "compile_rate", "execute_rate", "correct_rate")}
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], open_cluster=None) -> int:
     p = argparse.ArgumentParser(prog="cudaperf sft", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default=None, help="YAML run configuration (sections sft, learner, model, tasks, ...)")
     args, overrides = p.parse_known_args(argv)
@@ -419,11 +425,9 @@ def main(argv: list[str]) -> int:
     if bad:
         print(f"cudaperf sft: unknown argument(s) {' '.join(bad)}; see cudaperf sft -h", file=sys.stderr)
         return 2
-    from pipeline.rollout.generation import GenerationError
-    from pipeline.rollout.tiny_model import ModelPathError
     try:
-        run_sft(load_config(args.config, overrides))
-    except (ConfigError, TaskError, SFTError, ModelPathError, GenerationError) as e:
+        run_sft(load_config(args.config, overrides), open_cluster)
+    except UserError as e:  # for direct calls (tests, python -m); `cudaperf sft` would print the same
         print(f"cudaperf sft: {e}", file=sys.stderr)
         return 2
     return 0

@@ -24,6 +24,7 @@ from typing import Any, Iterable, NamedTuple
 import yaml
 from pydantic import ValidationError
 
+from pipeline.errors import UserError
 from pipeline.records import ArgSpec, Candidate, InputConfig, Task, WorkModel
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ BUILTIN_DIR = Path(__file__).parent / "builtin_tasks"
 TASK_SUFFIXES = (".yaml", ".yml")
 
 
-class TaskError(ValueError):
+class TaskError(UserError, ValueError):
     """A task file, task source or candidate file a user gave is unusable; the message says why and how to fix it."""
 
 
@@ -688,10 +689,6 @@ def load_kernelbench(root: str | Path, levels: Iterable[int] = (1, 2),
 # Command-line arguments: one task, one candidate
 # ----------------------------------------------------------------------------------------------
 
-def builtin_task_ids() -> list[str]:
-    return [t.id for t in load_tasks("builtin")]
-
-
 def load_task_arg(arg: str | Path) -> Task:
     """The TASK of `cudaperf eval TASK CANDIDATE`: a task YAML file, a KernelBench problem .py file,
     or a built-in task id such as 'c2cuda/saxpy'."""
@@ -736,3 +733,11 @@ def load_candidate_file(path: str | Path, task: Task, turn: int = 0) -> Candidat
     except (OSError, UnicodeDecodeError) as e:
         raise TaskError(f"{path}: cannot be read as UTF-8 text ({e}); save the candidate as a text file.") from None
     return Candidate(task_id=task.id, code=code, format=fmt, turn=turn)
+
+
+def select_tasks(tasks_cfg, split_seed: int = 0, source: str | Path | None = None) -> list[Task]:
+    """The run's task selection, one rule for every job: the tasks of `tasks_cfg.source` (or `source`)
+    whose kind is in `tasks_cfg.kinds`, KernelBench checkouts read at `tasks_cfg.kernelbench_levels`,
+    the generated dataset split by `split_seed` (`data.split_seed`)."""
+    chosen = tasks_cfg.source if source is None else source
+    return [t for t in load_tasks(chosen, tasks_cfg.kernelbench_levels, split_seed) if t.kind in tasks_cfg.kinds]

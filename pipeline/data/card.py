@@ -24,11 +24,8 @@ DIVERSE_RATIO = 1.3  # two non-naive implementations this far apart make a task'
 def kernelbench_overlap(tasks: list[Task]) -> dict | None:
     """How many torch2cuda tasks match a KernelBench level-1/2 operator pattern, from the generators'
     own `pipeline.data.generate.kernelbench_overlap` ({'torch2cuda', 'level1_pattern',
-    'level2_pattern'}); None when the generators are not there."""
-    try:
-        from pipeline.data.generate import kernelbench_overlap as overlap
-    except ImportError:
-        return None
+    'level2_pattern'})."""
+    from pipeline.data.generate import kernelbench_overlap as overlap
     return dict(overlap(tasks))
 
 

@@ -1,6 +1,11 @@
 """`cudaperf data build | stats | card | measure`: the task dataset from the command line.
 
-  cudaperf data build   [--source S]                  generate the tasks, print counts and checks
+  cudaperf data build   [--source S] [--check-compile] [--check-references] [--check-gate] [--sample N] [--family F]
+                                                      generate the tasks, print counts and checks; with the
+                                                      flags also compile every implementation (nvcc, many
+                                                      per call), compile and run every C reference on the
+                                                      small configurations (gcc) and every PyTorch reference
+                                                      on the CPU, or run the static gate on every one
   cudaperf data stats   [--source S] [--measured DIR] [--card DIR]   the dataset card's table
   cudaperf data card    [--source S] [--measured DIR] [--out DIR]    the card (markdown + plots)
   cudaperf data measure --shard K/N [--minutes M] [--out DIR] [--source S] [--retry-failed] [--compile-only]
@@ -14,23 +19,16 @@ import argparse
 import sys
 from collections import Counter
 
-from pipeline.config import ConfigError, RunConfig, load_config
+from pipeline.config import RunConfig, load_config
+from pipeline.errors import UserError
 
 MIN_C2CUDA, MIN_TORCH2CUDA, MIN_FAMILIES, MAX_FAMILY_SHARE = 3000, 1000, 40, 0.05
 MIN_CONFIGS, MIN_IMPLS, MIN_TEST_IMPLS = 3, 3, 5
 
 
-class UsageError(Exception):
-    pass
-
-
 def _tasks(cfg: RunConfig, source: str | None):
-    from pipeline.data.reader import DataError, load_source
-    from pipeline.tasks import TaskError
-    try:
-        return load_source(source or cfg.data.source, split_seed=cfg.data.split_seed)
-    except (DataError, TaskError) as e:
-        raise UsageError(str(e)) from None
+    from pipeline.data.reader import load_source
+    return load_source(source or cfg.data.source, split_seed=cfg.data.split_seed)
 
 
 def _measurements(cfg: RunConfig, path: str | None):
@@ -67,13 +65,10 @@ def build_checks(tasks, split_seed: int) -> list[tuple[bool, str]]:
                                                                or t.implementations[0].strategy != "naive")]
     checks.append((not bad_naive, "every c2cuda task lists its naive baseline first"
                    + (f" (not: {', '.join(bad_naive[:5])})" if bad_naive else "")))
-    try:
-        from pipeline.data.generate import normalised_reference
-        refs = Counter(normalised_reference(t) for t in tasks)
-        dups = sum(c - 1 for c in refs.values() if c > 1)
-        checks.append((dups == 0, f"no two tasks share a normalised reference ({dups} duplicates)"))
-    except ImportError:
-        pass
+    from pipeline.data.generate import normalised_reference
+    refs = Counter(normalised_reference(t) for t in tasks)
+    dups = sum(c - 1 for c in refs.values() if c > 1)
+    checks.append((dups == 0, f"no two tasks share a normalised reference ({dups} duplicates)"))
     shares = split_shares(fams, split_seed)
     ok = shares_ok(shares)
     line = "split shares of families " + ", ".join(f"{s} {v:.0%} (aim {FRACTIONS[s]:.0%})" for s, v in shares.items())
@@ -94,7 +89,39 @@ def cmd_build(cfg: RunConfig, args) -> int:
     print()
     for ok, line in checks:
         print(f"{'PASS' if ok else 'FAIL'}  {line}")
-    return 0 if all(ok for ok, _ in checks) else 1
+    status = 0 if all(ok for ok, _ in checks) else 1
+    if args.check_compile or args.check_references or args.check_gate:
+        status |= run_generator_checks(tasks, args)
+    return status
+
+
+def run_generator_checks(tasks, args) -> int:
+    """The per-implementation checks of pipeline/data/checks.py on the selected tasks; 1 if any failed."""
+    from pipeline.data import checks
+    if args.family:
+        families = set(args.family.split(","))
+        tasks = [t for t in tasks if t.family in families]
+    if args.sample:
+        tasks = checks.sample_tasks(tasks, args.sample)
+    status = 0
+
+    def report(what: str, failures: list[str]) -> int:
+        print(f"{what}, {len(failures)} failed")
+        for f in failures:
+            print("  " + f)
+        return int(bool(failures))
+    n_impls = sum(len(t.implementations) for t in tasks)
+    if args.check_gate:
+        status |= report(f"static gate: {n_impls} checked", checks.check_gate(tasks))
+    if args.check_references:
+        status |= report(f"C references: {sum(t.kind == 'c2cuda' for t in tasks)} checked",
+                         checks.check_c_references(tasks, workers=args.workers))
+        status |= report(f"PyTorch references: {sum(t.kind == 'torch2cuda' for t in tasks)} run on CPU",
+                         checks.check_torch_references(tasks))
+    if args.check_compile:
+        status |= report(f"implementations: {n_impls} compiled",
+                         checks.check_compile(tasks, workers=args.workers, batch=args.batch, progress=True))
+    return status
 
 
 def cmd_stats(cfg: RunConfig, args, card_dir: str | None) -> int:
@@ -119,18 +146,15 @@ def cmd_stats(cfg: RunConfig, args, card_dir: str | None) -> int:
 
 
 def cmd_measure(cfg: RunConfig, args) -> int:
-    from pipeline.data.measure import MeasureError, measure_shards, parse_shards
+    from pipeline.data.measure import measure_shards, parse_shards
     from pipeline.data.measured import MEASURED_DIR
     from pipeline.data.reader import generator_version
     source = args.source or cfg.data.source
-    try:
-        shards = parse_shards(args.shard)
-        tasks = _tasks(cfg, source)
-        summaries = measure_shards(cfg, tasks, shards, args.out or cfg.data.measured_dir or MEASURED_DIR,
-                                   minutes=args.minutes, retry_failed=args.retry_failed,
-                                   compile_only=args.compile_only, generator_version=generator_version(source))
-    except MeasureError as e:
-        raise UsageError(str(e)) from None
+    shards = parse_shards(args.shard)
+    tasks = _tasks(cfg, source)
+    summaries = measure_shards(cfg, tasks, shards, args.out or cfg.data.measured_dir or MEASURED_DIR,
+                               minutes=args.minutes, retry_failed=args.retry_failed,
+                               compile_only=args.compile_only, generator_version=generator_version(source))
     for summary in summaries:
         print("\n".join(summary.lines()))
     complete = len(summaries) == len(shards) and all(s.complete for s in summaries)
@@ -146,7 +170,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--source", default=None, help="task source (default data.source: generated)")
         p.epilog = "Any number of section.key=value overrides may follow."
         return p
-    common(sub.add_parser("build", help="generate the tasks and check the counts"))
+    p = common(sub.add_parser("build", help="generate the tasks and check the counts"))
+    p.add_argument("--check-compile", action="store_true", help="compile every implementation with nvcc")
+    p.add_argument("--check-references", action="store_true", help="compile and run every C reference on small "
+                   "configurations and every PyTorch reference on CPU")
+    p.add_argument("--check-gate", action="store_true", help="run the static gate on every implementation")
+    p.add_argument("--sample", type=int, default=0, help="check only this many tasks (spread over families)")
+    p.add_argument("--family", default="", help="check only these families (comma-separated)")
+    p.add_argument("--workers", type=int, default=2, help="parallel compiler processes")
+    p.add_argument("--batch", type=int, default=40, help="implementations per nvcc call")
     p = common(sub.add_parser("stats", help="print the dataset card's table"))
     p.add_argument("--measured", default=None, help="measurement Parquet file or directory (default data.measured_dir)")
     p.add_argument("--card", default=None, metavar="DIR", help="also write the dataset card (markdown + plots) here")
@@ -171,10 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
-        try:
-            cfg = load_config(args.config, extra)
-        except ConfigError as e:
-            raise UsageError(str(e)) from None
+        cfg = load_config(args.config, extra)
         if args.command == "build":
             return cmd_build(cfg, args)
         if args.command == "stats":
@@ -182,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "card":
             return cmd_stats(cfg, args, args.out)
         return cmd_measure(cfg, args)
-    except UsageError as e:
+    except UserError as e:  # for direct calls (tests, python -m); `cudaperf data` would print the same
         print(f"cudaperf data: {e}", file=sys.stderr)
         return 2
 

@@ -4,25 +4,15 @@
     normalised_reference(task) -> str             # comments/space stripped, identifiers renamed
     kernelbench_overlap(tasks) -> dict            # torch2cuda tasks matching a KernelBench op pattern
 
-Checks that need only a CPU (run them after changing a generator):
-
-    python -m pipeline.data.generate --stats
-    python -m pipeline.data.generate --check-compile [--sample N] [--workers 2]
-    python -m pipeline.data.generate --check-references [--sample N]
-    python -m pipeline.data.generate --check-gate
-
---check-compile builds every implementation with nvcc for the configured architecture, many per
-nvcc call (each implementation wrapped in its own namespace); --check-references compiles every
-C reference with gcc and runs it on the small configurations, requiring finite outputs.
+The checks that need only a CPU (pipeline/data/checks.py) run from `cudaperf data build
+--check-compile | --check-references | --check-gate` after a generator changed.
 """
 from __future__ import annotations
 
-import argparse
 import ast
 import io
 import keyword
 import re
-import sys
 import tokenize
 import zlib
 from collections import Counter
@@ -170,54 +160,3 @@ def summary(tasks: list[Task]) -> dict:
             "families": len(fams), "largest_family": max(fams.items(), key=lambda kv: kv[1]) if fams else None,
             "implementations": sum(impls), "min_implementations": min(impls) if impls else 0,
             "family_counts": dict(sorted(fams.items())), "kernelbench_overlap": kernelbench_overlap(tasks)}
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pipeline.data.generate", description=__doc__.split("\n\n")[0])
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--stats", action="store_true", help="print counts by kind and family")
-    p.add_argument("--check-compile", action="store_true", help="compile every implementation with nvcc")
-    p.add_argument("--check-references", action="store_true", help="compile and run every C reference on small configs "
-                   "and every PyTorch reference on CPU")
-    p.add_argument("--check-gate", action="store_true", help="run the static gate on every implementation")
-    p.add_argument("--sample", type=int, default=0, help="check only this many tasks (spread over families)")
-    p.add_argument("--family", default="", help="check only these families (comma-separated)")
-    p.add_argument("--workers", type=int, default=2, help="parallel compiler processes")
-    p.add_argument("--batch", type=int, default=40, help="implementations per nvcc call")
-    args = p.parse_args(argv)
-    from pipeline.data import checks
-    tasks = generate_tasks(args.seed)
-    if args.family:
-        families = set(args.family.split(","))
-        tasks = [t for t in tasks if t.family in families]
-    if args.sample:
-        tasks = checks.sample_tasks(tasks, args.sample)
-    status = 0
-    if args.stats or not (args.check_compile or args.check_references or args.check_gate):
-        s = summary(tasks)
-        for key in ("tasks", "c2cuda", "torch2cuda", "families", "largest_family", "implementations",
-                    "min_implementations", "kernelbench_overlap"):
-            print(f"{key}: {s[key]}")
-        for fam, n in s["family_counts"].items():
-            print(f"  {fam}: {n}")
-    def report(what: str, failures: list[str]) -> int:
-        print(f"{what}, {len(failures)} failed")
-        for f in failures:
-            print("  " + f)
-        return int(bool(failures))
-    n_impls = sum(len(t.implementations) for t in tasks)
-    if args.check_gate:
-        status |= report(f"static gate: {n_impls} checked", checks.check_gate(tasks))
-    if args.check_references:
-        status |= report(f"C references: {sum(t.kind == 'c2cuda' for t in tasks)} checked",
-                         checks.check_c_references(tasks, workers=args.workers))
-        status |= report(f"PyTorch references: {sum(t.kind == 'torch2cuda' for t in tasks)} run on CPU",
-                         checks.check_torch_references(tasks))
-    if args.check_compile:
-        status |= report(f"implementations: {n_impls} compiled",
-                         checks.check_compile(tasks, workers=args.workers, batch=args.batch, progress=True))
-    return status
-
-
-if __name__ == "__main__":
-    sys.exit(main())

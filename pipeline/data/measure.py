@@ -35,6 +35,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 
 from pipeline.config import RunConfig
+from pipeline.errors import UserError
 from pipeline.data.measure_worker import WORKER_CLASS, default_entry, worker_main
 from pipeline.data.measured import (MEASURED_DIR, REFERENCE_IMPL, REFERENCE_STRATEGY, SCHEMA, parquet_files,
                                     read_file, rows_to_table, write_table)
@@ -44,7 +45,7 @@ from pipeline.records import Candidate, Task
 MEASURED_FORMATS = ("c2cuda", "light")
 
 
-class MeasureError(RuntimeError):
+class MeasureError(UserError, RuntimeError):
     """A problem the user can fix (no GPU, bad shard, worker cannot start); one line, with the fix."""
 
 
@@ -78,12 +79,6 @@ def shard_of(task_id: str, n: int) -> int:
     return int.from_bytes(hashlib.sha256(task_id.encode()).digest()[:8], "big") % n
 
 
-def task_hash(task: Task) -> str:
-    """The task as measured, implementations included: a change to any of it means measuring again."""
-    body = task.model_dump_json(exclude={"source_path", "description"})
-    return hashlib.sha256(body.encode()).hexdigest()[:16]
-
-
 def shard_path(out_dir: str | Path, k: int, n: int) -> Path:
     return Path(out_dir) / f"shard-{k:03d}-of-{n:03d}.parquet"
 
@@ -103,7 +98,7 @@ def done_keys(dirs: list[Path], retry_failed: bool) -> set[tuple[str, str]]:
 def tasks_of_shard(tasks: list[Task], k: int, n: int, done: set[tuple[str, str]]) -> tuple[list[Task], list[Task]]:
     """(every task of shard k of n, those not measured yet), both sorted by id."""
     mine = sorted((t for t in tasks if shard_of(t.id, n) == k), key=lambda t: t.id)
-    return mine, [t for t in mine if (t.id, task_hash(t)) not in done]
+    return mine, [t for t in mine if (t.id, t.measured_hash()) not in done]
 
 
 def task_seed(task_id: str) -> int:
@@ -172,7 +167,7 @@ def task_rows(prep: PreparedTask, result: dict | None, skipped: dict[str, str], 
     result = result or {"impls": {}, "reference": {}}
     task_error = task_error or prep.task_error
     common = {"task_id": task.id, "kind": task.kind, "family": task.family,
-              "split": split_of_task(task, ctx.split_seed), "task_hash": task_hash(task),
+              "split": split_of_task(task, ctx.split_seed), "task_hash": task.measured_hash(),
               "measured_at": datetime.now(timezone.utc).replace(microsecond=0),
               "generator_version": ctx.generator_version, **ctx.gpu}
     rows = []
@@ -534,8 +529,8 @@ def measure_shards(cfg: RunConfig, tasks: list[Task], shards: list[tuple[int, in
 
 
 def _require_gpu() -> None:
-    from pipeline.cli import gpu_count
-    if gpu_count() == 0:
+    from pipeline.evaluation import cuda_driver
+    if cuda_driver.gpu_count() == 0:
         raise MeasureError("no NVIDIA GPU is visible to this process; run `cudaperf data measure` on a GPU host, "
                            "or add --compile-only to build and analyse the shard here")
 

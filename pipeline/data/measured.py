@@ -23,6 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.errors import UserError
+
 MEASURED_DIR = Path(__file__).parent / "measured"
 REFERENCE_IMPL = "pytorch_eager"
 REFERENCE_STRATEGY = "reference"
@@ -39,7 +41,7 @@ SCHEMA = pa.schema([
 ])
 
 
-class MeasurementsError(ValueError):
+class MeasurementsError(UserError, ValueError):
     """Measurement files are missing or unreadable; the message says which and what to do."""
 
 
@@ -112,19 +114,9 @@ def latest_per_task(table: pa.Table) -> pa.Table:
 def current_rows(table: pa.Table, tasks) -> tuple[pa.Table, int]:
     """The rows of tasks that exist in `tasks` with the content they were measured with (same
     task_hash), and how many measured tasks were left out (changed or removed since)."""
-    from pipeline.data.measure import task_hash
     if table.num_rows == 0:
         return table, 0
-    now = {t.id: task_hash(t) for t in tasks}
+    now = {t.id: t.measured_hash() for t in tasks}
     keys = list(zip(table["task_id"].to_pylist(), table["task_hash"].to_pylist()))
     keep = [now.get(tid) == h for tid, h in keys]
     return table.filter(pa.array(keep)), len({tid for (tid, _), k in zip(keys, keep) if not k})
-
-
-def measured_keys(path_or_dir: str | Path | None = None) -> set[tuple[str, str]]:
-    """(task_id, task_hash) of every task with rows in these files: what a rerun can skip."""
-    keys: set[tuple[str, str]] = set()
-    for f in parquet_files(path_or_dir):
-        t = pq.read_table(f, columns=["task_id", "task_hash"])
-        keys |= set(zip(t["task_id"].to_pylist(), t["task_hash"].to_pylist()))
-    return keys

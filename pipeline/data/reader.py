@@ -14,17 +14,17 @@ next one starts at position 0 in a new order.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import random
 from dataclasses import asdict, dataclass
 from typing import Iterable, Iterator
 
 from pipeline.data.splits import split_of_task
+from pipeline.errors import UserError
 from pipeline.records import Task
 from pipeline.tasks import load_tasks
 
 
-class DataError(ValueError):
+class DataError(UserError, ValueError):
     """A data source or reader state a user gave is unusable; the message says why and how to fix it."""
 
 
@@ -34,9 +34,6 @@ def _generated(source: str) -> bool:
 
 def load_source(source: str, kernelbench_levels: Iterable[int] = (1, 2), split_seed: int = 0) -> list[Task]:
     """The tasks of one source (see the module docstring)."""
-    if _generated(source) and importlib.util.find_spec("pipeline.data.generate") is None:
-        raise DataError("the task generators are not built yet (pipeline/data/generate.py is missing); use "
-                        "--source builtin or a directory of task YAML files")
     return load_tasks(source, kernelbench_levels, split_seed)
 
 

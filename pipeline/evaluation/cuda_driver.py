@@ -19,6 +19,18 @@ CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
 IPC_HANDLE_BYTES = 64
 
 
+def gpu_count() -> int:
+    """GPUs visible to this process through the CUDA driver (0 without a driver)."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    n = ctypes.c_int(0)
+    if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(n)) != 0:
+        return 0
+    return n.value
+
+
 class CudaError(RuntimeError):
     def __init__(self, code: int, name: str, text: str, call: str):
         super().__init__(f"{call} failed: {name} ({code}): {text}")

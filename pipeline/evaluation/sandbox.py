@@ -41,6 +41,7 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
+from pipeline.errors import UserError
 from pipeline.evaluation.seccomp import find_libseccomp
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
@@ -59,7 +60,7 @@ class ChildFailed(RuntimeError):
         self.timeout, self.memory, self.log = timeout, memory, log
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(UserError, RuntimeError):
     """The configured sandbox cannot run on this host (a setup problem, never a candidate's)."""
 
 

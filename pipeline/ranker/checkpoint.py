@@ -16,6 +16,7 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
+from pipeline.errors import UserError
 from pipeline.ranker.base import Ranker
 from pipeline.ranker.features import ANALYSIS_VERSION, FEATURE_NAMES
 
@@ -23,7 +24,7 @@ FORMAT = 1
 _VERSION_DIR = re.compile(r"^v(\d{4,})$")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError, ValueError):
     """A checkpoint is missing or unusable; the message says which and what to do."""
 
 

@@ -18,7 +18,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipeline.config import ConfigError, load_config
+from pipeline.config import load_config
+from pipeline.errors import UserError
 
 
 def _parser(prog: str, train: bool) -> argparse.ArgumentParser:
@@ -53,22 +54,17 @@ def main(argv: list[str] | None = None) -> int:
     bad = [e for e in extra if e.startswith("-") or "=" not in e]
     if bad:
         parser.error(f"unrecognized arguments: {' '.join(bad)}")
+    from pipeline.ranker.train import RANKER_KINDS
     try:
         cfg = load_config(args.config, extra)
-    except ConfigError as e:
-        return _fail(str(e))
-    from pipeline.ranker.checkpoint import CheckpointError
-    from pipeline.ranker.dataset import RankDataError
-    from pipeline.ranker.train import RANKER_KINDS
-    kinds = [k.strip() for k in args.rankers.split(",") if k.strip()]
-    unknown = [k for k in kinds if k not in RANKER_KINDS]
-    if unknown or not kinds:
-        return _fail(f"--rankers {args.rankers}: known rankers are {', '.join(RANKER_KINDS)}")
-    out = Path(args.out) if args.out else Path(cfg.run.output_dir) / cfg.run.name / "ranker"
-    families = [f for f in args.test_families.split(",") if f] if args.test_families else None
-    try:
+        kinds = [k.strip() for k in args.rankers.split(",") if k.strip()]
+        unknown = [k for k in kinds if k not in RANKER_KINDS]
+        if unknown or not kinds:
+            return _fail(f"--rankers {args.rankers}: known rankers are {', '.join(RANKER_KINDS)}")
+        out = Path(args.out) if args.out else Path(cfg.run.output_dir) / cfg.run.name / "ranker"
+        families = [f for f in args.test_families.split(",") if f] if args.test_families else None
         return (_train if sub == "train" else _eval)(args, cfg, kinds, out, families)
-    except (RankDataError, CheckpointError) as e:
+    except UserError as e:  # for direct calls (tests, python -m); `cudaperf rank` would print the same
         return _fail(str(e))
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.errors import UserError
 from pipeline.ranker.features import FeatureCache, feature_vector, task_features
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 REFERENCE_IMPL = "pytorch_eager"
 
 
-class RankDataError(ValueError):
+class RankDataError(UserError, ValueError):
     """The data cannot be used for ranking; the message says why and what to do."""
 
 
@@ -103,7 +104,6 @@ def from_measurements(table, tasks: dict, source: str = "") -> RankData:
     """RankData from the measured-dataset table: correct, timed rows of implementations with CUDA code.
     Rows of a task whose code changed since it was measured (its `task_hash` differs) are left out:
     their times and features belong to other code."""
-    from pipeline.data.measure import task_hash
     rows = table.to_pylist() if hasattr(table, "to_pylist") else list(table)
     by_key: dict[tuple[str, str], Impl] = {}
     missing_tasks: set[str] = set()
@@ -120,7 +120,7 @@ def from_measurements(table, tasks: dict, source: str = "") -> RankData:
             continue
         if r.get("task_hash"):
             if r["task_id"] not in current:
-                current[r["task_id"]] = task_hash(task)
+                current[r["task_id"]] = task.measured_hash()
             if current[r["task_id"]] != r["task_hash"]:
                 stale.add(r["task_id"])
                 continue

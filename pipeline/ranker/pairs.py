@@ -73,8 +73,3 @@ def pair_arrays(pairs: list[Pair]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(faster indices, slower indices, gaps) as arrays."""
     return (np.array([p.faster for p in pairs], dtype=np.int64), np.array([p.slower for p in pairs], dtype=np.int64),
             np.array([p.gap for p in pairs], dtype=np.float64))
-
-
-def pairs_within(pairs: list[Pair], data: RankData, split: str) -> list[Pair]:
-    """The pairs whose implementations belong to `split` (both do: a pair never crosses tasks)."""
-    return [p for p in pairs if data.impls[p.faster].split == split]

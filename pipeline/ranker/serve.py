@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import numpy as np
 
 from pipeline.ranker.base import Ranker, ScoreInput
 from pipeline.ranker.features import FeatureCache
@@ -83,8 +82,3 @@ class RankerService:
         for i, p in zip(idx, prefs):
             out[i] = p
         return out
-
-
-def scores_array(service: RankerService, inputs: Sequence[ScoreInput]) -> np.ndarray:
-    """Scores as an array (tests and benchmarks)."""
-    return np.array(service.score_batch(inputs))

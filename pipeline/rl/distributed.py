@@ -18,7 +18,7 @@ from typing import Literal
 import torch
 import torch.distributed as dist
 
-# Set in every process of a run, the ones Ray starts included (actors/verify.py start_ray passes it as
+# Set in every process of a run, the ones Ray starts included (actors/cluster.py start_ray passes it as
 # Ray's runtime_env): NVLink multicast (NVLS) stays off in NCCL, torch's symmetric memory and NVSHMEM.
 # On shared multi-GPU hosts a program using multicast can take the host's GPUs out of service.
 COLLECTIVE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}

@@ -30,18 +30,18 @@ ROLES = ("generator", "evaluator", "learner")
 
 
 def ranker_preferences(outcomes: Sequence[EpisodeOutcome], tasks: dict[str, Task],
-                       prefer: Callable[[Task, list, list], Sequence[float | None]]) -> list[list[float | None]]:
+                       prefer: Callable[[list[tuple[Task, list, list]]], Sequence[Sequence[float | None]]]
+                       ) -> list[list[float | None]]:
     """Per outcome and turn, the ranker's preference for the candidate over its task's baseline (None
-    where the turn's result is not correct). `prefer(task, candidates, results)` is the ranker's
-    `preferences_for_results` (in process or through its actor); it is asked only for outcomes with
-    a correct turn."""
-    out: list[list[float | None]] = []
-    for outcome in outcomes:
-        results = outcome.results
-        if any(r.verdict == "correct" for r in results):
-            out.append(list(prefer(tasks[outcome.trajectory.task_id], list(outcome.candidates), list(results))))
-        else:
-            out.append([None] * len(results))
+    where the turn's result is not correct). `prefer(items)` answers many (task, candidates, results)
+    at once with the ranker's `preferences_for_results` of each (in process, or through its actor with
+    every call sent before any answer is awaited); it is asked only for outcomes with a correct turn."""
+    asked = [k for k, o in enumerate(outcomes) if any(r.verdict == "correct" for r in o.results)]
+    answers = prefer([(tasks[outcomes[k].trajectory.task_id], list(outcomes[k].candidates), list(outcomes[k].results))
+                      for k in asked]) if asked else []
+    out: list[list[float | None]] = [[None] * len(o.results) for o in outcomes]
+    for k, answer in zip(asked, answers):
+        out[k] = list(answer)
     return out
 
 

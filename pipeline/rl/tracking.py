@@ -9,7 +9,7 @@ Out, under the run directory:
 - `training_curves.png`: reward, correctness, speedup, turns used and busy fractions per step;
 - `wandb/`: the Weights & Biases run (offline unless `train.wandb_mode` says otherwise);
 - checkpoints `checkpoints/step_<k>/` (written by the learner; `RunState` is their run_state.json part).
-No Ray; the driver (actors/driver.py) calls these.
+No Ray; the step loop (pipeline/rl/loop.py) calls these.
 """
 from __future__ import annotations
 

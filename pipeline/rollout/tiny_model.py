@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from pipeline.config import ModelSection
+from pipeline.errors import UserError
 
 PIPELINE_DIR = Path(__file__).resolve().parents[1]
 TINY_FORMAT_VERSION = "1"  # bump when the recipe below changes, so cached models are rebuilt
@@ -36,7 +37,7 @@ CHAT_TEMPLATE = (
 )
 
 
-class ModelPathError(ValueError):
+class ModelPathError(UserError, ValueError):
     """`model.path` does not name a usable model directory."""
 
 

@@ -267,10 +267,11 @@ def main_analyze(argv: list[str] | None = None) -> int:
         print(f"cudaperf analyze: '{path}' is not a file; pass the path of a .cu source", file=sys.stderr)
         return 2
     try:
-        a = analyze_source(path.read_text(), args.arch, args.block, args.dynamic_smem, run_nvcc=not args.no_nvcc)
-    except ValueError as e:  # an unknown --arch
+        arch_limits(args.arch)
+    except ValueError as e:  # an unknown --arch; a ValueError of the analysis itself is our bug and raises
         print(f"cudaperf analyze: {e}", file=sys.stderr)
         return 2
+    a = analyze_source(path.read_text(), args.arch, args.block, args.dynamic_smem, run_nvcc=not args.no_nvcc)
     print(json.dumps(a.to_dict(), indent=1, default=str) if args.json else format_analysis(a))
     return 0
 

@@ -14,8 +14,9 @@
     (coalesced 4-byte loads: 4, float4: 16, broadcast: 1, strided or gathered: up to 32) and
     whether shared loads conflict; a kernel agrees when the measurement is within a factor 2.
 Both agreement tables are printed; everything goes to the JSON file. Every step catches its own
-failure, prints it and goes on. The static analysis needs tree-sitter (carry the wheels, see
-shared/device/README.md); without it the hand labels in KERNELS are used for the predictions.
+failure, prints it and goes on. The static analysis needs tree-sitter (on a host without it,
+install the `tree-sitter` and `tree-sitter-cuda` wheels); without it the hand labels in KERNELS
+are used for the predictions.
 `build_occupancy_exe` and `build_ncu_executables` only compile (the CPU test calls them).
 """
 from __future__ import annotations

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.cli import open_cluster
 from pipeline.config import ConfigError, SFTSection, load_config
 from pipeline.records import Implementation
 from pipeline.rollout.parsing import answer_text, extract_code
@@ -109,7 +110,7 @@ def test_supervised_sft_lowers_loss_and_writes_a_policy(small_task_dir, tiny_dir
                f"sft.output_dir={out}", "sft.epochs=8", "sft.sequences_per_step=5", "sft.rename_copies_per_pair=1",
                "sft.entry_first=true", "sft.keep_fastest_per_task=1", "learner.lr=0.003", "sft.log_every_steps=100",
                f"sft.heldout_source={small_task_dir}", "sft.heldout_samples_per_task=1",
-               "rollout.backend=transformers", "rollout.max_new_tokens=16", "compile.workers=1"])
+               "rollout.backend=transformers", "rollout.max_new_tokens=16", "compile.workers=1"], open_cluster)
     assert rc == 0
     log = [json.loads(line) for line in (out / "sft_log.jsonl").read_text().splitlines()]
     assert len(log) == 8 and all(m["policy_tokens"] > 0 for m in log)  # all 5 sequences in one step per epoch
@@ -138,7 +139,7 @@ def test_rejection_mode_trains_on_kept_samples(small_task_dir, tiny_dir, tmp_pat
     rc = main(["--config", "configs/local.yaml", f"tasks.source={small_task_dir}", f"model.tiny_dir={tiny_dir}",
                f"sft.output_dir={out}", "sft.mode=rejection", "sft.rejection_keep=[not_executed]",
                "rollout.backend=transformers", "rollout.samples_per_task=2", "rollout.max_turns=1",
-               "rollout.max_new_tokens=16", "compile.workers=1"])
+               "rollout.max_new_tokens=16", "compile.workers=1"], open_cluster)
     assert rc == 0
     summary = json.loads((out / "sft_summary.json").read_text())
     (round0,) = summary["rounds"]

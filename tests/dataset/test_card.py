@@ -83,10 +83,9 @@ def test_data_cli_stats_build_and_errors(tmp_path, capsys):
 
 
 def test_only_rows_of_current_tasks_count(builtin_tasks):
-    from pipeline.data.measure import task_hash
     from pipeline.data.measured import current_rows
     saxpy, other = builtin_tasks["c2cuda/saxpy"], next(t for i, t in builtin_tasks.items() if i != "c2cuda/saxpy")
-    rows = [row(saxpy.id, "naive", "naive", "big", 1.0, task_hash=task_hash(saxpy)),
+    rows = [row(saxpy.id, "naive", "naive", "big", 1.0, task_hash=saxpy.measured_hash()),
             row(other.id, "naive", "naive", "big", 1.0, task_hash="changed-since"),
             row("c2cuda/removed", "naive", "naive", "big", 1.0, task_hash="h")]
     kept, stale = current_rows(rows_to_table(rows), [saxpy, other])

@@ -1,7 +1,7 @@
 """The generated task dataset on CPU: counts, family shares, unique references, task shape, the
 static gate, nvcc and gcc on samples, and the `generated` task source.
 
-The whole set compiles with `python -m pipeline.data.generate --check-compile` (minutes); here a
+The whole set compiles with `cudaperf data build --check-compile` (minutes); here a
 sample of one task per family and kind is compiled and its C references run."""
 import math
 import re

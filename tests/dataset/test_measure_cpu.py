@@ -30,15 +30,15 @@ def test_shard_arguments_and_assignment(builtin_tasks):
     assert sorted(t.id for s in shards for t in s) == sorted(t.id for t in tasks)  # each task in exactly one
     # a task's shard depends on its id only, not on the other tasks
     assert M.tasks_of_shard(tasks[:3], 1, 5, set())[0] == [t for t in shards[1] if t in tasks[:3]]
-    mine, todo = M.tasks_of_shard(tasks, 0, 1, {(tasks[0].id, M.task_hash(tasks[0]))})
+    mine, todo = M.tasks_of_shard(tasks, 0, 1, {(tasks[0].id, tasks[0].measured_hash())})
     assert len(mine) == len(tasks) and tasks[0] not in todo and len(todo) == len(tasks) - 1
 
 
 def test_task_hash_follows_the_code(saxpy):
     changed = saxpy.model_copy(update={"implementations": [saxpy.implementations[0].model_copy(
         update={"code": saxpy.implementations[0].code + "\n// changed\n"})] + saxpy.implementations[1:]})
-    assert M.task_hash(saxpy) == M.task_hash(saxpy.model_copy(update={"source_path": "elsewhere.yaml"}))
-    assert M.task_hash(saxpy) != M.task_hash(changed)
+    assert saxpy.measured_hash() == saxpy.model_copy(update={"source_path": "elsewhere.yaml"}).measured_hash()
+    assert saxpy.measured_hash() != changed.measured_hash()
 
 
 def test_prepare_compiles_and_computes_the_evaluators_features(saxpy, cfg):
@@ -110,8 +110,8 @@ def test_rows_follow_the_schema_and_record_failures(saxpy, cfg):
 
 
 def test_without_a_gpu_measure_says_so(saxpy, cfg, tmp_path, monkeypatch):
-    import pipeline.cli
-    monkeypatch.setattr(pipeline.cli, "gpu_count", lambda: 0)
+    from pipeline.evaluation import cuda_driver
+    monkeypatch.setattr(cuda_driver, "gpu_count", lambda: 0)
     with pytest.raises(M.MeasureError, match="no NVIDIA GPU.*--compile-only"):
         M.measure_shard(cfg, [saxpy], (0, 1), tmp_path / "out")
 

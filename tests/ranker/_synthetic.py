@@ -100,10 +100,9 @@ def measurement_rows(data: RankData) -> list[dict]:
     """The rows `cudaperf data measure` would write for `data` (schema of pipeline/data/measured.py)."""
     from datetime import datetime, timezone
 
-    from pipeline.data.measure import task_hash
     rows = []
     for im in data.impls:
-        measured_hash = task_hash(data.tasks[im.task_id]) if im.task_id in data.tasks else "x"
+        measured_hash = data.tasks[im.task_id].measured_hash() if im.task_id in data.tasks else "x"
         for config, t in im.times_ms.items():
             rows.append({
                 "task_id": im.task_id, "kind": im.kind, "family": im.family, "split": im.split, "impl_name": im.name,

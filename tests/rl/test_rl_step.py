@@ -74,7 +74,7 @@ def test_ranker_term_reaches_correct_turns_only():
     def prefer(t, cands, results):  # what RankerService.preferences_for_results returns: a number per correct result
         asked.append((t.id, [r.verdict for r in results]))
         return [0.6 if r.verdict == "correct" else None for r in results]
-    prefs = ranker_preferences([a, b], {"t": task}, prefer)
+    prefs = ranker_preferences([a, b], {"t": task}, lambda items: [prefer(*item) for item in items])
     assert prefs == [[None, 0.6], [None]]
     assert asked == [("t", ["incorrect", "correct"])]  # an episode with no correct turn is not sent to the ranker
     trajs = prepare_step([a, b], RewardSection(w_ranker=0.3), RLSection(), prefs)
@@ -85,8 +85,8 @@ def test_ranker_term_reaches_correct_turns_only():
 
 
 def test_ranker_term_without_a_checkpoint_is_a_config_error():
-    from actors.driver import check_placement
     from pipeline.config import ConfigError, load_config
+    from pipeline.rl.loop import check_placement
     cfg = load_config("configs/local.yaml", ["reward.w_ranker=0.2"])
     with pytest.raises(ConfigError, match="ranker.checkpoint"):
         check_placement(cfg, gpus=0)

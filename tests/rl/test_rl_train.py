@@ -107,12 +107,14 @@ def test_evaluator_killed_mid_step_loses_no_episode(ray_local, tmp_path, builtin
 
 
 def test_train_two_steps_then_resume_repeats_the_second(ray_local, tmp_path, saxpy_only):
-    from actors.driver import run_training
+    from actors.cluster import Cluster
+    from pipeline.rl.loop import run_training
     from pipeline.rl.tracking import SAMPLES_FILE, checkpoint_dir, read_metrics
 
     cfg = train_cfg(tmp_path, saxpy_only)
     run_dir = tmp_path / "run"
-    rows = run_training(cfg, run_dir)
+    cluster = Cluster(cfg)
+    rows = run_training(cfg, run_dir, cluster)
     assert [r["step"] for r in rows] == [1, 2] == [r["step"] for r in read_metrics(run_dir)]
     first, second = rows
     assert first["rollout/episodes"] == 4 and first["verdict/format_error"] == 1.0
@@ -132,7 +134,7 @@ def test_train_two_steps_then_resume_repeats_the_second(ray_local, tmp_path, sax
     assert {r["step"] for r in samples} == {1, 2} and all(r["verdict"] == "format_error" for r in samples)
     assert len({(r["step"], r["sample"]) for r in samples}) == 2 * 4 and all(r["response"] for r in samples)
 
-    resumed = run_training(cfg, run_dir, resume_from=checkpoint_dir(run_dir, 1))
+    resumed = run_training(cfg, run_dir, cluster, resume_from=checkpoint_dir(run_dir, 1))
     assert [r["step"] for r in resumed] == [2] and [r["step"] for r in read_metrics(run_dir)] == [1, 2]
     assert [r["step"] for r in read_metrics(run_dir, SAMPLES_FILE)] == [r["step"] for r in samples]
     again = resumed[0]

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 @pytest.fixture(scope="module")
 def project_ray():
-    from actors.verify import start_ray
+    from actors.cluster import start_ray
     saved = {k: os.environ.get(k) for k in COLLECTIVE_ENV}
     for k in COLLECTIVE_ENV:  # the driver process does not have them before start_ray
         os.environ.pop(k, None)
@@ -44,11 +44,12 @@ def test_actors_and_tasks_started_by_ray_see_the_collective_env(project_ray):
 
 
 def test_two_steps_with_collective_sync_from_two_zero3_ranks(project_ray, tmp_path, saxpy_only):
-    from actors.driver import run_training
+    from actors.cluster import Cluster
+    from pipeline.rl.loop import cpus_needed, run_training
     cfg = train_cfg(tmp_path, saxpy_only, **{"train.weight_sync": "collective", "learner.ranks": 2,
                                               "learner.zero_stage": 3, "rollout.generator_actors": 2,
                                               "train.checkpoint_every_steps": 0, "train.wandb_mode": "disabled"})
-    rows = run_training(cfg, tmp_path / "run")
+    rows = run_training(cfg, tmp_path / "run", Cluster(cfg, cpus_needed(cfg)))
     first, second = rows
     assert first["rollout/weight_version"] == 0 and second["rollout/weight_version"] == 1
     assert first["learner/weight_version"] == 1 and second["learner/weight_version"] == 2

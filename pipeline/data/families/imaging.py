@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pipeline.data.families._kit import (DOUBLE, FLOAT, UNARY, Impl, TorchModule, arg, arg_names, c2cuda_task, configs,
                                          dedent, signature, tfill, torch_task)
+from pipeline.data.families.pooling import pooling_tasks
 from pipeline.records import Tolerance
 
 TOL = Tolerance(rtol=1e-4, atol=1e-5)
@@ -374,5 +375,4 @@ def resize_tasks(rng) -> list:
 
 
 def generate(rng) -> list:
-    from pipeline.data.families.pooling import pooling_tasks
     return pointwise_tasks(rng) + resize_tasks(rng) + pooling_tasks(rng)

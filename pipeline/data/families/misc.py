@@ -15,6 +15,7 @@ from __future__ import annotations
 from pipeline.data.families._kit import (DOUBLE, FLOAT, UNARY, DType, Impl, TorchModule, arg, arg_names, c2cuda_task,
                                          configs, dedent, signature, tfill, torch_task)
 from pipeline.data.families.elementwise import _GRID, _NAIVE, _STRIDED, _UNROLL
+from pipeline.data.families.sorting import sort_tasks
 from pipeline.records import Tolerance
 
 TOL = Tolerance(rtol=1e-4, atol=1e-4)
@@ -423,5 +424,4 @@ def complex_tasks(rng) -> list:
 
 
 def generate(rng) -> list:
-    from pipeline.data.families.sorting import sort_tasks
     return gemv_tasks(rng) + complex_tasks(rng) + sort_tasks(rng)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pipeline.data.families._kit import (BINARY, DOUBLE, FLOAT, UNARY, DType, Impl, TorchModule, arg, arg_names,
                                          bin_t, c2cuda_task, configs, dedent, signature, tfill, torch_task)
 from pipeline.data.families.elementwise import Elementwise, _elem_fn
+from pipeline.data.families.argreduce import argreduce_tasks
 from pipeline.records import Tolerance
 
 COMBINE = {"sum": "a + b", "max": "fmax${F}(a, b)", "min": "fmin${F}(a, b)"}
@@ -301,5 +302,4 @@ def norm_tasks(rng) -> list:
 
 
 def generate(rng) -> list:
-    from pipeline.data.families.argreduce import argreduce_tasks
     return sum_tasks(rng) + minmax_tasks(rng) + dot_tasks(rng) + norm_tasks(rng) + argreduce_tasks(rng)

@@ -12,6 +12,7 @@ from pipeline.data.families._kit import (DOUBLE, FLOAT, UNARY, Impl, TorchModule
                                          configs, dedent, signature, tfill, torch_task)
 from pipeline.data.families.elementwise import _GRID, _NAIVE, _STRIDED, _UNROLL, _VEC
 from pipeline.data.families.reductions import _ATOMIC_HELPER
+from pipeline.data.families.sparse2 import embedding_tasks, histogram_tasks, spmv_tasks
 from pipeline.records import Tolerance
 
 TOL = Tolerance(rtol=1e-4, atol=1e-5)
@@ -229,5 +230,4 @@ def _scatter_torch(u, comb):
 
 
 def generate(rng) -> list:
-    from pipeline.data.families.sparse2 import embedding_tasks, histogram_tasks, spmv_tasks
     return gather_tasks(rng) + scatter_tasks(rng) + embedding_tasks(rng) + spmv_tasks(rng) + histogram_tasks(rng)

@@ -9,61 +9,24 @@ anything but `correct` on a GPU, counts as a failure and the command exits non-z
 from __future__ import annotations
 
 import json
-import os
 import platform
 import time
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
-import ray
-
-from actors.evaluation import evaluate_groups, make_compiler_pool, make_evaluator_pool
 from pipeline.config import RunConfig
-from pipeline.rl.distributed import COLLECTIVE_ENV
 from pipeline.records import Candidate
-from pipeline.tasks import load_tasks
+from pipeline.tasks import select_tasks
 
 
-def ray_runtime_env() -> dict:
-    """The runtime_env every ray.init of the project passes: COLLECTIVE_ENV in every worker Ray starts."""
-    return {"env_vars": dict(COLLECTIVE_ENV)}
-
-
-def start_ray(cpus_needed: int, num_gpus: int | None = None) -> None:
-    """Join the cluster this job was submitted to, or start a local Ray sized for the pools (with
-    `num_gpus`, Ray offers only that many of the host's GPUs). This process and every process Ray
-    starts get COLLECTIVE_ENV (NVLink multicast off)."""
-    os.environ.update(COLLECTIVE_ENV)
-    if ray.is_initialized():
-        return
-    if os.environ.get("RAY_ADDRESS"):
-        ray.init(log_to_driver=False, runtime_env=ray_runtime_env())
-    else:
-        ray.init(num_cpus=max(os.cpu_count() or 1, cpus_needed), num_gpus=num_gpus, include_dashboard=False,
-                 log_to_driver=False, runtime_env=ray_runtime_env())
-
-
-def evaluator_gpus(cfg: RunConfig) -> int:
-    """GPUs given to evaluation: eval.gpus, or every GPU Ray sees when it is -1."""
-    seen = int(ray.cluster_resources().get("GPU", 0))
-    if cfg.eval.gpus > seen:
-        raise ValueError(f"eval.gpus = {cfg.eval.gpus} but Ray sees {seen} GPU(s); lower eval.gpus or add GPU nodes")
-    return seen if cfg.eval.gpus < 0 else cfg.eval.gpus
-
-
-def verify_tasks(cfg: RunConfig, out_path: str | None = None) -> dict:
-    tasks = [t for t in load_tasks(cfg.tasks.source, cfg.tasks.kernelbench_levels, cfg.data.split_seed)
-             if t.kind in cfg.tasks.kinds]
-    tasks = [t for t in tasks if t.implementations]
-    start_ray(cfg.compile.workers + 1)
-    n_gpus = evaluator_gpus(cfg)
+def verify_tasks(cfg: RunConfig, cluster, out_path: str | None = None) -> dict:
+    """Every implementation of the selected tasks through `cluster.evaluate_groups` (the compile and
+    evaluator pools); writes and returns the report."""
+    tasks = [t for t in select_tasks(cfg.tasks, cfg.data.split_seed) if t.implementations]
     t0 = time.perf_counter()
     groups = [(t, [Candidate(task_id=t.id, code=i.code, format=i.format) for i in t.implementations]) for t in tasks]
-    with make_compiler_pool(cfg.compile, cfg.eval.max_retries) as compilers, \
-            make_evaluator_pool(cfg.eval, cfg.compile, n_gpus) as evaluators:
-        results = evaluate_groups(compilers, evaluators, groups)
-        restarts = compilers.restarts + evaluators.restarts
+    results, n_gpus, restarts = cluster.evaluate_groups(groups)
     wall = time.perf_counter() - t0
     expected = "correct" if n_gpus else "not_executed"
     rows = []

@@ -1,0 +1,198 @@
+"""Ray behind one facade: start-up, placement and the pools every job runs on.
+
+    cluster = Cluster(cfg)                      # joins the cluster a job was submitted to, or starts Ray
+    with cluster.evaluation() as (queue, n):    # compile pool, then evaluator pool: a WorkQueue
+        ...
+    stream = cluster.task_stream(reader)        # the run's tasks through Ray Data
+    with cluster.training(model_path) as t:     # generators, evaluators, learner ranks, weight sync, ranker
+        ...
+
+`pipeline/` never imports Ray or this package: `pipeline/cli.py` (the composition root) makes a
+`Cluster` and hands it to the job, which sees only the interfaces named here (`WorkQueue`s with
+`submit`/`next_completed`, a learner group, a weight sync, a batched ranker). Each pool is a
+`SupervisedPool` (actors/pool.py): a dead actor is replaced and its work retried.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import ray
+
+from actors.data import task_dataset
+from actors.evaluation import CompileThenEvaluate, evaluate_groups, make_compiler_pool, make_evaluator_pool
+from actors.generation import CollectiveWeightSync, PoolQueue, WeightState, make_generator_pool
+from actors.learner import LearnerGroup
+from actors.ranker import make_ranker_actor
+from pipeline.config import RunConfig
+from pipeline.errors import UserError
+from pipeline.rl.distributed import COLLECTIVE_ENV
+
+
+def ray_runtime_env() -> dict:
+    """The runtime_env every ray.init of the project passes: COLLECTIVE_ENV in every worker Ray starts."""
+    return {"env_vars": dict(COLLECTIVE_ENV)}
+
+
+def start_ray(cpus_needed: int, num_gpus: int | None = None) -> None:
+    """Join the cluster this job was submitted to, or start a local Ray sized for the pools (with
+    `num_gpus`, Ray offers only that many of the host's GPUs). This process and every process Ray
+    starts get COLLECTIVE_ENV (NVLink multicast off)."""
+    os.environ.update(COLLECTIVE_ENV)
+    if ray.is_initialized():
+        return
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init(log_to_driver=False, runtime_env=ray_runtime_env())
+    else:
+        ray.init(num_cpus=max(os.cpu_count() or 1, cpus_needed), num_gpus=num_gpus, include_dashboard=False,
+                 log_to_driver=False, runtime_env=ray_runtime_env())
+
+
+class TaskStream:
+    """The run's tasks, streamed through Ray Data (actors/data.py) from a `TaskReader`, which keeps the
+    seeded order and the position a checkpoint saves (`reader.state()`)."""
+
+    def __init__(self, reader):
+        from pipeline.config import ConfigError
+        if not len(reader):
+            raise ConfigError("the task stream is empty; check tasks.source and tasks.kinds")
+        self.reader = reader
+        self._rows = None
+        ctx = ray.data.DataContext.get_current()  # one small dataset per epoch: no progress output for it
+        ctx.enable_progress_bars = False
+        ctx.print_on_execution_start = False
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+    def take(self, n: int) -> list:
+        from pipeline.data.reader import task_of_row
+        out = []
+        while len(out) < n:
+            if self._rows is None:
+                self._rows = iter(task_dataset(self.reader).iter_rows())
+            row = next(self._rows, None)
+            if row is None:  # the epoch ended; the reader already points at the next one
+                self._rows = None
+                continue
+            out.append(task_of_row(row))
+            self.reader.consumed(row)
+        return out
+
+
+class Training:
+    """The actors of one RL run, as the step loop (pipeline/rl/loop.py) sees them:
+    `generation` and `evaluation` WorkQueues, `generation_slots`, `learners` (a LearnerGroup:
+    submit_train/finish_train/busy_s/save/load/size), `sync_weights(version)`, `weight_version`,
+    `ranker_preferences(items)` (None without the ranker term), `restarts()`, `sizes`."""
+
+    def __init__(self, cfg: RunConfig, model_path: str | Path, evaluator_gpus: int):
+        self.learners = LearnerGroup(cfg.learner, cfg.rl, model_path, cfg.rollout.temperature,
+                                     cfg.train.learner_gpus_per_rank, cfg.run.seed)
+        self._pools = []
+        self._ranker = None
+        try:
+            self._weights: WeightState | CollectiveWeightSync = WeightState()
+            if cfg.train.weight_sync == "collective":  # NCCL between GPUs; gloo when the learner runs on CPU
+                self._weights = CollectiveWeightSync(self.learners,
+                                                     "nccl" if cfg.train.learner_gpus_per_rank > 0 else "gloo")
+            self.generators = make_generator_pool(
+                cfg.model, cfg.rollout, cfg.run.seed, num_gpus_per_actor=cfg.train.generator_gpus_per_actor,
+                max_retries=cfg.eval.max_retries,
+                weights=self._weights if isinstance(self._weights, WeightState) else None)
+            self._pools.append(self.generators)
+            self.evaluators = make_evaluator_pool(cfg.eval, cfg.compile, evaluator_gpus, cfg.train.evaluator_gpu_fraction)
+            self._pools.append(self.evaluators)
+            self.compilers = make_compiler_pool(cfg.compile, cfg.eval.max_retries)  # nvcc on CPU workers
+            self._pools.append(self.compilers)
+            self._ranker = make_ranker_actor(cfg.ranker, cfg.compile) if cfg.reward.w_ranker > 0 else None
+        except BaseException:
+            self.close()
+            raise
+        self.generation = PoolQueue(self.generators, "generate")
+        self.evaluation = CompileThenEvaluate(self.compilers, self.evaluators)
+        self.generation_slots = self.generators.size
+        self.sizes = {"generator": self.generators.size, "evaluator": self.evaluators.size,
+                      "learner": self.learners.size}
+        self.ranker_preferences = self._preferences if self._ranker is not None else None
+
+    @property
+    def weight_version(self) -> int:
+        return self._weights.version
+
+    def sync_weights(self, version: int) -> dict:
+        """Send the learner's weights to every generator as `version` (train.weight_sync picks the path);
+        the collective path returns its figures (bytes, buckets, seconds), the object store {}."""
+        if isinstance(self._weights, CollectiveWeightSync):
+            return self._weights.broadcast(self.generators, version)
+        self._weights.broadcast(self.generators, self.learners.export_ref(), version)
+        return {}
+
+    def _preferences(self, items: list[tuple]) -> list:
+        """The ranker's preferences for many (task, candidates, results) at once: every call is sent
+        before any answer is awaited."""
+        return ray.get([self._ranker.preferences_for_results.remote(*item) for item in items])
+
+    def restarts(self) -> int:
+        return sum(p.restarts for p in self._pools)
+
+    def close(self) -> None:
+        for pool in self._pools:
+            pool.shutdown()
+        self._pools = []
+        self.learners.shutdown()
+        if self._ranker is not None:
+            ray.kill(self._ranker)
+            self._ranker = None
+
+
+class Cluster:
+    """One job's view of Ray (the module docstring): made by the CLI, handed to the job."""
+
+    def __init__(self, cfg: RunConfig, cpus_needed: int | None = None, num_gpus: int | None = None):
+        self.cfg = cfg
+        start_ray(cpus_needed if cpus_needed is not None else cfg.compile.workers + 1, num_gpus)
+
+    @property
+    def gpus(self) -> float:
+        """GPUs in the cluster, as Ray sees them."""
+        return float(ray.cluster_resources().get("GPU", 0))
+
+    def evaluator_gpus(self) -> int:
+        """GPUs given to evaluation: eval.gpus, or every GPU Ray sees when it is -1."""
+        seen = int(self.gpus)
+        if self.cfg.eval.gpus > seen:
+            raise UserError(f"eval.gpus = {self.cfg.eval.gpus} but Ray sees {seen} GPU(s); lower eval.gpus or "
+                            "add GPU nodes")
+        return seen if self.cfg.eval.gpus < 0 else self.cfg.eval.gpus
+
+    @contextmanager
+    def evaluation(self) -> Iterator[tuple[CompileThenEvaluate, int]]:
+        """(the compile-then-evaluate WorkQueue, GPUs given to evaluation); the pools shut down on exit."""
+        cfg = self.cfg
+        n_gpus = self.evaluator_gpus()
+        with make_compiler_pool(cfg.compile, cfg.eval.max_retries) as compilers, \
+                make_evaluator_pool(cfg.eval, cfg.compile, n_gpus) as evaluators:
+            yield CompileThenEvaluate(compilers, evaluators), n_gpus
+
+    def evaluate_groups(self, groups: list[tuple]) -> tuple[list, int, int]:
+        """Every (task, candidates) group through fresh pools: (results per group, GPUs used, actor restarts)."""
+        cfg = self.cfg
+        n_gpus = self.evaluator_gpus()
+        with make_compiler_pool(cfg.compile, cfg.eval.max_retries) as compilers, \
+                make_evaluator_pool(cfg.eval, cfg.compile, n_gpus) as evaluators:
+            results = evaluate_groups(compilers, evaluators, groups)
+            return results, n_gpus, compilers.restarts + evaluators.restarts
+
+    def task_stream(self, reader) -> TaskStream:
+        return TaskStream(reader)
+
+    @contextmanager
+    def training(self, model_path: str | Path) -> Iterator[Training]:
+        """The actors of one RL run (`Training`); every one ends on exit."""
+        training = Training(self.cfg, model_path, self.evaluator_gpus())
+        try:
+            yield training
+        finally:
+            training.close()

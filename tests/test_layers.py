@@ -1,0 +1,95 @@
+"""The layers of docs/ARCHITECTURE.md, checked on the source: what each part may import.
+
+Every import counts, at module level or inside a function, so a lazy import cannot hide a
+dependency that the layers forbid."""
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSITION_ROOT = ROOT / "pipeline" / "cli.py"  # the one module of pipeline/ that may reach Ray (open_cluster)
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            base = ROOT.joinpath(*node.module.split("."))
+            names.update(f"{node.module}.{a.name}" for a in node.names  # `from pkg import submodule` too
+                         if (base / f"{a.name}.py").is_file() or (base / a.name).is_dir())
+    return names
+
+
+def offending(paths, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    out = {}
+    for path in paths:
+        bad = sorted(m for m in imported_modules(path) if m.split(".")[0] in forbidden)
+        if bad:
+            out[str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name] = bad
+    return out
+
+
+def test_pipeline_never_imports_ray_or_actors_except_the_composition_root():
+    paths = [p for p in (ROOT / "pipeline").rglob("*.py") if p != COMPOSITION_ROOT]
+    assert len(paths) > 50
+    assert offending(paths, ("ray", "actors")) == {}
+
+
+def test_the_composition_root_reaches_ray_only_through_the_cluster_facade():
+    assert imported_modules(COMPOSITION_ROOT) & {"ray", "actors.pool", "actors.evaluation", "actors.generation",
+                                                 "actors.learner", "actors.ranker", "actors.data"} == set()
+    assert "actors.cluster" in imported_modules(COMPOSITION_ROOT)
+
+
+def test_the_check_finds_a_lazy_import(tmp_path):
+    f = tmp_path / "probe.py"
+    f.write_text("import json\n\ndef later():\n    from actors.cluster import Cluster\n    import ray.data\n")
+    assert offending([f], ("ray", "actors")) == {"probe.py": ["actors.cluster", "ray.data"]}
+
+
+# The layers of docs/ARCHITECTURE.md, bottom first: a module may import its own layer and those below.
+LAYERS = [
+    ("records", ("pipeline.records", "pipeline.config", "pipeline.errors")),
+    ("tasks", ("pipeline.tasks", "pipeline.data.reader", "pipeline.data.splits", "pipeline.data.families",
+               "pipeline.data.generate", "pipeline.data.measured", "pipeline.data.card")),
+    ("evaluation", ("pipeline.evaluation", "pipeline.structure")),
+    ("ranking", ("pipeline.ranker",)),
+    ("rollout", ("pipeline.rollout",)),
+    ("rl", ("pipeline.rl",)),
+    ("jobs", ("pipeline.rl.train", "pipeline.sft", "pipeline.bench", "pipeline.bench_metrics", "pipeline.verify",
+              "pipeline.kernelbench_results", "pipeline.data.checks", "pipeline.data.measure",
+              "pipeline.data.measure_worker", "pipeline.data.cli", "pipeline.ranker.cli")),
+    ("root", ("pipeline.cli",)),
+]
+def layer_of(module: str) -> int | None:
+    best = None
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and (best is None or len(p) > best[1]):
+                best = (i, len(p))
+    return best[0] if best else None
+
+
+def upward_imports() -> set[tuple[str, str]]:
+    found = set()
+    for path in (ROOT / "pipeline").rglob("*.py"):
+        mod = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        src = layer_of(mod)
+        for dst_mod in imported_modules(path):
+            dst = layer_of(dst_mod)
+            if src is not None and dst is not None and dst > src:
+                found.add((mod, dst_mod))
+    return found
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    assert upward_imports() == set(), "an import against the layers of docs/ARCHITECTURE.md"
+
+
+def test_the_layer_check_sees_an_upward_import():
+    assert layer_of("pipeline.evaluation.timed_rounds") < layer_of("pipeline.rl.loop") < layer_of("pipeline.cli")
+    assert layer_of("pipeline.rl.train") > layer_of("pipeline.rl.step")  # the longest prefix decides
+    assert layer_of("pipeline.ranker.cli") > layer_of("pipeline.ranker.train")
