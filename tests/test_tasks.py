@@ -1,4 +1,4 @@
-"""Task loading (pipeline/tasks.py) and the built-in task set: schema, validation messages,
+"""Task loading (pipeline/tasks/) and the built-in task set: schema, validation messages,
 KernelBench conversion, CLI arguments, and that every built-in implementation and C reference
 compiles (real nvcc and gcc)."""
 from __future__ import annotations

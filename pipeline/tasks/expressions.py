@@ -1,0 +1,131 @@
+"""Size, init and work expressions (`"n"`, `"4*rows*cols"`, `"randint(0, bins)"`): `eval_expr`, a small
+evaluator over Python's `ast` that allows numbers, the config's params, arithmetic and a few whitelisted
+functions, nothing else; `parse_init` for the init specs of arguments. The bottom of the task layer."""
+from __future__ import annotations
+
+import ast
+import math
+from typing import Any
+
+from pipeline.tasks.errors import TaskError
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+EXPR_FUNCTIONS: dict[str, Any] = {
+    "min": min, "max": max, "abs": abs, "int": int, "float": float, "round": round,
+    "ceil": math.ceil, "floor": math.floor, "sqrt": math.sqrt, "log2": math.log2, "cdiv": _cdiv,
+}
+_BINOPS = {
+    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+    ast.Pow: lambda a, b: a ** b,
+}
+_MAX_EXPONENT = 64
+_MAX_MAGNITUDE = 1e30
+
+
+def _parse_expr(text: str) -> ast.expr:
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        raise TaskError(f"expression {text!r} must be a string or a number")
+    src = str(text).strip()
+    if not src:
+        raise TaskError("expression is empty; write a number or a formula over the config's params such as '4*n'")
+    try:
+        return ast.parse(src, mode="eval").body
+    except SyntaxError:
+        raise TaskError(f"expression '{src}' is not valid syntax; write arithmetic such as '4*n + 1'") from None
+
+
+def expr_names(text: str) -> set[str]:
+    """The param names an expression uses (function names excluded); raises TaskError on bad syntax."""
+    tree = _parse_expr(text)
+    calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in calls}
+
+
+def eval_expr(text: str | int | float, params: dict[str, int | float]) -> int | float:
+    """Evaluate a size/init/work expression over `params`: numbers, param names, + - * / // % **,
+    unary minus, parentheses, and calls of min, max, abs, int, float, round, ceil, floor, sqrt, log2,
+    cdiv. Anything else (attributes, subscripts, other calls, strings) raises TaskError."""
+    src = str(text).strip()
+    tree = _parse_expr(text)
+
+    def ev(node: ast.AST):
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+                raise TaskError(f"expression '{src}': only numbers are allowed as constants, not {node.value!r}")
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in params:
+                known = ", ".join(sorted(params)) or "none"
+                raise TaskError(f"expression '{src}' uses '{node.id}', which is not a param of this config "
+                                f"(known: {known}); add it to the config's params or fix the name")
+            value = params[node.id]
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TaskError(f"expression '{src}': param '{node.id}' is {value!r}, not a number")
+            return value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = ev(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            a, b = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Pow) and abs(b) > _MAX_EXPONENT:
+                raise TaskError(f"expression '{src}': exponent {b} is too large (at most {_MAX_EXPONENT})")
+            if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and b == 0:
+                raise TaskError(f"expression '{src}' divides by zero for these params")
+            try:
+                v = _BINOPS[type(node.op)](a, b)
+            except (OverflowError, ValueError, ZeroDivisionError) as e:
+                raise TaskError(f"expression '{src}' cannot be evaluated: {e}") from None
+            if isinstance(v, complex) or abs(v) > _MAX_MAGNITUDE:
+                raise TaskError(f"expression '{src}' gives {v!r}, which is not a usable size or value")
+            return v
+        if isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name) or node.func.id not in EXPR_FUNCTIONS:
+                name = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
+                raise TaskError(f"expression '{src}' calls '{name}', which is not allowed; allowed functions: "
+                                f"{', '.join(sorted(EXPR_FUNCTIONS))}")
+            if node.keywords:
+                raise TaskError(f"expression '{src}': keyword arguments are not allowed in '{node.func.id}(...)'")
+            args = [ev(a) for a in node.args]
+            try:
+                return EXPR_FUNCTIONS[node.func.id](*args)
+            except (TypeError, ValueError, ZeroDivisionError, OverflowError) as e:
+                raise TaskError(f"expression '{src}': {node.func.id}(...) failed: {e}") from None
+        raise TaskError(f"expression '{src}': '{ast.unparse(node)}' ({type(node).__name__}) is not allowed; use "
+                        f"numbers, param names, + - * / // % **, parentheses and the functions "
+                        f"{', '.join(sorted(EXPR_FUNCTIONS))}")
+
+    return ev(tree)
+
+
+def parse_init(text: str, params: dict[str, int | float] | None = None) -> tuple:
+    """How an argument is filled: ("uniform", lo, hi), ("randint", lo, hi) (hi exclusive) or ("value", expr).
+
+    Without `params` the bounds and the value are returned as expression strings; with `params`
+    they are evaluated to numbers. Raises TaskError on malformed text."""
+    src = str(text).strip()
+    tree = _parse_expr(src)
+    if isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id in ("uniform", "randint"):
+        kind = tree.func.id
+        if len(tree.args) != 2 or tree.keywords:
+            raise TaskError(f"init '{src}': {kind} takes exactly two bounds, e.g. '{kind}(0, 10)'")
+        lo, hi = (ast.unparse(a) for a in tree.args)
+        for part in (lo, hi):
+            expr_names(part)  # syntax of each bound
+        if params is None:
+            return (kind, lo, hi)
+        lo_v, hi_v = eval_expr(lo, params), eval_expr(hi, params)
+        if not lo_v < hi_v:
+            raise TaskError(f"init '{src}': the lower bound {lo_v} must be below the upper bound {hi_v}")
+        if kind == "randint":
+            if lo_v != int(lo_v) or hi_v != int(hi_v):
+                raise TaskError(f"init '{src}': randint bounds must be whole numbers, got {lo_v} and {hi_v}")
+            lo_v, hi_v = int(lo_v), int(hi_v)
+        return (kind, lo_v, hi_v)
+    if params is None:
+        return ("value", src)
+    return ("value", eval_expr(src, params))
