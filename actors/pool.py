@@ -3,6 +3,8 @@
 In: a factory `make_actor(slot) -> ActorHandle` (the driver sets resources with `.options(...)`),
 a pool size and a retry budget. Out: method results per submitted item, in completion order
 (`next_completed`) or input order (`map`). Every pool (compilers, evaluators, generators) uses it.
+Dataset measurement's `WorkerPool` (pipeline/data/measure.py) is its counterpart for trusted code on
+one host: plain processes, the same rule that a dead worker is replaced.
 
 Failure rules:
 - The actor died (killed, OOM, node lost: `RayActorError` and its subclasses `ActorDiedError`,

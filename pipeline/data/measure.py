@@ -214,7 +214,11 @@ class Worker:
 
 
 class WorkerPool:
-    """Worker processes on this host's GPU; a dead or hung one is replaced."""
+    """Worker processes on this host's GPU; a dead or hung one is replaced. The trusted-code counterpart
+    of `actors/pool.py`'s SupervisedPool: a dead worker is replaced and nothing else is lost (the
+    implementation that was running is recorded as failed, the task's others are measured again), but
+    plain processes, because dataset measurement runs the project's own implementations on one host,
+    without Ray and without the candidates' sandbox."""
 
     def __init__(self, n: int, settings: dict, worker_class: str, task_timeout_s: float, tasks_per_worker: int,
                  startup_timeout_s: float = 300.0):
