@@ -73,7 +73,6 @@ def dataset_samples(measured_dir: str) -> tuple[list[Sample], str]:
     import math
     from concurrent.futures import ProcessPoolExecutor
 
-    from pipeline.data.measure import task_hash
     from pipeline.data.measured import load_measurements
     rows = [r for r in load_measurements(measured_dir).to_pylist() if r["median_ms"] and r["strategy"] != "reference"]
     tasks = {t.id: t for t in load_tasks("generated")}
@@ -81,7 +80,7 @@ def dataset_samples(measured_dir: str) -> tuple[list[Sample], str]:
     bad: set[tuple[str, str]] = set()
     for r in rows:
         task = tasks.get(r["task_id"])
-        if task is None or task_hash(task) != r["task_hash"]:
+        if task is None or task.measured_hash() != r["task_hash"]:
             continue
         key = (r["task_id"], r["impl_name"])
         if not r["correct"]:

@@ -281,8 +281,8 @@ def train(learner, seqs: list[TrainSequence], cfg: RunConfig, log_file, deadline
 
 def make_learner(cfg: RunConfig, model_path: Path, tokenizer):
     """One learner rank in this process (a world of one: nccl on a GPU, gloo on CPU), built as the RL
-    learner builds its policy (`build_policy`: the learner's precision, LoRA adapters with
-    learner.lora_rank > 0)."""
+    learner builds its policy (`build_policy`, in the learner's precision; full weights, since the SFT
+    checkpoint is a plain model that `model.path` names)."""
     import torch
 
     from pipeline.rl.distributed import free_port, init_process_group
@@ -292,7 +292,7 @@ def make_learner(cfg: RunConfig, model_path: Path, tokenizer):
     if cfg.learner.ranks != 1:
         raise SFTError(f"learner.ranks = {cfg.learner.ranks}: cudaperf sft runs one learner rank; set learner.ranks=1")
     init_process_group(0, 1, free_port(), backend="nccl" if torch.cuda.is_available() else "gloo")
-    return Learner(cfg.learner, cfg.rl, build_policy(model_path, cfg.learner), tokenizer=tokenizer, temperature=1.0,
+    return Learner(cfg.learner, cfg.rl, build_policy(model_path, cfg.learner, lora=False), tokenizer=tokenizer, temperature=1.0,
                    seed=cfg.run.seed)
 
 

@@ -420,7 +420,7 @@ class Evaluator:
 
     def null_child(self, fmt: str) -> ChildProcess:
         """A trusted child that never loads candidate code, of the same kind as a `fmt` candidate's (with or
-        without torch): its empty batches give the fixed cost of a batch, subtracted from timed batches."""
+        without torch): its calibration batches give what a batch costs besides its calls (timed_rounds.py)."""
         torch_format = fmt == "kernelbench"
         child = self._null_children.get(torch_format)
         if child is None or child.proc.poll() is not None:

@@ -123,12 +123,13 @@ def _empty_batch(ev, ci: int, fmt: str) -> None:
 CALIBRATION_FILL_MAX = 256 << 20  # bytes a calibration call writes at most (its GPU time is measured, not assumed)
 
 
-def _calibration(ev, ci: int, fmt: str, launches: int, fill_bytes: int, sums: "Checksums") -> float:
+def _calibration(ev, ci: int, fmt: str, launches: int, fill_bytes: int, sums: "Checksums") -> tuple[float, bool]:
     """Seconds of a trusted batch's window that are not its GPU work: what the candidate's window costs
     besides its calls. A trusted child of the candidate's kind, frozen and thawed like it, after the same
     L2 flush, writes `fill_bytes` per call (`launches` operations, as many as the batch has calls) and the
     same checksums run inside the window; its own CUDA events (trusted) give its GPU time, and the window
-    less that time is the overhead: the round trip, the wake-ups, the in-window checksum, the probe."""
+    less that time is the overhead: the round trip, the wake-ups, the in-window checksum, the probe.
+    Returns (overhead seconds, whether the GPU was busy with other work around it: then it is no measure)."""
     cfg, null = ev.cfg, ev.null_child(fmt)
     msg = {"op": "run", "config": ci, "slots": [], "launches": launches,
            "fill_bytes": int(min(max(fill_bytes, 4), CALIBRATION_FILL_MAX))}
@@ -144,14 +145,15 @@ def _calibration(ev, ci: int, fmt: str, launches: int, fill_bytes: int, sums: "C
     try:
         null.freeze()
         ev.clock.flush_l2()
-        window = ev.clock.batch(run).seconds
+        t = ev.clock.batch(run)
     except ChildFailed as e:
         raise TaskBroken(f"the evaluator's own trusted child failed while measuring the cost of a batch: {e}") from e
     finally:
         null.thaw()
     gpu = reply.get("events_ms")
     gpu_s = gpu / 1e3 if isinstance(gpu, (int, float)) and math.isfinite(gpu) and gpu > 0 else 0.0
-    return max(window - gpu_s, 0.0)
+    busy = max(t.probe_before_s, t.probe_after_s) > cfg.busy_probe_limit_s
+    return max(t.seconds - gpu_s, 0.0), busy
 
 
 def believed_times(claims_ms: list[float], trusted_ms: list[float], noise_ms: float) -> tuple[list[float], bool]:
@@ -193,7 +195,11 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         stage(ev.driver, group, [cd.slots[k] for k in slots], fresh_sets)
         sums = Checksums(group, cd, slots, expected, signs)
         # what this very round's window costs besides the calls (the warm-up measures it three times)
-        round_overheads = [_calibration(ev, ci, fmt, len(slots), fill, sums) for _ in range(1 if rounds else 3)]
+        calibrations = [_calibration(ev, ci, fmt, len(slots), fill, sums) for _ in range(1 if rounds else 3)]
+        if any(b for _, b in calibrations):  # another job's work inflated the overhead: not a fair round
+            busy = _busy(cd, busy, "around the calibration")
+            continue
+        round_overheads = [s for s, _ in calibrations]
         overhead_s = round_overheads[-1]
         clock.flush_l2()
         reply: dict = {}
@@ -227,8 +233,8 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
             times.calls_per_batch = n_calls
             warm_overheads = round_overheads
         else:
-            claims.append(max(per_call(claim_s - copy_s), 1e-6))
-            trusted.append(max(per_call(trusted_s - copy_s), 1e-6))
+            claims.append(max(per_call(claim_s - copy_s * len(slots)), 1e-6))  # one copy per call
+            trusted.append(max(per_call(trusted_s - copy_s * len(slots)), 1e-6))
             times.baseline.append(per_call(base_s))
             if compiled_s is not None:
                 times.compiled.append(per_call(compiled_s))
@@ -237,7 +243,8 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         enough = timed * n_calls >= cfg.timing_trials or time.perf_counter() > deadline
         if timed >= cfg.timing_rounds and enough:
             break
-    samples = overheads if len(overheads) >= 4 else overheads + warm_overheads
+    # the first warm-up calibration is the configuration's first in-window checksum (cold): never a sample
+    samples = overheads if len(overheads) >= 4 else overheads + warm_overheads[1:]
     q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
     noise_ms = 1e3 * cfg.timing_noise_factor * (q[2] - q[0]) / n_calls
     times.overhead_ms = 1e3 * statistics.median(samples)
@@ -292,7 +299,8 @@ class Checksums:
     the same sum of the expected outputs, within the tolerance summed over the elements (so an output
     that passes the element-wise check always passes this). A child that answers "done" before its
     work is written, or writes placeholders first and the results later, fails it; one reduction per
-    output and a single synchronisation keep it short, and its cost is timed again and subtracted."""
+    output and a single synchronisation keep it short; the calibration batch runs it too, so its cost is
+    part of the overhead taken off."""
 
     def __init__(self, group: GroupData, cd: ConfigData, slots: list[int], expected: list[dict], signs: dict):
         import torch

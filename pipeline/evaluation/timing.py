@@ -5,7 +5,8 @@ tiny operation of its own on the GPU and waits for it: the batch ends when the t
 seen the GPU get past the work, not when the worker says so. The same procedure times the
 candidate (a batch in its child process), the naive CUDA baseline (a batch in a trusted child) and
 the PyTorch reference (a batch in this process), so whatever overhead the procedure adds is the
-same kind on both sides, and it is measured on its own (an empty batch) and subtracted.
+same kind on both sides, and it is measured on its own (a trusted calibration batch, timed_rounds.py)
+and subtracted.
 
     clock = TrustedClock(driver)
     t = clock.batch(run)   # run() sends "go" and waits for "done" (or launches the calls in-process)

@@ -271,7 +271,12 @@ def main_analyze(argv: list[str] | None = None) -> int:
     except ValueError as e:  # an unknown --arch; a ValueError of the analysis itself is our bug and raises
         print(f"cudaperf analyze: {e}", file=sys.stderr)
         return 2
-    a = analyze_source(path.read_text(), args.arch, args.block, args.dynamic_smem, run_nvcc=not args.no_nvcc)
+    try:
+        source = path.read_text()
+    except UnicodeDecodeError:
+        print(f"cudaperf analyze: '{path}' is not UTF-8 text; pass the path of a .cu source", file=sys.stderr)
+        return 2
+    a = analyze_source(source, args.arch, args.block, args.dynamic_smem, run_nvcc=not args.no_nvcc)
     print(json.dumps(a.to_dict(), indent=1, default=str) if args.json else format_analysis(a))
     return 0
 

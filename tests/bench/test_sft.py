@@ -108,7 +108,7 @@ def test_supervised_sft_lowers_loss_and_writes_a_policy(small_task_dir, tiny_dir
     out = tmp_path / "sft"
     rc = main(["--config", "configs/local.yaml", f"tasks.source={small_task_dir}", f"model.tiny_dir={tiny_dir}",
                f"sft.output_dir={out}", "sft.epochs=8", "sft.sequences_per_step=5", "sft.rename_copies_per_pair=1",
-               "sft.entry_first=true", "sft.keep_fastest_per_task=1", "learner.lr=0.003", "sft.log_every_steps=100",
+               "sft.entry_first=true", "sft.keep_fastest_per_task=1", "learner.lr=0.005", "sft.log_every_steps=100",
                f"sft.heldout_source={small_task_dir}", "sft.heldout_samples_per_task=1",
                "rollout.backend=transformers", "rollout.max_new_tokens=16", "compile.workers=1"], open_cluster)
     assert rc == 0

@@ -250,3 +250,19 @@ def test_the_calibration_writes_the_outputs_bytes_and_its_own_gpu_time_is_not_ov
     assert {m["launches"] for m in sent if "fill_bytes" in m} >= {1, times.calls_per_batch}
     assert times.overhead_ms < 3.0  # the 4 ms it spent on the GPU are not counted as overhead
     assert times.claims_believed and 0.8 < np.median(times.candidate) / np.median(times.baseline) < 1.25
+
+
+def test_a_cold_first_calibration_does_not_widen_the_noise_for_a_false_claim():
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002, claim_factor=0.8)
+    seen = []
+
+    def calibration(msg, timeout_s):  # the configuration's first calibration is slow, the rest are not
+        if msg.get("fill_bytes"):
+            seen.append(msg)
+            time.sleep(0.05 if len(seen) == 1 else 0.0005)
+        else:
+            time.sleep(0.0005)
+        return {"ok": True, "events_ms": 0.0}
+    ev.null_child("c2cuda").request = calibration
+    times = time_config(ev, group, 0, cd, child, "c2cuda")
+    assert not times.claims_believed  # a claim 20 % below its work is not made believable by one cold sample
