@@ -42,9 +42,10 @@ from pipeline.evaluation.sandbox import ChildFailed, ChildProcess, SandboxUnavai
 from pipeline.evaluation.timing import TrustedClock, time_calls
 from pipeline.records import Candidate, EvalResult, Finding, Task
 
-EVALUATOR_VERSION = "5"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list;
+EVALUATOR_VERSION = "6"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list;
 # 4: check sets made on the device from seeds, events believed within the noise, chunked checksums;
-# 5: the batch overhead from trusted calibration batches that do GPU work and the in-window checksum
+# 5: the batch overhead from trusted calibration batches that do GPU work and the in-window checksum;
+# 6: KernelBench output copies taken off per call, busy calibrations repeated
 
 
 @dataclass
