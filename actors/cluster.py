@@ -168,20 +168,23 @@ class Cluster:
         return seen if self.cfg.eval.gpus < 0 else self.cfg.eval.gpus
 
     @contextmanager
-    def evaluation(self) -> Iterator[tuple[CompileThenEvaluate, int]]:
-        """(the compile-then-evaluate WorkQueue, GPUs given to evaluation); the pools shut down on exit."""
+    def _evaluation_pools(self):
+        """(compile pool, evaluator pool, GPUs given to evaluation); the pools shut down on exit."""
         cfg = self.cfg
         n_gpus = self.evaluator_gpus()
         with make_compiler_pool(cfg.compile, cfg.eval.max_retries) as compilers, \
                 make_evaluator_pool(cfg.eval, cfg.compile, n_gpus) as evaluators:
+            yield compilers, evaluators, n_gpus
+
+    @contextmanager
+    def evaluation(self) -> Iterator[tuple[CompileThenEvaluate, int]]:
+        """(the compile-then-evaluate WorkQueue, GPUs given to evaluation); the pools shut down on exit."""
+        with self._evaluation_pools() as (compilers, evaluators, n_gpus):
             yield CompileThenEvaluate(compilers, evaluators), n_gpus
 
     def evaluate_groups(self, groups: list[tuple]) -> tuple[list, int, int]:
         """Every (task, candidates) group through fresh pools: (results per group, GPUs used, actor restarts)."""
-        cfg = self.cfg
-        n_gpus = self.evaluator_gpus()
-        with make_compiler_pool(cfg.compile, cfg.eval.max_retries) as compilers, \
-                make_evaluator_pool(cfg.eval, cfg.compile, n_gpus) as evaluators:
+        with self._evaluation_pools() as (compilers, evaluators, n_gpus):
             results = evaluate_groups(compilers, evaluators, groups)
             return results, n_gpus, compilers.restarts + evaluators.restarts
 

@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 from pipeline.config import CompileSection, EvalSection  # noqa: E402
 from pipeline.records import Candidate  # noqa: E402
 from pipeline.tasks import load_tasks  # noqa: E402
+from trusted_timing import in_process_runner  # noqa: E402  (benchmarks/ is this script's directory)
 
 PICKS = [("torch2cuda/scale_bias_sigmoid", "row_blocks_vec4"), ("torch2cuda/rmsnorm", "block_per_row_vec4"),
          ("torch2cuda/sum_dim", "split_dim1_shared"), ("torch2cuda/gelu", "vec4"), ("torch2cuda/relu", "vec4"),
@@ -46,7 +47,6 @@ PICKS = [("torch2cuda/scale_bias_sigmoid", "row_blocks_vec4"), ("torch2cuda/rmsn
 
 def main() -> None:
     import torch
-    from pipeline.evaluation.child import NativeRunner
     from pipeline.evaluation.evaluator import Evaluator
     from pipeline.evaluation.timed_rounds import stage
     ap = argparse.ArgumentParser()
@@ -75,11 +75,9 @@ def main() -> None:
         impl = next(i for i in task.implementations if i.name == name)
         group = ev._prepare_group(task)
         try:
+            r = in_process_runner(ev, task, group, impl.code, impl.format)
             comp = ev.compiler.compile(Candidate(task_id=task.id, code=impl.code, format=impl.format), task)
             entry = task.function if impl.format == "c2cuda" else "launch"
-            ptrs = [b.ptr for b in group.buffers]
-            r = NativeRunner({"artifact": comp.artifact, "entry": entry, "format": impl.format,
-                              "calls": [c.slot_calls(impl.format) for c in group.configs]}, ptrs)
             drv.make_current()
             for ci, cd in enumerate(group.configs):
                 if not cd.time:

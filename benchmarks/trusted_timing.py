@@ -80,10 +80,19 @@ def honest(ev, tasks) -> dict:
     return out
 
 
+def in_process_runner(ev, task, group, code: str, fmt: str):
+    """Honest (built-in) c2cuda or light code compiled and loaded in this trusted process, called on the
+    group's own buffers: the benchmarks' conventional measurement, never a candidate's path."""
+    from pipeline.evaluation.child import NativeRunner
+    comp = ev.compiler.compile(Candidate(task_id=task.id, code=code, format=fmt), task)
+    entry = task.function if fmt == "c2cuda" else "launch"
+    return NativeRunner({"artifact": comp.artifact, "entry": entry, "format": fmt,
+                         "calls": [c.slot_calls(fmt) for c in group.configs]}, [b.ptr for b in group.buffers])
+
+
 def single_call(ev, tasks, trials: int = 50) -> dict:
     """Every implementation's speedup and per-configuration times measured the conventional way (see the
     module docstring), on the evaluator's own buffers, inputs from the task's generator: honest code only."""
-    from pipeline.evaluation.child import NativeRunner
     from pipeline.evaluation.timed_rounds import stage
     from pipeline.evaluation.timing import time_calls
     out = {}
@@ -97,13 +106,8 @@ def single_call(ev, tasks, trials: int = 50) -> dict:
             print(f"single-call {task.id}: {e}", flush=True)
             continue
         try:
-            ptrs = [b.ptr for b in group.buffers]
-
             def runner(code: str, fmt: str):
-                comp = ev.compiler.compile(Candidate(task_id=task.id, code=code, format=fmt), task)
-                entry = task.function if fmt == "c2cuda" else "launch"
-                return NativeRunner({"artifact": comp.artifact, "entry": entry, "format": fmt,
-                                     "calls": [c.slot_calls(fmt) for c in group.configs]}, ptrs)
+                return in_process_runner(ev, task, group, code, fmt)
             base = runner(task.baseline().code, "c2cuda") if task.kind == "c2cuda" else None
             ev.driver.make_current()
             per_impl: dict[str, dict] = {i.name: {} for i in impls}
