@@ -15,7 +15,9 @@
 # trust: honest speedups before/after and against the conventional single-call time, and stability, under the
 #   trusted clock (benchmarks/trusted_timing.py), then the timing hacks with the static checks off and the sandbox tests from the child's side.
 # protocols: the same kernels timed by several procedures, in this process and in a candidate's child
-#   (benchmarks/timing_protocols.py): where the batch protocol's per-call times come from.
+#   (benchmarks/timing_protocols.py): where the batch protocol's per-call times come from; then
+#   benchmarks/ipc_mapping.cu (a child's kernels on buffers mapped over IPC, odd and whole-page sizes) and
+#   benchmarks/reference_batch.py (a PyTorch reference's time per call in a batch and alone).
 # The sandbox needs bwrap and libseccomp: where they are not installed, `bash benchmarks/sandbox_tools.sh`
 #   here first and carry .sandbox-tools/ (plus .whl/ from ../shared/device/wheels.sh).
 # Logs and JSON go to $OUT (or ./gpu-out). Prints a summary table at the end.
@@ -44,7 +46,10 @@ for step in $steps; do
              --baseline-json .kernelbench/results/timing --baseline-hardware H100_Modal --out "$OUT/kernelbench_bench" \
              eval.gate_profile=kernelbench compile.cache_dir=$CUDAPERF_TEST_COMPILE_CACHE >> "$OUT/kernelbench.log" 2>&1 ;;
     protocols) timeout 200 python3 benchmarks/timing_protocols.py --out "$OUT/timing_protocols_h200.json" --trials 12 \
-                 > "$OUT/protocols.log" 2>&1 ;;
+                 > "$OUT/protocols.log" 2>&1
+               nvcc -O2 -arch=sm_90 -o /tmp/ipc_mapping benchmarks/ipc_mapping.cu -lcuda \
+                 && { timeout 60 /tmp/ipc_mapping; ODD_SIZE=1 timeout 60 /tmp/ipc_mapping; } > "$OUT/ipc_mapping_h200.jsonl" 2>> "$OUT/protocols.log"
+               timeout 90 python3 benchmarks/reference_batch.py --out "$OUT/reference_batch_h200.json" >> "$OUT/protocols.log" 2>&1 ;;
     bench) timeout 300 python3 benchmarks/evaluator_throughput.py --out "$OUT/evaluator_h200.json" > "$OUT/bench.log" 2>&1 ;;
     structure) timeout 200 python3 -m pipeline.structure.validate_gpu --out "$OUT/structure_h200.json" > "$OUT/structure.log" 2>&1 ;;
     generation) timeout 300 python3 benchmarks/generation_throughput.py --out "$OUT/generation_h200.json" \

@@ -14,11 +14,15 @@ in this trusted process (no child, no IPC), per-call milliseconds of:
   batch_flush   a flush before each call of the batch, inside the window; the flushes' own time subtracted
 and, in a candidate's child process (the evaluator's sandbox, then eval.sandbox=none), from that child's own
 CUDA events after the trusted side staged the inputs and flushed the L2:
+  batch_with_child  `batch` in this process while a loaded child is alive
   child_single  a batch of one call on slot 0
   child_same    a batch of k calls all on slot 0
   child_rotate  a batch of one call on each of k slots (the evaluator's timed batch)
   child_last    a batch of one call on the last slot (a slot other than the checked set)
   child_same_last  a batch of k calls all on the last slot
+  child_rotate_nostage  as child_rotate, the inputs staged once before all trials (each trial only flushes)
+  child_rotate_twice    one call on each of k slots, twice over (per call of the 2k)
+  child_pairs           two calls on each of k slots in turn (0, 0, 1, 1, ...)
 The figures go to JSON with the GPU's name and date; a table is printed at the end.
 """
 from __future__ import annotations
@@ -52,7 +56,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("--picks", default="", help="comma-separated task ids to keep (default: all)")
     args = ap.parse_args()
+    picks = [p for p in PICKS if not args.picks or p[0] in args.picks.split(",")]
     tasks = {t.id: t for t in load_tasks("builtin")}
     ev = Evaluator(EvalSection(result_cache_dir=""), CompileSection(cache_dir=tempfile.mkdtemp()), use_gpu=True)
     drv, fb = ev.driver, ev.cfg.l2_flush_bytes
@@ -70,7 +76,7 @@ def main() -> None:
     def flush() -> None:
         drv.memset_async(ev.flush_ptr, 1, fb)
 
-    for task_id, name in PICKS:
+    for task_id, name in picks:
         task = tasks[task_id]
         impl = next(i for i in task.implementations if i.name == name)
         group = ev._prepare_group(task)
@@ -115,12 +121,23 @@ def main() -> None:
                         reply = ev._load(child, group, impl.format, comp, entry, impl.code)
                         assert reply.get("ok"), reply
                         tag = "" if sandbox == "bwrap" else "_nosandbox"
+                        got = []  # this process's own rotation while the child holds a context of its own
+                        for t in range(max(4, args.trials // 3)):
+                            stage(drv, group, [cd.slots[s] for s in range(k)], fresh)
+                            flush(); drv.synchronize()
+                            got.append(window(lambda: [r.call(ci, s) for s in range(k)]) / k)
+                        res["batch_with_child" + tag] = got
                         for what, slots in (("child_single", [0]), ("child_same", [0] * k),
                                             ("child_rotate", list(range(k))), ("child_last", [k - 1]),
-                                            ("child_same_last", [k - 1] * k)):
+                                            ("child_same_last", [k - 1] * k),
+                                            ("child_rotate_nostage", list(range(k))),
+                                            ("child_rotate_twice", list(range(k)) * 2),
+                                            ("child_pairs", [s for s in range(k) for _ in (0, 1)])):
                             got = []
+                            stage(drv, group, [cd.slots[s] for s in range(k)], fresh)
                             for t in range(max(4, args.trials // 3)):
-                                stage(drv, group, [cd.slots[s] for s in range(k)], fresh)
+                                if what != "child_rotate_nostage":
+                                    stage(drv, group, [cd.slots[s] for s in range(k)], fresh)
                                 flush()
                                 drv.synchronize()
                                 rep = child.request({"op": "run", "config": ci, "slots": slots}, 60)
@@ -139,8 +156,9 @@ def main() -> None:
             ev._release_group(group)
     report = {"gpu": ev.gpu_name, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows}
     Path(args.out).write_text(json.dumps(report, indent=1))
-    cols = ("single", "rotate", "batch", "batch_flush", "child_single", "child_same", "child_rotate",
-            "child_last", "child_same_last", "child_rotate_nosandbox")
+    cols = ("single", "rotate", "batch", "batch_with_child", "child_single", "child_same", "child_rotate",
+            "child_last", "child_same_last", "child_rotate_nostage", "child_rotate_twice", "child_pairs",
+            "child_rotate_nosandbox")
     print(f"{'implementation':52s} {'k':>3s} " + " ".join(f"{c[-12:]:>12s}" for c in cols))
     for r in rows:
         print(f"{r['task'] + '/' + r['implementation'] + ' ' + r['config']:52s} {r['slots']:3d} "

@@ -15,7 +15,9 @@ and, for the kernelbench suite, torch.compile where it builds (`eval.compile_bas
 Out (--out, default run.output_dir/run.name/bench): report.json (summary: verdicts, compile,
 execute and correct rates, fast_p for p = 0, 1, 1.5, 2, speedups, pass@k, evaluator failures
 counted apart; per-turn curves; one row per evaluated turn; meta with the gate profile) and PNG
-plots. Numbers are defined in pipeline/bench_metrics.py. The kernelbench suite also writes
+plots. With --answers, each task's rows are also appended to rows.partial.jsonl as they are judged
+(and a progress line printed), so a run stopped early keeps its finished work. Numbers are defined
+in pipeline/bench_metrics.py. The kernelbench suite also writes
 eval_results.json in KernelBench's own layout (pipeline/kernelbench_results.py; one file per level
 under kernelbench_level<L>/ when several levels ran), and with --baseline-json FILE (a KernelBench
 results/timing/<hardware>/baseline_time_torch.json, or a directory holding such files, with
@@ -34,6 +36,7 @@ import json
 import platform
 import re
 import sys
+import time
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -123,9 +126,13 @@ def run_model(cfg: RunConfig, tasks: list[Task], queue) -> list:
     return episodes
 
 
-def run_answers(tasks: list[Task], answers_dir: Path, queue) -> tuple[list[Outcome], list[dict], list[EvalResult]]:
-    """Evaluate every answer file; tasks without one get a `missing` outcome (and no result)."""
+def run_answers(tasks: list[Task], answers_dir: Path, queue, progress: Path | None = None
+                ) -> tuple[list[Outcome], list[dict], list[EvalResult]]:
+    """Evaluate every answer file; tasks without one get a `missing` outcome (and no result). As each
+    task's answers are judged, one line goes to stderr and their rows are appended to `progress`
+    (JSON lines), so a run that is stopped keeps what it finished."""
     outcomes, rows, evaluated, tickets = [], [], [], {}
+    t0, done = time.perf_counter(), 0
     for task in tasks:
         files = answer_files(answers_dir, task)
         if not files:
@@ -139,10 +146,19 @@ def run_answers(tasks: list[Task], answers_dir: Path, queue) -> tuple[list[Outco
         task, files = tickets.pop(ticket)
         if not isinstance(results, list):
             raise RuntimeError(f"the evaluation of {task.id} was lost on every retry: {results}")
+        finished = []
         for k, (f, r) in enumerate(zip(files, results)):
             outcomes.append(outcome_of(r, k, 0))
-            rows.append(_row(r, k, 0) | {"file": str(f)})
+            finished.append(_row(r, k, 0) | {"file": str(f)})
             evaluated.append(r)
+        rows += finished
+        done += 1
+        verdicts = ", ".join(f"{r['verdict']}" + (f" {r['speedup']:.2f}x" if r["speedup"] else "") for r in finished)
+        print(f"[{done}/{done + len(tickets)}] {task.id}: {verdicts} ({time.perf_counter() - t0:.0f} s)",
+              file=sys.stderr, flush=True)
+        if progress is not None:
+            with open(progress, "a") as fh:
+                fh.writelines(json.dumps(row) + "\n" for row in finished)
     return outcomes, rows, evaluated
 
 
@@ -226,7 +242,10 @@ def run_bench(cfg: RunConfig, tasks: list[Task], out_dir: Path, *, suite: str, a
             return run_bench(cfg, tasks, out_dir, suite=suite, answers_dir=answers_dir, queue=queue,
                              published=published)
     if answers_dir is not None:
-        outcomes, rows, results = run_answers(tasks, answers_dir, queue)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        progress = out_dir / "rows.partial.jsonl"
+        progress.unlink(missing_ok=True)
+        outcomes, rows, results = run_answers(tasks, answers_dir, queue, progress)
     else:
         episodes = run_model(cfg, tasks, queue)
         outcomes = outcomes_from_episodes(episodes)

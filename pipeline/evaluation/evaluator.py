@@ -42,10 +42,12 @@ from pipeline.evaluation.sandbox import ChildFailed, ChildProcess, SandboxUnavai
 from pipeline.evaluation.timing import TrustedClock, time_calls
 from pipeline.records import Candidate, EvalResult, Finding, Task
 
-EVALUATOR_VERSION = "6"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list;
+EVALUATOR_VERSION = "8"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list;
 # 4: check sets made on the device from seeds, events believed within the noise, chunked checksums;
 # 5: the batch overhead from trusted calibration batches that do GPU work and the in-window checksum;
-# 6: KernelBench output copies taken off per call, busy calibrations repeated
+# 6: KernelBench output copies taken off per call, busy calibrations repeated;
+# 7: device allocations in whole 2 MiB pages (children map them with large pages);
+# 8: a PyTorch reference's batch opens with the L2 flush queued, not an idle GPU
 
 
 @dataclass

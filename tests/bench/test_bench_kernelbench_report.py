@@ -81,6 +81,9 @@ def test_kernelbench_answers_report(answers, tmp_path, capsys):
     assert s["evaluator_failures"] == {"samples": 1, "verdicts": {"not_executed": 1}, "tasks_without_verdict": 1}
     assert s["correct_rate"] == pytest.approx(1 / 3) and s["fast_p"]["0"] == pytest.approx((1 / 2 + 0) / 2)
     assert all("peak_memory_bytes" in r for r in report["rows"] if r["verdict"] != "missing")
+    partial = [json.loads(ln) for ln in (tmp_path / "out/rows.partial.jsonl").read_text().splitlines()]
+    assert sorted(r["verdict"] for r in partial) == ["correct", "incorrect", "not_executed"]  # judged rows, as they came
+    assert "kernelbench/level1/1_Scaled_Tanh: correct" in capsys.readouterr().err  # a progress line per task
 
     one = json.loads((tmp_path / "out/kernelbench_level1/eval_results.json").read_text())
     two = json.loads((tmp_path / "out/kernelbench_level2/eval_results.json").read_text())

@@ -1,0 +1,101 @@
+"""Why a PyTorch reference's time per call differs between a batch and single calls.
+
+    python benchmarks/reference_batch.py --out benchmarks/results/reference_batch_h200.json
+
+For a few built-in torch2cuda tasks, on each timing configuration, the reference (PyTorch eager) in
+this trusted process, per-call milliseconds from CUDA events, the L2 flushed before each window:
+  single             one call on input set 0, its output dropped (the conventional harness)
+  batch              one call on each of k input sets, outputs kept to the end (the evaluator's shape)
+  batch_drop         as batch, each output dropped as soon as it is made
+  batch_same         k calls on input set 0, outputs kept
+  batch_same_drop    k calls on input set 0, outputs dropped
+  batch_warm_alloc   as batch, after a batch that made and freed the same outputs (the allocator warm)
+  single_queued      as single, the flush queued just before the window (the GPU busy while the host
+                     launches; KernelBench's and dataset measurement's shape)
+  batch_queued       as batch, the flush queued just before the window (the evaluator's shape since
+                     evaluator version 8)
+A table is printed at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipeline.config import CompileSection, EvalSection  # noqa: E402
+from pipeline.tasks import load_tasks  # noqa: E402
+
+PICKS = ["torch2cuda/relu", "torch2cuda/rmsnorm", "torch2cuda/softmax", "torch2cuda/matmul", "torch2cuda/sum_dim"]
+
+
+def main() -> None:
+    from pipeline.evaluation.evaluator import Evaluator
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--trials", type=int, default=15)
+    args = ap.parse_args()
+    tasks = {t.id: t for t in load_tasks("builtin")}
+    ev = Evaluator(EvalSection(result_cache_dir="", sandbox="none"), CompileSection(cache_dir=tempfile.mkdtemp()), use_gpu=True)
+    clock, rows = ev.clock, []
+    for task_id in PICKS:
+        group = ev._prepare_group(tasks[task_id])
+        try:
+            for cd in group.configs:
+                if not cd.time or cd.run_reference is None:
+                    continue
+                first = cd.reference_copy(cd.fresh(1))
+                for _ in range(3):
+                    clock.flush_l2()
+                    one = clock.events(lambda: cd.run_reference(first))
+                # the evaluator's batch size: calls that fill eval.timing_batch_s
+                k = max(1, min(len(cd.slots), math.ceil(ev.cfg.timing_batch_s / max(one, 1e-7))))
+                sets = [cd.reference_copy(cd.fresh(100 + s)) for s in range(k)]
+                cols = ("single", "batch", "batch_drop", "batch_same", "batch_same_drop", "batch_warm_alloc",
+                        "single_queued", "batch_queued")
+                res: dict[str, list[float]] = {p: [] for p in cols}
+
+                def window(calls, keep: bool, queued: bool = False) -> float:
+                    kept: list = []
+                    if not queued:
+                        clock.flush_l2()
+                    s = clock.events(lambda: [kept.append(cd.run_reference(f)) if keep else cd.run_reference(f)
+                                              for f in calls], flush_first=queued)
+                    return 1e3 * s / len(calls)
+                for _ in range(2):
+                    window(sets, True)
+                for _ in range(args.trials):
+                    res["single"].append(window(sets[:1], False))
+                    res["batch"].append(window(sets, True))
+                    res["batch_drop"].append(window(sets, False))
+                    res["batch_same"].append(window([sets[0]] * k, True))
+                    res["batch_same_drop"].append(window([sets[0]] * k, False))
+                    window(sets, True)
+                    res["batch_warm_alloc"].append(window(sets, True))
+                    res["single_queued"].append(window(sets[:1], False, queued=True))
+                    res["batch_queued"].append(window(sets, True, queued=True))
+                row = {"task": task_id, "config": cd.name, "k": k, **{p: statistics.median(v) for p, v in res.items()}}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                del sets
+        except Exception as e:  # noqa: BLE001 - a benchmark row
+            print(f"{task_id}: {type(e).__name__}: {e}", flush=True)
+        finally:
+            ev._release_group(group)
+    Path(args.out).write_text(json.dumps({"gpu": ev.gpu_name, "date": datetime.now(timezone.utc).isoformat(
+        timespec="seconds"), "rows": rows}, indent=1))
+    cols = ("single", "single_queued", "batch", "batch_queued", "batch_drop", "batch_same", "batch_warm_alloc")
+    print(f"{'task config':36s} {'k':>3s} " + " ".join(f"{c[-12:]:>12s}" for c in cols))
+    for r in rows:
+        print(f"{r['task'] + ' ' + r['config']:36s} {r['k']:3d} " + " ".join(f"{r[c]:12.4f}" for c in cols))
+
+
+if __name__ == "__main__":
+    main()
