@@ -252,8 +252,8 @@ def main() -> int:
 def summary(report: dict) -> str:
     """A few lines: scaling ratios, bandwidth against sync speed, busy fractions."""
     lines = [f"==== multi_gpu on {report['gpus']} GPUs ===="]
-    ev = report.get("evaluators", {})
-    for n, r in ev.get("by_gpus", {}).items():
+    evaluators = report.get("evaluators", {})
+    for n, r in evaluators.get("by_gpus", {}).items():
         lines.append(f"evaluators {n} GPU(s): {r['candidates_per_minute']:.1f} cand/min, "
                      f"ratio to 0.9*N*one-GPU {r['ratio_to_goal']:.2f}")
     for name, r in report.get("bandwidth", {}).items():

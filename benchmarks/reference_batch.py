@@ -46,7 +46,7 @@ def main() -> None:
     ev = Evaluator(EvalSection(result_cache_dir="", sandbox="none"), CompileSection(cache_dir=tempfile.mkdtemp()), use_gpu=True)
     clock, rows = ev.clock, []
     for task_id in PICKS:
-        group = ev._prepare_group(tasks[task_id])
+        group = ev.prepare_group(tasks[task_id])
         try:
             for cd in group.configs:
                 if not cd.time or cd.run_reference is None:
@@ -88,7 +88,7 @@ def main() -> None:
         except Exception as e:  # noqa: BLE001 - a benchmark row
             print(f"{task_id}: {type(e).__name__}: {e}", flush=True)
         finally:
-            ev._release_group(group)
+            ev.release_group(group)
     Path(args.out).write_text(json.dumps({"gpu": ev.gpu_name, "date": datetime.now(timezone.utc).isoformat(
         timespec="seconds"), "rows": rows}, indent=1))
     cols = ("single", "single_queued", "batch", "batch_queued", "batch_drop", "batch_same", "batch_warm_alloc")

@@ -79,7 +79,7 @@ def main() -> None:
     for task_id, name in picks:
         task = tasks[task_id]
         impl = next(i for i in task.implementations if i.name == name)
-        group = ev._prepare_group(task)
+        group = ev.prepare_group(task)
         try:
             r = in_process_runner(ev, task, group, impl.code, impl.format)
             comp = ev.compiler.compile(Candidate(task_id=task.id, code=impl.code, format=impl.format), task)
@@ -116,9 +116,9 @@ def main() -> None:
                         res["batch_flush"].append((both - fl) / k)
                 for sandbox in ("bwrap", "none"):
                     ev.cfg = ev.cfg.model_copy(update={"sandbox": sandbox})
-                    child = ev._child(False)
+                    child = ev.start_child(False)
                     try:
-                        reply = ev._load(child, group, impl.format, comp, entry, impl.code)
+                        reply = ev.load_into_child(child, group, impl.format, comp, entry, impl.code)
                         assert reply.get("ok"), reply
                         tag = "" if sandbox == "bwrap" else "_nosandbox"
                         got = []  # this process's own rotation while the child holds a context of its own
@@ -153,7 +153,7 @@ def main() -> None:
         except Exception as e:  # noqa: BLE001 - a benchmark row
             print(f"{task_id}/{name}: {type(e).__name__}: {e}", flush=True)
         finally:
-            ev._release_group(group)
+            ev.release_group(group)
     report = {"gpu": ev.gpu_name, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows}
     Path(args.out).write_text(json.dumps(report, indent=1))
     cols = ("single", "rotate", "batch", "batch_with_child", "child_single", "child_same", "child_rotate",

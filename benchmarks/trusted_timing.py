@@ -55,7 +55,7 @@ def precompile(ev, tasks) -> None:
     jobs = [(t, Candidate(task_id=t.id, code=i.code, format=i.format)) for t in tasks.values()
             for i in t.implementations if i.format in ("c2cuda", "light")]
     with ThreadPoolExecutor(12) as pool:
-        list(pool.map(lambda j: ev._gate_and_compile(j[0], j[1], None), jobs))
+        list(pool.map(lambda j: ev.gate_and_compile(j[0], j[1], None), jobs))
 
 
 def honest(ev, tasks) -> dict:
@@ -101,7 +101,7 @@ def single_call(ev, tasks, trials: int = 50) -> dict:
         if not impls:
             continue
         try:
-            group = ev._prepare_group(task)
+            group = ev.prepare_group(task)
         except Exception as e:  # noqa: BLE001 - a benchmark row, not a verdict
             print(f"single-call {task.id}: {e}", flush=True)
             continue
@@ -136,7 +136,7 @@ def single_call(ev, tasks, trials: int = 50) -> dict:
         except Exception as e:  # noqa: BLE001
             print(f"single-call {task.id}: {type(e).__name__}: {e}", flush=True)
         finally:
-            ev._release_group(group)
+            ev.release_group(group)
     return out
 
 
@@ -150,7 +150,7 @@ def stability(ev, tasks, runs: int) -> list:
         cands = [Candidate(task_id=task.id, code=impl.code + f"\n// run {k}\n", format=impl.format) for k in range(runs)]
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(10) as pool:
-            list(pool.map(lambda c: ev._gate_and_compile(task, c, None), cands))
+            list(pool.map(lambda c: ev.gate_and_compile(task, c, None), cands))
         for cand in cands:
             r = ev.evaluate(task, [cand])[0]
             assert r.verdict == "correct", r.reason

@@ -93,3 +93,61 @@ def test_the_layer_check_sees_an_upward_import():
     assert layer_of("pipeline.evaluation.timed_rounds") < layer_of("pipeline.rl.loop") < layer_of("pipeline.cli")
     assert layer_of("pipeline.rl.train") > layer_of("pipeline.rl.step")  # the longest prefix decides
     assert layer_of("pipeline.ranker.cli") > layer_of("pipeline.ranker.train")
+
+
+# ---- the evaluation harness (pipeline/evaluation/harness.py) ----------------------------------------------
+
+EVALUATOR_OWN = {"pipeline/evaluation/evaluator.py", "pipeline/evaluation/runner.py",
+                 "pipeline/evaluation/timed_rounds.py"}  # the evaluator itself, split by job
+
+
+def evaluator_attributes(path: Path) -> set[str]:
+    """Attributes read from an evaluator in a module: `ev.X`, `evaluator.X`, `self.ev.X`."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Attribute):
+            v = node.value
+            if (isinstance(v, ast.Name) and v.id in ("ev", "evaluator")) or (
+                    isinstance(v, ast.Attribute) and v.attr == "ev" and isinstance(v.value, ast.Name)
+                    and v.value.id == "self"):
+                found.add(node.attr)
+    return found
+
+
+def harness_members() -> set[str]:
+    from pipeline.evaluation.harness import GroupHarness
+    return {n for n in vars(GroupHarness) if not n.startswith("_")} | set(GroupHarness.__annotations__)
+
+
+def test_the_evaluator_implements_the_group_harness():
+    import inspect
+
+    from pipeline.evaluation.evaluator import Evaluator
+    from pipeline.evaluation.harness import GroupHarness
+    init = inspect.getsource(Evaluator.__init__)
+    for name in harness_members():
+        if name in GroupHarness.__annotations__:
+            assert f"self.{name} =" in init, f"Evaluator never sets {name}"
+            continue
+        theirs, ours = inspect.signature(getattr(Evaluator, name)), inspect.signature(getattr(GroupHarness, name))
+        assert list(theirs.parameters) == list(ours.parameters), name
+
+
+def test_nothing_outside_the_evaluator_reaches_past_the_harness():
+    """Dataset measurement and the benchmarks use the harness's members only, never a private one."""
+    allowed = harness_members() | {"evaluate", "close"}
+    users = [ROOT / "pipeline/data/measure_worker.py"] + sorted((ROOT / "benchmarks").glob("*.py"))
+    beyond = {str(p.relative_to(ROOT)): sorted(evaluator_attributes(p) - allowed) for p in users}
+    assert {k: v for k, v in beyond.items() if v} == {}
+    private = {}
+    for p in [*(ROOT / "pipeline").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py"), *(ROOT / "actors").glob("*.py")]:
+        rel = str(p.relative_to(ROOT))
+        if rel not in EVALUATOR_OWN and any(a.startswith("_") for a in evaluator_attributes(p)):
+            private[rel] = sorted(a for a in evaluator_attributes(p) if a.startswith("_"))
+    assert private == {}
+
+
+def test_the_harness_check_finds_a_private_call(tmp_path):
+    f = tmp_path / "probe.py"
+    f.write_text("def go(ev, self):\n    ev._check_config(1)\n    self.ev._stage_inputs(2)\n    ev.prepare_group(3)\n")
+    assert evaluator_attributes(f) == {"_check_config", "_stage_inputs", "prepare_group"}

@@ -122,7 +122,7 @@ def measured_impls(task: Task):
 
 def prepare_task(task: Task, evaluator, batch_compile: bool = True) -> PreparedTask:
     """Compile every implementation (and the C reference), and compute its structural features
-    exactly as the evaluator does for a candidate (`Evaluator._structure`).
+    exactly as the evaluator does for a candidate (`Evaluator.structure_features`).
 
     With batch_compile, the implementations are built together into one library (each with its
     share of the ptxas report, so the features are those of a build of its own); when that batch
@@ -146,7 +146,7 @@ def prepare_task(task: Task, evaluator, batch_compile: bool = True) -> PreparedT
             continue
         prep.artifacts[impl.name] = comp.artifact
         prep.entries[impl.name] = batch[k].symbol if batch is not None else plain[k]
-        features, _ = evaluator._structure(Candidate(task_id=task.id, code=impl.code, format=impl.format), comp)
+        features, _ = evaluator.structure_features(Candidate(task_id=task.id, code=impl.code, format=impl.format), comp)
         prep.features[impl.name] = json.dumps(features, sort_keys=True)
     return prep
 

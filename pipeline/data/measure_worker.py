@@ -7,11 +7,11 @@ implementation and configuration whether it passed (both input sets, outputs poi
 error and its trial times; per timing configuration the PyTorch reference's times (torch2cuda).
 
 The implementations are the dataset's own code (trusted), so they run in this process, many per
-process, instead of one sandboxed child each; everything else is the evaluator's: inputs and
-reference outputs (`reference.py`), staging and checking (`Evaluator._stage_inputs`,
-`_check_config`), loading a library (`child.NativeRunner`), the one timing function through
-`Evaluator.timer`, and the GPU lock (checks shared, timing exclusive, so several workers can
-share one GPU). A CUDA error can leave the context unusable, so the worker reports the
+process, instead of one sandboxed child each, loaded as the child loads them (`child.NativeRunner`).
+Everything else is the evaluator's, through its public group API (`pipeline/evaluation/harness.py`):
+inputs and reference outputs, staging and checking (`stage_inputs`, `check_config`), the one
+timing function (`timer`), and the GPU lock (checks shared, timing exclusive, so several workers
+can share one GPU). A CUDA error can leave the context unusable, so the worker reports the
 implementation that was running and exits; the supervisor starts a fresh one. Before each step
 the worker says which implementation it is about to run, so a crash or hang that kills this
 process without a word still names its cause.
@@ -107,10 +107,11 @@ class GpuMeasurer:
     def __init__(self, settings: dict):
         from pipeline.config import CompileSection, EvalSection
         from pipeline.evaluation.evaluator import Evaluator
+        from pipeline.evaluation.harness import GroupHarness
         self.eval_cfg = EvalSection.model_validate(settings["eval"])
         self.compile_cfg = CompileSection.model_validate(settings["compile"])
         self.rounds = max(1, self.eval_cfg.timing_rounds)
-        self.ev = Evaluator(self.eval_cfg, self.compile_cfg, use_gpu=True)
+        self.ev: GroupHarness = Evaluator(self.eval_cfg, self.compile_cfg, use_gpu=True)
         self.driver = self.ev.driver
 
     def info(self) -> dict:
@@ -150,7 +151,7 @@ class GpuMeasurer:
         try:
             if task.kind == "c2cuda":
                 group = build_c2cuda(task, seed)
-                self.ev._run_c_reference(group)
+                self.ev.run_c_reference(group)
                 with self.ev.gpu_lock.shared():
                     to_device(group)
             else:
@@ -196,9 +197,9 @@ class GpuMeasurer:
                 continue
             passed, worst, why = True, 0.0, ""
             for si in range(2):
-                self.ev._stage_inputs(group, cd, si)
+                self.ev.stage_inputs(group, cd, si)
                 ret = self._call(runner, ci)
-                ok, err, reason, _ = self.ev._check_config(group, cd, si)
+                ok, err, reason, _ = self.ev.check_config(group, cd, si)
                 if ret and fmt == "light":
                     ok, reason = False, reason or f"launch returned {ret}"
                 passed, worst = passed and ok, max(worst, err)
@@ -226,7 +227,7 @@ class GpuMeasurer:
                 if runner is None:
                     raise TaskFailed(f"its naive baseline cannot run: {why}")
                 try:  # the evaluator's procedure, with the baseline in this process instead of a child
-                    adopt_baseline_outputs(group, self.ev._stage_inputs, lambda ci, cd: self._call(runner, ci))
+                    adopt_baseline_outputs(group, self.ev.stage_inputs, lambda ci, cd: self._call(runner, ci))
                 except TaskBroken as e:
                     raise TaskFailed(str(e)) from None
             for impl in impls:
@@ -251,7 +252,7 @@ class GpuMeasurer:
             with self.ev.gpu_lock.exclusive():
                 t1 = time.perf_counter()
                 stage_s["lock_wait"] += t1 - t0
-                self.ev._stage_inputs(group, cd, 0)
+                self.ev.stage_inputs(group, cd, 0)
                 for _ in range(self.rounds):  # rounds interleave the implementations, so drift hits all alike
                     for name, runner in runners.items():
                         report(name, "time")

@@ -101,7 +101,7 @@ class Evaluator:
                 results[i] = hit.model_copy(update={"cached": True, "turn": cand.turn})
             else:
                 pending.append(i)
-        prepared = {i: self._gate_and_compile(task, candidates[i], compiled[i]) for i in pending}
+        prepared = {i: self.gate_and_compile(task, candidates[i], compiled[i]) for i in pending}
         runnable = [i for i in pending if isinstance(prepared[i], Prepared)]
         for i in pending:
             if not isinstance(prepared[i], Prepared):
@@ -135,7 +135,7 @@ class Evaluator:
         return EvalResult(task_id=task.id, candidate_hash=cand.content_hash(), format=cand.format, turn=cand.turn,
                           verdict=verdict, reason=reason, gpu=self.gpu_name, evaluator_version=EVALUATOR_VERSION, **kw)
 
-    def _gate_and_compile(self, task: Task, cand: Candidate, comp: CompileResult | None):
+    def gate_and_compile(self, task: Task, cand: Candidate, comp: CompileResult | None):
         """A Prepared candidate to run, or the final EvalResult of a candidate that stops here."""
         t0 = time.perf_counter()
         if (task.kind == "c2cuda") != (cand.format == "c2cuda"):
@@ -163,11 +163,11 @@ class Evaluator:
                 return self._base(task, cand, "rejected", built[0].message, findings=findings + built,
                                   flags=sorted({f.rule for f in built}), stage_s=stage, compile_log=comp.ptxas_log)
         t2 = time.perf_counter()
-        features, hints = self._structure(cand, comp)
+        features, hints = self.structure_features(cand, comp)
         stage["structure"] = time.perf_counter() - t2
         return Prepared(comp, findings + hints, stage, features)
 
-    def _structure(self, cand: Candidate, comp: CompileResult) -> tuple[dict, list[Finding]]:
+    def structure_features(self, cand: Candidate, comp: CompileResult) -> tuple[dict, list[Finding]]:
         """Compile-time structural features and hints (ptxas report, occupancy, static analysis)."""
         from pipeline.structure.analyze import analyze_source
         texts = [text for text, _ in cuda_sources_of(cand)]
@@ -203,13 +203,13 @@ class Evaluator:
         try:
             with self.memory.reserve(need, what, self.cfg.memory_wait_s):
                 torch.cuda.reset_peak_memory_stats()
-                group = self._prepare_group(task)
+                group = self.prepare_group(task)
                 try:
                     self._run_all(group, [candidates[i] for i in runnable], [prepared[i] for i in runnable],
                                   runnable, results)
                 finally:
                     peak = torch.cuda.max_memory_reserved() + group.arena_bytes
-                    self._release_group(group)
+                    self.release_group(group)
                 for i in runnable:
                     results[i].peak_memory_bytes = peak
         except (TaskBroken, MemoryTooLarge, MemoryWaitTimeout) as e:  # the trusted side failed: nobody is blamed
@@ -223,7 +223,7 @@ class Evaluator:
         if self.cfg.sandbox == "none" and (not self.child_user or os.geteuid() != 0):
             return
         try:
-            with self._child(False) as child:
+            with self.start_child(False) as child:
                 reply = child.request({"op": "probe"}, 60)
             problem = "" if reply.get("ok") else reply.get("error", "no answer")
         except ChildFailed as e:
@@ -236,18 +236,18 @@ class Evaluator:
         self.sandbox_note += f"; children run as uid {os.geteuid()}: user '{self.child_user}' cannot use the GPU ({problem})"
         self.child_user = ""
 
-    def _child(self, torch_format: bool) -> ChildProcess:
+    def start_child(self, torch_format: bool) -> ChildProcess:
         c = self.cfg
         return ChildProcess(self.visible, self.child_user, c.child_memory_limit_bytes, preload_torch=torch_format,
                             sandbox=c.sandbox, bwrap_path=c.bwrap_path, libseccomp_path=c.libseccomp_path,
                             hidden=tuple(d for d in (self.compiler.cfg.cache_dir, c.result_cache_dir) if d))
 
-    def _prepare_group(self, task: Task) -> GroupData:
+    def prepare_group(self, task: Task) -> GroupData:
         seed = secrets.randbits(31)
         try:
             if task.kind == "c2cuda":
                 group = build_c2cuda(task, seed)
-                self._run_c_reference(group)
+                self.run_c_reference(group)
             else:
                 with self.gpu_lock.shared():  # the reference runs on the GPU: never beside another's timing
                     group = build_torch2cuda(task, seed, init_seed=secrets.randbits(31),
@@ -264,7 +264,7 @@ class Evaluator:
             with self.gpu_lock.shared():
                 self._fill_group(group)
         except BaseException as e:
-            self._release_group(group)
+            self.release_group(group)
             if isinstance(e, ChildFailed):
                 raise TaskBroken(f"task {task.id}: the naive baseline's process failed: {e}") from e
             if isinstance(e, CudaError) or type(e).__name__ == "OutOfMemoryError":
@@ -292,7 +292,7 @@ class Evaluator:
         if task.kind == "c2cuda":
             self._c2cuda_references(group)
 
-    def _run_c_reference(self, group: GroupData) -> None:
+    def run_c_reference(self, group: GroupData) -> None:
         task = group.task
         ref = self.compiler.compile_c_reference(task.reference)
         if not ref.ok:
@@ -307,17 +307,17 @@ class Evaluator:
         base = self.compiler.compile_cuda(base_impl.code)
         if not base.ok:
             raise TaskBroken(f"task {task.id}: its naive CUDA baseline does not compile: {base.log}")
-        child = self._child(False)
+        child = self.start_child(False)
         group.baseline_child = child
-        self._load(child, group, "c2cuda", base, task.function, trusted=True)
+        self.load_into_child(child, group, "c2cuda", base, task.function, trusted=True)
 
         def call(ci: int, cd) -> None:
             reply = child.request({"op": "call", "config": ci}, self.cfg.run_timeout_s)
             if not reply["ok"]:
                 raise TaskBroken(f"task {task.id}: the naive baseline failed on {cd.name}: {reply['error']}")
-        adopt_baseline_outputs(group, self._stage_inputs, call)
+        adopt_baseline_outputs(group, self.stage_inputs, call)
 
-    def _release_group(self, group: GroupData) -> None:
+    def release_group(self, group: GroupData) -> None:
         if group.baseline_child is not None:
             group.baseline_child.close()
         for ptr in group.arenas:
@@ -337,7 +337,7 @@ class Evaluator:
         if torch.cuda.is_initialized():
             torch.cuda.empty_cache()  # what this group held goes back to the other evaluators of the GPU
 
-    def _load(self, child: ChildProcess, group: GroupData, fmt: str, comp: CompileResult, entry: str,
+    def load_into_child(self, child: ChildProcess, group: GroupData, fmt: str, comp: CompileResult, entry: str,
               source: str = "", trusted: bool = False) -> dict:
         """Load a candidate (or, `trusted`, the naive baseline, which alone maps its own slots) in a child."""
         msg = {"op": "load", "format": fmt, "entry": entry, "source": source,
@@ -349,7 +349,7 @@ class Evaluator:
                "calls": [cd.slot_calls(fmt, baseline=trusted) for cd in group.configs]}
         return child.request(msg, self.cfg.run_timeout_s + (60 if fmt == "kernelbench" else 0))
 
-    def _stage_inputs(self, group: GroupData, cd, set_index: int) -> None:
+    def stage_inputs(self, group: GroupData, cd, set_index: int) -> None:
         """Write one input set into the shared buffers and poison every output buffer."""
         inputs, _ = cd.check_set(set_index)
         for b in cd.buffers:
@@ -360,7 +360,7 @@ class Evaluator:
                 self.driver.memset_async(buf.ptr, poison_byte(buf.dtype), buf.nbytes)
         self.driver.synchronize()
 
-    def _check_config(self, group: GroupData, cd, set_index: int) -> tuple[bool, float, str, bool]:
+    def check_config(self, group: GroupData, cd, set_index: int) -> tuple[bool, float, str, bool]:
         """(passed, max error, reason, inputs_modified) for the outputs now in the buffers."""
         import torch
         tol = group.task.tolerance
@@ -410,7 +410,7 @@ class Evaluator:
     def _restore_params(self, group: GroupData) -> bool:
         """Put back any shared parameter a candidate changed (out of bounds of its own buffers, in another
         configuration's); True if one had changed. Its own configurations' parameters it must leave
-        as they are (`_check_config`); these are the ones a sibling loaded next would copy."""
+        as they are (`check_config`); these are the ones a sibling loaded next would copy."""
         import torch
         changed = False
         for cd in group.configs:
@@ -427,7 +427,7 @@ class Evaluator:
         torch_format = fmt == "kernelbench"
         child = self._null_children.get(torch_format)
         if child is None or child.proc.poll() is not None:
-            child = self._child(torch_format)
+            child = self.start_child(torch_format)
             child.request({"op": "probe"}, 60)
             self._null_children[torch_format] = child
         return child

@@ -31,8 +31,8 @@ def start_candidate(ev, group: GroupData, cand: Candidate, prep) -> Started:
     t0 = time.perf_counter()
     child = None
     try:
-        child = ev._child(cand.format == "kernelbench")
-        reply = ev._load(child, group, cand.format, prep.comp, entry, cand.code)
+        child = ev.start_child(cand.format == "kernelbench")
+        reply = ev.load_into_child(child, group, cand.format, prep.comp, entry, cand.code)
         return Started(child, reply, None, time.perf_counter() - t0)
     except ChildFailed as e:
         return Started(child, {}, child_failure(e, "load"), time.perf_counter() - t0)
@@ -97,7 +97,7 @@ def _check_all(ev, group: GroupData, child: ChildProcess, configs: list[ConfigRe
             continue
         try:
             for si in range(2):
-                ev._stage_inputs(group, cd, si)
+                ev.stage_inputs(group, cd, si)
                 try:
                     reply = child.request({"op": "call", "config": ci, "slot": 0}, cfg.run_timeout_s)
                 except ChildFailed as e:
@@ -105,7 +105,7 @@ def _check_all(ev, group: GroupData, child: ChildProcess, configs: list[ConfigRe
                 judge_reply(reply, f"config {cd.name}")
                 if reply.get("ret"):
                     raise Stop("runtime_error", f"config {cd.name}: launch returned {reply['ret']} (non-zero means failure)")
-                ok, err, why, mutated = ev._check_config(group, cd, si)
+                ok, err, why, mutated = ev.check_config(group, cd, si)
                 configs[ci].passed, configs[ci].max_error = ok, (err if math.isfinite(err) else None)
                 if mutated:
                     raise Stop("rejected", f"config {cd.name}: {why}", ["input-mutation"])

@@ -54,7 +54,7 @@ def test_prepare_compiles_and_computes_the_evaluators_features(saxpy, cfg):
     impl = saxpy.implementations[1]
     features = json.loads(prep.features[impl.name])
     comp = ev.compiler.compile_cuda(impl.code)
-    assert features == json.loads(json.dumps(ev._structure(Candidate(task_id=task.id, code=impl.code,
+    assert features == json.loads(json.dumps(ev.structure_features(Candidate(task_id=task.id, code=impl.code,
                                                                      format=impl.format), comp)[0], sort_keys=True))
     assert features["ptxas.registers_max"] > 0 and "occ.occupancy" in features
 

@@ -357,7 +357,7 @@ def test_the_load_message_carries_the_profiles_runtime_rule(compile_cfg):
     child = SimpleNamespace(place=lambda p: p, request=lambda msg, timeout: sent.append(msg) or {"ok": True})
     for profile in BOTH:
         ev = Evaluator(EvalSection(result_cache_dir="", gate_profile=profile), compile_cfg, use_gpu=False)
-        ev._load(child, SimpleNamespace(buffers=[], configs=[], arena_handles=[]), "kernelbench", CompileResult(ok=True),
+        ev.load_into_child(child, SimpleNamespace(buffers=[], configs=[], arena_handles=[]), "kernelbench", CompileResult(ok=True),
                  "launch", "src")
     assert [m["torch_compute"] for m in sent] == [False, True]
 
