@@ -117,6 +117,11 @@ class Training:
                       "learner": self.learners.size}
         self.ranker_preferences = self._preferences if self._ranker is not None else None
 
+    def wait_ready(self) -> None:
+        """Block until every generator, evaluator and compiler actor has started (a generator's engine
+        loaded); the learner ranks are set up when this object is made."""
+        ray.get([actor.pid.remote() for pool in self._pools for actor in pool.actors])
+
     @property
     def weight_version(self) -> int:
         return self._weights.version

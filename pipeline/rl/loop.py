@@ -33,8 +33,8 @@ from pipeline.config import ConfigError, RunConfig
 from pipeline.data.reader import TaskReader
 from pipeline.rl.batch import sequences_from_trajectories, split_across_ranks
 from pipeline.rl.step import busy_fractions, prepare_step, ranker_preferences, rollout_metrics
-from pipeline.rl.tracking import (MetricsLog, RunState, SampleLog, WandbLog, checkpoint_dir, headline, plot_metrics,
-                                  progress_bar)
+from pipeline.rl.tracking import (MetricsLog, RunState, SampleLog, StatusLine, WandbLog, checkpoint_dir, headline,
+                                  plot_metrics, progress_bar)
 from pipeline.rollout.conversation import ChatFormat
 from pipeline.rollout.scheduler import EpisodeScheduler
 from pipeline.rollout.tiny_model import load_tokenizer, resolve_model_path
@@ -85,8 +85,21 @@ def run_training(cfg: RunConfig, run_dir: Path, cluster, resume_from: Path | Non
     reader = task_reader(cfg)
     model_path = resolve_model_path(cfg.model)  # built here once, so actors find the tiny model ready
     check_placement(cfg, cluster.gpus)
-    with cluster.training(model_path) as actors:
+    with StatusLine(f"starting {starting(cfg)}") as status, cluster.training(model_path) as actors:
+        actors.wait_ready()
+        status.done()
         return _steps(cfg, run_dir, cluster, actors, reader, model_path, resume_from)
+
+
+def starting(cfg: RunConfig) -> str:
+    """What a run starts before its first step, in words."""
+    def n(count: int, what: str) -> str:
+        return f"{count} {what}{'' if count == 1 else 's'}"
+    per_gpu = n(cfg.eval.workers_per_gpu, "evaluator")
+    evaluators = ("a CPU evaluator" if cfg.eval.gpus == 0 else f"{per_gpu} per GPU" if cfg.eval.gpus < 0
+                  else n(cfg.eval.gpus * cfg.eval.workers_per_gpu, "GPU evaluator"))
+    return (f"{n(cfg.rollout.generator_actors, 'generator')} ({cfg.rollout.backend} engine, model {cfg.model.path}), "
+            f"{n(cfg.learner.ranks, 'learner rank')}, {evaluators}, {n(cfg.compile.workers, 'compiler')}")
 
 
 def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, model_path,

@@ -17,6 +17,9 @@ import base64
 import json
 import math
 import random
+import sys
+import threading
+import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -190,3 +193,84 @@ def headline(metrics: dict[str, float]) -> dict[str, str]:
     keys = {"reward": "reward/turn_mean", "correct": "correct/turn_fraction", "loss": "learner/loss",
             "gen": "busy/generator", "eval": "busy/evaluator", "learn": "busy/learner"}
     return {short: f"{metrics[k]:.3g}" for short, k in keys.items() if k in metrics and metrics[k] == metrics[k]}
+
+
+class StatusLine:
+    """What a run is waiting for, and for how long so far, while nothing else is printed (engines and
+    actors starting): a line every `every_s` seconds on `stream` (stderr), rewritten in place on a
+    terminal; `done()` (or leaving the block) ends it with the time it took.
+
+        with StatusLine("starting 1 generator (vllm), 1 learner rank, 2 compilers") as status:
+            ...start and wait...
+            status.done("ready")
+    """
+
+    def __init__(self, what: str, every_s: float = 10.0, stream=None):
+        self.what, self.every_s = what, every_s
+        self.stream = stream if stream is not None else sys.stderr
+        self._clock = time.monotonic
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._t0 = 0.0
+        self._ended = False
+
+    def _tty(self) -> bool:
+        return bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def _write(self, text: str, final: bool = False) -> None:
+        if self._tty():
+            self.stream.write(f"\r\x1b[K{text}" + ("\n" if final else ""))
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._write(f"{self.what}: {self._clock() - self._t0:.0f} s so far")
+
+    def __enter__(self) -> "StatusLine":
+        self._t0 = self._clock()
+        self._write(f"{self.what} ...")
+        self._thread.start()
+        return self
+
+    def done(self, outcome: str = "ready") -> float:
+        """Stop the line; say `outcome` and the seconds it took (once); returns those seconds."""
+        took = self._clock() - self._t0
+        if not self._ended:
+            self._ended = True
+            self._stop.set()
+            self._thread.join()
+            self._write(f"{self.what}: {outcome} after {took:.0f} s", final=True)
+        return took
+
+    def __exit__(self, exc_type, *rest) -> None:
+        self.done("ready" if exc_type is None else f"stopped ({exc_type.__name__})")
+
+
+def run_summary(rows: list[dict], run_dir: Path, next_commands: list[str]) -> str:
+    """What a finished run did, for the user who just ran it: the verdict mix of each step, whether
+    rewards varied within groups (and so whether anything was learned), where the files are, and what
+    to try next."""
+    lines = [f"summary of {len(rows)} step(s):"]
+    varied = False
+    for row in rows:
+        turns = int(round(row.get("rollout/turns", 0)))
+        mix = sorted(((v, k.split("/", 1)[1]) for k, v in row.items() if k.startswith("verdict/") and v > 0),
+                     reverse=True)
+        counts = ", ".join(f"{name} {round(v * turns)}" for v, name in mix) or "no evaluated turns"
+        adv = row.get("reward/advantage_abs_mean", 0.0)
+        step_varied = adv == adv and adv > 0
+        varied |= step_varied
+        loss = row.get("learner/loss", float("nan"))
+        lines.append(f"  step {row['step']}: {turns} candidates: {counts}; rewards "
+                     f"{'varied within groups' if step_varied else 'all equal within every group'}; "
+                     f"loss {loss:.4g}")
+    if rows and not varied:
+        lines.append("  every group's rewards were equal, so every advantage was 0 and the update changed nothing: "
+                     "the policy needs a warm start that writes answers of the task's shape (cudaperf sft)")
+    files = [(run_dir / METRICS_FILE, "metrics per step"), (run_dir / SAMPLES_FILE, "what the policy wrote"),
+             (run_dir / PLOT_FILE, "training curves"), (run_dir / "checkpoints", "checkpoints (--resume)")]
+    lines += [f"  {desc}: {path}" for path, desc in files if path.exists()]
+    lines += [f"  next: {c}" for c in next_commands]
+    return "\n".join(lines)

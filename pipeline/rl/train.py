@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pipeline.config import ConfigError, load_config
 from pipeline.errors import UserError
-from pipeline.rl.tracking import latest_checkpoint
+from pipeline.rl.tracking import latest_checkpoint, run_summary
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,5 +77,18 @@ def main(argv: list[str], open_cluster) -> int:
         keys = [k for k in sorted(last) if k.split("/")[0] in ("reward", "correct", "speedup", "busy", "learner")
                 or k in ("step", "rollout/turns_used_mean")]
         print(json.dumps({k: (None if last[k] != last[k] else last[k]) for k in keys}, indent=1))
+    print(run_summary(rows, run_dir, next_commands(cfg, run_dir, args.config)))
     print(f"run directory: {run_dir}")
     return 0
+
+
+def next_commands(cfg, run_dir: Path, config_path: str | None) -> list[str]:
+    """What to run after this training run."""
+    out = []
+    if latest_checkpoint(run_dir) is not None:
+        config = f" --config {config_path}" if config_path else ""
+        out.append(f"cudaperf train{config} --resume {run_dir} train.steps={cfg.train.steps + 5}   (five more steps)")
+    if cfg.eval.gpus == 0:
+        out.append("on a GPU host: cudaperf train --config configs/h200.yaml   (real verdicts and speedups)")
+    out.append("cudaperf bench --help   (score a policy or a directory of answers on KernelBench or the test split)")
+    return out
