@@ -22,6 +22,7 @@ from the config: `rollout.generator_actors` x `train.generator_gpus_per_actor`, 
 """
 from __future__ import annotations
 
+import importlib.util
 import random
 import time
 from pathlib import Path
@@ -67,6 +68,9 @@ def check_placement(cfg: RunConfig, gpus: float) -> None:
             problems.append(f"train.weight_sync=collective needs whole GPUs (NCCL cannot join two processes on one "
                             f"GPU) but train.{shared[0]} = {getattr(cfg.train, shared[0])}; give each generator "
                             "and learner rank a GPU of its own or set train.weight_sync=object_store")
+    if cfg.learner.lora_rank > 0 and importlib.util.find_spec("peft") is None:
+        problems.append(f"learner.lora_rank = {cfg.learner.lora_rank} needs peft, which is not installed here; "
+                        "pip install -e '.[lora]' (on every node) or set learner.lora_rank=0")
     if cfg.reward.w_ranker > 0 and not cfg.ranker.checkpoint:
         problems.append(f"reward.w_ranker = {cfg.reward.w_ranker} needs a ranker: train one with `cudaperf rank "
                         "train --out DIR` and set ranker.checkpoint=DIR, or set reward.w_ranker=0")

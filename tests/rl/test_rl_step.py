@@ -3,6 +3,7 @@ fractions, the run state's RNG round trip, the metrics log on resume, and LoRA m
 import json
 import math
 import random
+import sys
 
 import pytest
 import torch
@@ -90,6 +91,18 @@ def test_ranker_term_without_a_checkpoint_is_a_config_error():
     cfg = load_config("configs/local.yaml", ["reward.w_ranker=0.2"])
     with pytest.raises(ConfigError, match="ranker.checkpoint"):
         check_placement(cfg, gpus=0)
+
+
+def test_lora_without_peft_is_one_config_error_naming_the_extra(monkeypatch):
+    """The optional extra hidden, as on a host installed without it: one line before any actor starts."""
+    from pipeline.config import ConfigError, load_config
+    from pipeline.rl.loop import check_placement
+    cfg = load_config("configs/local.yaml", ["learner.lora_rank=8"])
+    check_placement(cfg, gpus=0)  # installed (the test extra brings peft): no complaint
+    monkeypatch.setitem(sys.modules, "peft", None)  # an import of peft now fails, as where it is missing
+    with pytest.raises(ConfigError, match=r"learner.lora_rank = 8 needs peft.*pip install -e '\.\[lora\]'"):
+        check_placement(cfg, gpus=0)
+    check_placement(load_config("configs/local.yaml", []), gpus=0)  # LoRA off: peft is not needed
 
 
 def test_busy_fractions():
