@@ -119,8 +119,10 @@ class Training:
 
     def wait_ready(self) -> None:
         """Block until every generator, evaluator and compiler actor has started (a generator's engine
-        loaded); the learner ranks are set up when this object is made."""
-        ray.get([actor.pid.remote() for pool in self._pools for actor in pool.actors])
+        loaded), through the supervised pools, so an actor that dies while starting is replaced as it
+        would be in a step; the learner ranks are set up when this object is made."""
+        for pool in self._pools:
+            pool.map("pid", [()] * pool.size)
 
     @property
     def weight_version(self) -> int:

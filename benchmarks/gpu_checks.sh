@@ -45,7 +45,7 @@ for step in $steps; do
              --suite kernelbench --kernelbench-dir .kernelbench --levels 1,2,3 --config configs/h200.yaml \
              --baseline-json .kernelbench/results/timing --baseline-hardware H100_Modal --out "$OUT/kernelbench_bench" \
              eval.gate_profile=kernelbench compile.cache_dir=$CUDAPERF_TEST_COMPILE_CACHE >> "$OUT/kernelbench.log" 2>&1 ;;
-    protocols) timeout 200 python3 benchmarks/timing_protocols.py --out "$OUT/timing_protocols_h200.json" --trials 12 \
+    protocols) timeout 300 python3 benchmarks/timing_protocols.py --out "$OUT/timing_protocols_h200.json" --trials 12 \
                  > "$OUT/protocols.log" 2>&1
                nvcc -O2 -arch=sm_90 -o /tmp/ipc_mapping benchmarks/ipc_mapping.cu -lcuda \
                  && { timeout 60 /tmp/ipc_mapping; ODD_SIZE=1 timeout 60 /tmp/ipc_mapping; } > "$OUT/ipc_mapping_h200.jsonl" 2>> "$OUT/protocols.log"

@@ -45,6 +45,10 @@ def main() -> None:
     tasks = {t.id: t for t in load_tasks("builtin")}
     ev = Evaluator(EvalSection(result_cache_dir="", sandbox="none"), CompileSection(cache_dir=tempfile.mkdtemp()), use_gpu=True)
     clock, rows = ev.clock, []
+
+    def write(rows: list) -> None:
+        Path(args.out).write_text(json.dumps({"gpu": ev.gpu_name, "date": datetime.now(timezone.utc).isoformat(
+            timespec="seconds"), "rows": rows}, indent=1))
     for task_id in PICKS:
         group = ev.prepare_group(tasks[task_id])
         try:
@@ -84,13 +88,12 @@ def main() -> None:
                 row = {"task": task_id, "config": cd.name, "k": k, **{p: statistics.median(v) for p, v in res.items()}}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+                write(rows)  # after every row: a run stopped early keeps what it measured
                 del sets
         except Exception as e:  # noqa: BLE001 - a benchmark row
             print(f"{task_id}: {type(e).__name__}: {e}", flush=True)
         finally:
             ev.release_group(group)
-    Path(args.out).write_text(json.dumps({"gpu": ev.gpu_name, "date": datetime.now(timezone.utc).isoformat(
-        timespec="seconds"), "rows": rows}, indent=1))
     cols = ("single", "single_queued", "batch", "batch_queued", "batch_drop", "batch_same", "batch_warm_alloc")
     print(f"{'task config':36s} {'k':>3s} " + " ".join(f"{c[-12:]:>12s}" for c in cols))
     for r in rows:

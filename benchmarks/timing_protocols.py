@@ -66,6 +66,10 @@ def main() -> None:
     start, end = drv.event(), drv.event()
     rows = []
 
+    def write(rows: list) -> None:
+        Path(args.out).write_text(json.dumps({"gpu": ev.gpu_name, "date": datetime.now(timezone.utc).isoformat(
+            timespec="seconds"), "rows": rows}, indent=1))
+
     def window(launch) -> float:
         drv.record(start)
         launch()
@@ -150,12 +154,11 @@ def main() -> None:
                        **{p: statistics.median(v) for p, v in res.items()}}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+                write(rows)  # after every row: a run stopped early keeps what it measured
         except Exception as e:  # noqa: BLE001 - a benchmark row
             print(f"{task_id}/{name}: {type(e).__name__}: {e}", flush=True)
         finally:
             ev.release_group(group)
-    report = {"gpu": ev.gpu_name, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": rows}
-    Path(args.out).write_text(json.dumps(report, indent=1))
     cols = ("single", "rotate", "batch", "batch_with_child", "child_single", "child_same", "child_rotate",
             "child_last", "child_same_last", "child_rotate_nostage", "child_rotate_twice", "child_pairs",
             "child_rotate_nosandbox")

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from pipeline.bench_metrics import (COMPILED_VERDICTS, EXECUTED_VERDICTS, FAST_P_THRESHOLDS, Outcome,
                                     final_outcomes, is_evaluator_failure, summarize, turn_curves)
-from pipeline.config import RunConfig, load_config
+from pipeline.config import RunConfig, load_config, parse_command_line
 from pipeline.errors import UserError
 from pipeline.kernelbench_results import (BaselineTimes, eval_results_by_level, load_baseline_times,
                                           published_comparison, write_eval_results)
@@ -336,11 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str], open_cluster=None) -> int:
-    args, overrides = build_parser().parse_known_args(argv)
-    bad = [o for o in overrides if o.startswith("-") or "=" not in o]
-    if bad:
-        print(f"cudaperf bench: unknown argument(s) {' '.join(bad)}; see cudaperf bench -h", file=sys.stderr)
-        return 2
+    args, overrides = parse_command_line(build_parser(), argv)  # a UserError ends in pipeline/cli.py, as one line
     pre = ["eval.compile_baseline=true"] if args.suite == "kernelbench" else []  # user overrides come later and win
     if args.model:
         pre.append(f"model.path={args.model}")
@@ -348,25 +344,21 @@ def main(argv: list[str], open_cluster=None) -> int:
         pre.append(f"rollout.max_turns={args.turns}")
     if args.samples is not None:
         pre.append(f"rollout.samples_per_task={args.samples}")
-    try:
-        cfg = load_config(args.config, pre + overrides)
-        levels = _levels(args.levels) if args.levels else cfg.tasks.kernelbench_levels
-        tasks = suite_tasks(args.suite, args.kernelbench_dir, levels, args.tasks, args.limit,
-                            cfg.data.split_seed)
-        answers = Path(args.answers).expanduser() if args.answers else None
-        if answers is not None and not answers.is_dir():
-            raise BenchError(f"--answers {args.answers} is not a directory; pass the directory holding the answers")
-        if args.baseline_json and args.suite != "kernelbench":
-            raise BenchError("--baseline-json holds KernelBench baseline times; use it with --suite kernelbench or "
-                             "leave it out")
-        published = (load_baseline_times(args.baseline_json, args.baseline_hardware) if args.baseline_json
-                     else None)
-        out = Path(args.out) if args.out else Path(cfg.run.output_dir) / cfg.run.name / "bench"
-        report = run_bench(cfg, tasks, out, suite=args.suite, answers_dir=answers, published=published,
-                           cluster=open_cluster(cfg) if open_cluster else None)
-    except UserError as e:  # for direct calls (tests, python -m); `cudaperf bench` would print the same
-        print(f"cudaperf bench: {e}", file=sys.stderr)
-        return 2
+    cfg = load_config(args.config, pre + overrides)
+    levels = _levels(args.levels) if args.levels else cfg.tasks.kernelbench_levels
+    tasks = suite_tasks(args.suite, args.kernelbench_dir, levels, args.tasks, args.limit,
+                        cfg.data.split_seed)
+    answers = Path(args.answers).expanduser() if args.answers else None
+    if answers is not None and not answers.is_dir():
+        raise BenchError(f"--answers {args.answers} is not a directory; pass the directory holding the answers")
+    if args.baseline_json and args.suite != "kernelbench":
+        raise BenchError("--baseline-json holds KernelBench baseline times; use it with --suite kernelbench or "
+                         "leave it out")
+    published = (load_baseline_times(args.baseline_json, args.baseline_hardware) if args.baseline_json
+                 else None)
+    out = Path(args.out) if args.out else Path(cfg.run.output_dir) / cfg.run.name / "bench"
+    report = run_bench(cfg, tasks, out, suite=args.suite, answers_dir=answers, published=published,
+                       cluster=open_cluster(cfg) if open_cluster else None)
     print_summary(report)
     print(f"report written to {out / 'report.json'}")
     return 0

@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.config import RunConfig, describe_schema, load_config
+from pipeline.config import RunConfig, describe_schema, load_config, parse_command_line
 from pipeline.errors import UserError
 
 
@@ -174,12 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if module_command:
             return run_module_command(module_command, argv[1:])
-        parser = build_parser()
-        args, extra = parser.parse_known_args(argv)  # overrides may follow flags such as --json
-        unknown = [e for e in extra if e.startswith("-") or "=" not in e]
-        if unknown:
-            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-        args.overrides = [e for e in extra if e not in unknown]
+        args, args.overrides = parse_command_line(build_parser(), argv)  # overrides may follow flags such as --json
         return args.fn(args)
     except UserError as e:  # the one catch: every command's user errors end here
         prog = f"cudaperf {module_command}" if module_command else "cudaperf"  # the prefix of its own messages

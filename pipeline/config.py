@@ -484,6 +484,17 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     return raw
 
 
+def parse_command_line(parser, argv: list[str]):
+    """(args, overrides) of one command's argument list: its flags as `parser` (argparse) defines them,
+    and any number of `section.key=value` overrides among them; anything else ends in the parser's
+    usage error. Every command of `cudaperf` reads its arguments this way."""
+    args, extra = parser.parse_known_args(argv)
+    unknown = [e for e in extra if e.startswith("-") or "=" not in e]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args, extra
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
     """Load a RunConfig from YAML (or defaults) plus overrides; raise ConfigError listing every problem."""
     raw: dict = {}

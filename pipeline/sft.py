@@ -34,12 +34,11 @@ import json
 import math
 import random
 import re
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
-from pipeline.config import RunConfig, SFTSection, load_config
+from pipeline.config import RunConfig, SFTSection, load_config, parse_command_line
 from pipeline.errors import UserError
 from pipeline.records import Implementation, Task
 from pipeline.rl.batch import TrainSequence, make_microbatches
@@ -420,14 +419,6 @@ def heldout_check(cfg: RunConfig, tasks: list[Task], checkpoint: Path, out: Path
 def main(argv: list[str], open_cluster=None) -> int:
     p = argparse.ArgumentParser(prog="cudaperf sft", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default=None, help="YAML run configuration (sections sft, learner, model, tasks, ...)")
-    args, overrides = p.parse_known_args(argv)
-    bad = [o for o in overrides if o.startswith("-") or "=" not in o]
-    if bad:
-        print(f"cudaperf sft: unknown argument(s) {' '.join(bad)}; see cudaperf sft -h", file=sys.stderr)
-        return 2
-    try:
-        run_sft(load_config(args.config, overrides), open_cluster)
-    except UserError as e:  # for direct calls (tests, python -m); `cudaperf sft` would print the same
-        print(f"cudaperf sft: {e}", file=sys.stderr)
-        return 2
+    args, overrides = parse_command_line(p, argv)
+    run_sft(load_config(args.config, overrides), open_cluster)  # a UserError ends in pipeline/cli.py, as one line
     return 0

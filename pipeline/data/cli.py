@@ -16,11 +16,9 @@ Exit status: 0 done, 1 a check failed or a shard is incomplete, 2 a usage error 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
 
-from pipeline.config import RunConfig, load_config
-from pipeline.errors import UserError
+from pipeline.config import RunConfig, load_config, parse_command_line
 
 MIN_C2CUDA, MIN_TORCH2CUDA, MIN_FAMILIES, MAX_FAMILY_SHARE = 3000, 1000, 40, 0.05
 MIN_CONFIGS, MIN_IMPLS, MIN_TEST_IMPLS = 3, 3, 5
@@ -195,26 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    unknown = [e for e in extra if e.startswith("-") or "=" not in e]
-    if unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    try:
-        cfg = load_config(args.config, extra)
-        if args.command == "build":
-            return cmd_build(cfg, args)
-        if args.command == "stats":
-            return cmd_stats(cfg, args, args.card)
-        if args.command == "card":
-            return cmd_stats(cfg, args, args.out)
-        return cmd_measure(cfg, args)
-    except UserError as e:  # for direct calls (tests, python -m); `cudaperf data` would print the same
-        print(f"cudaperf data: {e}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def main(argv: list[str]) -> int:
+    """`cudaperf data ...` (pipeline/cli.py, which reports a UserError as one line)."""
+    args, overrides = parse_command_line(build_parser(), argv)
+    cfg = load_config(args.config, overrides)
+    if args.command == "build":
+        return cmd_build(cfg, args)
+    if args.command == "stats":
+        return cmd_stats(cfg, args, args.card)
+    if args.command == "card":
+        return cmd_stats(cfg, args, args.out)
+    return cmd_measure(cfg, args)

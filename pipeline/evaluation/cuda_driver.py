@@ -32,6 +32,11 @@ def gpu_count() -> int:
     return n.value
 
 
+def allocated_bytes(nbytes: int) -> int:
+    """Device bytes `Driver.alloc(nbytes)` takes: whole 2 MiB pages."""
+    return -(-max(nbytes, 1) // LARGE_PAGE) * LARGE_PAGE
+
+
 class CudaError(RuntimeError):
     def __init__(self, code: int, name: str, text: str, call: str):
         super().__init__(f"{call} failed: {name} ({code}): {text}")
@@ -101,8 +106,7 @@ class Driver:
         it over IPC then maps it with large pages too (an odd size maps it with small ones, and kernels
         that move between buffers of several slots run up to 1.9x slower there, on TLB misses)."""
         ptr = ctypes.c_uint64()
-        size = -(-max(nbytes, 1) // LARGE_PAGE) * LARGE_PAGE
-        self._check(self.lib.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(size)), "cuMemAlloc")
+        self._check(self.lib.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(allocated_bytes(nbytes))), "cuMemAlloc")
         return ptr.value
 
     def free(self, ptr: int) -> None:

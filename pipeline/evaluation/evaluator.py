@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pipeline.config import CompileSection, EvalSection
 from pipeline.evaluation import device_views
 from pipeline.evaluation.compile import CompileResult, Compiler
-from pipeline.evaluation.cuda_driver import CudaError
+from pipeline.evaluation.cuda_driver import CudaError, allocated_bytes
 from pipeline.evaluation.gpu_lock import GpuLock
 from pipeline.evaluation.gpu_memory import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout, gib
 from pipeline.evaluation.gate import check_candidate, cuda_sources_of, gate_profile
@@ -60,7 +60,8 @@ class Prepared:
 
 
 class Evaluator:
-    """One per GPU (or one CPU-only). `evaluate(task, candidates)` is the whole interface."""
+    """One per GPU (or one CPU-only). `evaluate(task, candidates)` judges candidates; the group API
+    beneath it, for trusted code outside the evaluator, is named in harness.py."""
 
     def __init__(self, eval_cfg: EvalSection, compile_cfg: CompileSection, use_gpu: bool):
         self.cfg = eval_cfg
@@ -277,7 +278,7 @@ class Evaluator:
         """Device buffers, exported for the children, and the reference outputs at timing sizes."""
         task = group.task
         sizes = arena_layout(group)
-        group.arena_bytes = sum(sizes)
+        group.arena_bytes = sum(allocated_bytes(n) for n in sizes if n)
         for n in sizes:  # one at a time, so a failed second one leaves the first to be freed
             group.arenas.append(self.driver.alloc(n) if n else 0)
         group.arena_handles = [self.driver.ipc_export(p) if p else "" for p in group.arenas]

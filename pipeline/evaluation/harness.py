@@ -5,7 +5,8 @@ measurement (`pipeline/data/measure_worker.py`, trusted implementations timed in
 the structural-reward fit and the timing benchmarks need the steps beneath it, on the same buffers and
 under the same rules, and use exactly the members named here (`tests/test_layers.py` checks that no
 module outside the evaluator reaches for anything else of it). The sandboxed candidate path
-(`runner.py`) is written against the same members.
+(`runner.py`) stages, checks, starts and loads children through the same members; it and
+`timed_rounds.py` are parts of the evaluator and also use its internals.
 
 A *group* (`reference.GroupData`) is one task's device state while it is held: its configurations,
 the check sets made on the device from secret seeds, the reference outputs, and the buffers the

@@ -363,7 +363,8 @@ def _baseline_batch(ev, group: GroupData, ci: int, cd: ConfigData, slots: list[i
 def _in_process_batch(ev, call, fresh_sets: list[dict]) -> tuple[float, list]:
     """Seconds of a batch of trusted calls in this process, from this process's own CUDA events, the L2
     flush queued just before the window (an idle GPU would add the host's first launch to the window:
-    5-40 % of a PyTorch reference's time per call on the H200, benchmarks/reference_batch.py)."""
+    a PyTorch reference's batch came out 1.05-1.13x its conventional per-call time on the H200,
+    benchmarks/results/trusted_timing_h200.json; benchmarks/reference_batch.py measures both shapes)."""
     results: list = []
     seconds = ev.clock.events(lambda: results.extend(call(f) for f in fresh_sets), flush_first=True)
     return seconds, results

@@ -2,11 +2,14 @@
 
 The evaluator (trusted) times a batch from "go" to "done" with its own host clock, then queues a
 tiny operation of its own on the GPU and waits for it: the batch ends when the trusted side has
-seen the GPU get past the work, not when the worker says so. The same procedure times the
-candidate (a batch in its child process), the naive CUDA baseline (a batch in a trusted child) and
-the PyTorch reference (a batch in this process), so whatever overhead the procedure adds is the
-same kind on both sides, and it is measured on its own (a trusted calibration batch, timed_rounds.py)
-and subtracted.
+seen the GPU get past the work, not when the worker says so. This times the candidate (a batch in
+its child process); whatever overhead it adds is measured on its own (a trusted calibration batch of
+the same kind, timed_rounds.py) and subtracted. Trusted code is timed by its own CUDA events: the
+naive CUDA baseline in a trusted child (a batch opened on an idle GPU, as the candidate's), and the
+PyTorch reference in this process, whose window opens behind a queued L2 flush (`events(...,
+flush_first=True)`), so the host's first launch of a Python model is not in it. The candidate's
+batch still opens on an idle GPU; what its first launch adds is, per call, the calibration's
+launch gap against the candidate's, a few microseconds over a batch of about `eval.timing_batch_s`.
 
     clock = TrustedClock(driver)
     t = clock.batch(run)   # run() sends "go" and waits for "done" (or launches the calls in-process)

@@ -15,10 +15,9 @@ report.md, accuracy.png and metrics.json to --report (default OUT/report).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from pipeline.config import load_config
+from pipeline.config import load_config, parse_command_line
 from pipeline.errors import UserError
 
 
@@ -39,33 +38,21 @@ def _parser(prog: str, train: bool) -> argparse.ArgumentParser:
     return p
 
 
-def _fail(msg: str) -> int:
-    print(f"cudaperf rank: {msg}", file=sys.stderr)
-    return 2
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def main(argv: list[str]) -> int:
+    """`cudaperf rank train|eval ...` (pipeline/cli.py, which reports a UserError as one line)."""
     if not argv or argv[0] not in ("train", "eval"):
-        return _fail("give a subcommand: `cudaperf rank train` or `cudaperf rank eval` (add -h for options)")
+        raise UserError("give a subcommand: `cudaperf rank train` or `cudaperf rank eval` (add -h for options)")
     sub = argv[0]
-    parser = _parser(sub, sub == "train")
-    args, extra = parser.parse_known_args(argv[1:])
-    bad = [e for e in extra if e.startswith("-") or "=" not in e]
-    if bad:
-        parser.error(f"unrecognized arguments: {' '.join(bad)}")
+    args, overrides = parse_command_line(_parser(sub, sub == "train"), argv[1:])
     from pipeline.ranker.train import RANKER_KINDS
-    try:
-        cfg = load_config(args.config, extra)
-        kinds = [k.strip() for k in args.rankers.split(",") if k.strip()]
-        unknown = [k for k in kinds if k not in RANKER_KINDS]
-        if unknown or not kinds:
-            return _fail(f"--rankers {args.rankers}: known rankers are {', '.join(RANKER_KINDS)}")
-        out = Path(args.out) if args.out else Path(cfg.run.output_dir) / cfg.run.name / "ranker"
-        families = [f for f in args.test_families.split(",") if f] if args.test_families else None
-        return (_train if sub == "train" else _eval)(args, cfg, kinds, out, families)
-    except UserError as e:  # for direct calls (tests, python -m); `cudaperf rank` would print the same
-        return _fail(str(e))
+    cfg = load_config(args.config, overrides)
+    kinds = [k.strip() for k in args.rankers.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in RANKER_KINDS]
+    if unknown or not kinds:
+        raise UserError(f"--rankers {args.rankers}: known rankers are {', '.join(RANKER_KINDS)}")
+    out = Path(args.out) if args.out else Path(cfg.run.output_dir) / cfg.run.name / "ranker"
+    families = [f for f in args.test_families.split(",") if f] if args.test_families else None
+    return (_train if sub == "train" else _eval)(args, cfg, kinds, out, families)
 
 
 def _train(args, cfg, kinds, out: Path, families) -> int:
@@ -121,7 +108,3 @@ def _eval(args, cfg, kinds, out: Path, families) -> int:
 
 def _pct(x) -> str:
     return "   -  " if x is None else f"{x:6.1%}"
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -89,19 +89,19 @@ def run_training(cfg: RunConfig, run_dir: Path, cluster, resume_from: Path | Non
     reader = task_reader(cfg)
     model_path = resolve_model_path(cfg.model)  # built here once, so actors find the tiny model ready
     check_placement(cfg, cluster.gpus)
-    with StatusLine(f"starting {starting(cfg)}") as status, cluster.training(model_path) as actors:
+    with StatusLine(f"starting {starting(cfg, cluster.evaluator_gpus())}") as status, \
+            cluster.training(model_path) as actors:
         actors.wait_ready()
         status.done()
         return _steps(cfg, run_dir, cluster, actors, reader, model_path, resume_from)
 
 
-def starting(cfg: RunConfig) -> str:
-    """What a run starts before its first step, in words."""
+def starting(cfg: RunConfig, evaluator_gpus: int) -> str:
+    """What a run starts before its first step, in words (`evaluator_gpus`: the GPUs its evaluators get)."""
     def n(count: int, what: str) -> str:
         return f"{count} {what}{'' if count == 1 else 's'}"
-    per_gpu = n(cfg.eval.workers_per_gpu, "evaluator")
-    evaluators = ("a CPU evaluator" if cfg.eval.gpus == 0 else f"{per_gpu} per GPU" if cfg.eval.gpus < 0
-                  else n(cfg.eval.gpus * cfg.eval.workers_per_gpu, "GPU evaluator"))
+    evaluators = (n(evaluator_gpus * cfg.eval.workers_per_gpu, "GPU evaluator") if evaluator_gpus
+                  else "a CPU evaluator")
     return (f"{n(cfg.rollout.generator_actors, 'generator')} ({cfg.rollout.backend} engine, model {cfg.model.path}), "
             f"{n(cfg.learner.ranks, 'learner rank')}, {evaluators}, {n(cfg.compile.workers, 'compiler')}")
 

@@ -236,13 +236,13 @@ class StatusLine:
 
     def done(self, outcome: str = "ready") -> float:
         """Stop the line; say `outcome` and the seconds it took (once); returns those seconds."""
-        took = self._clock() - self._t0
         if not self._ended:
             self._ended = True
+            self._took = self._clock() - self._t0
             self._stop.set()
             self._thread.join()
-            self._write(f"{self.what}: {outcome} after {took:.0f} s", final=True)
-        return took
+            self._write(f"{self.what}: {outcome} after {self._took:.0f} s", final=True)
+        return self._took
 
     def __exit__(self, exc_type, *rest) -> None:
         self.done("ready" if exc_type is None else f"stopped ({exc_type.__name__})")

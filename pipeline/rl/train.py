@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from pathlib import Path
 
-from pipeline.config import ConfigError, load_config
+from pipeline.config import ConfigError, load_config, parse_command_line
 from pipeline.errors import UserError
 from pipeline.rl.tracking import latest_checkpoint, run_summary
 
@@ -28,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None, help="run configuration YAML (e.g. configs/local.yaml)")
     p.add_argument("--resume", default=None, metavar="RUN_DIR",
                    help="continue from the newest checkpoint of this run directory (or this checkpoint directory)")
-    p.add_argument("overrides", nargs="*", help="section.key=value overrides")
+    p.epilog = "Any number of section.key=value overrides may follow."
     return p
 
 
@@ -57,8 +58,8 @@ def step_line(row: dict) -> str:
 
 def main(argv: list[str], open_cluster) -> int:
     """`open_cluster(cfg, cpus_needed)`: the CLI's way to reach Ray (pipeline/cli.py)."""
-    args = build_parser().parse_args(argv)
-    cfg = load_config(args.config, args.overrides)  # user errors end in pipeline/cli.py, as one line
+    args, overrides = parse_command_line(build_parser(), argv)
+    cfg = load_config(args.config, overrides)  # user errors end in pipeline/cli.py, as one line
     resume = resolve_resume(args.resume) if args.resume else None
     run_dir = Path(cfg.run.output_dir) / cfg.run.name
     if resume is None and (run_dir / "checkpoints").is_dir():
@@ -77,17 +78,19 @@ def main(argv: list[str], open_cluster) -> int:
         keys = [k for k in sorted(last) if k.split("/")[0] in ("reward", "correct", "speedup", "busy", "learner")
                 or k in ("step", "rollout/turns_used_mean")]
         print(json.dumps({k: (None if last[k] != last[k] else last[k]) for k in keys}, indent=1))
-    print(run_summary(rows, run_dir, next_commands(cfg, run_dir, args.config)))
+    print(run_summary(rows, run_dir, next_commands(cfg, run_dir, args.config, overrides)))
     print(f"run directory: {run_dir}")
     return 0
 
 
-def next_commands(cfg, run_dir: Path, config_path: str | None) -> list[str]:
-    """What to run after this training run."""
+def next_commands(cfg, run_dir: Path, config_path: str | None, overrides: list[str] = ()) -> list[str]:
+    """What to run after this training run; a resume repeats the run's config and overrides."""
     out = []
     if latest_checkpoint(run_dir) is not None:
         config = f" --config {config_path}" if config_path else ""
-        out.append(f"cudaperf train{config} --resume {run_dir} train.steps={cfg.train.steps + 5}   (five more steps)")
+        kept = "".join(f" {shlex.quote(o)}" for o in overrides if not o.startswith("train.steps="))
+        out.append(f"cudaperf train{config} --resume {run_dir}{kept} train.steps={cfg.train.steps + 5}"
+                   "   (five more steps)")
     if cfg.eval.gpus == 0:
         out.append("on a GPU host: cudaperf train --config configs/h200.yaml   (real verdicts and speedups)")
     out.append("cudaperf bench --help   (score a policy or a directory of answers on KernelBench or the test split)")

@@ -77,7 +77,8 @@ def test_bench_tiny_model_multi_turn(tiny_dir, tmp_path):
 
 
 def test_bench_errors(capsys):
-    assert main(["--suite", "kernelbench", "--answers", "/nonexistent"]) == 2
+    from pipeline.cli import main as cudaperf  # the CLI reports user errors, as one line each
+    assert cudaperf(["bench", "--suite", "kernelbench", "--answers", "/nonexistent"]) == 2
     assert "--kernelbench-dir" in capsys.readouterr().err
-    assert main(["--suite", "c2cuda", "--answers", "/nonexistent", "--tasks", "builtin"]) == 2
+    assert cudaperf(["bench", "--suite", "c2cuda", "--answers", "/nonexistent", "--tasks", "builtin"]) == 2
     assert "not a directory" in capsys.readouterr().err

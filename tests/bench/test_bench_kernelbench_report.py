@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.bench import main, print_summary, run_bench
+from pipeline.bench import print_summary, run_bench
 from pipeline.bench_metrics import Outcome, final_outcomes, is_evaluator_failure, summarize, turn_curves
 from pipeline.config import load_config
 from pipeline.kernelbench_results import load_baseline_times
@@ -134,9 +134,10 @@ def test_is_evaluator_failure():
 
 
 def test_baseline_json_errors(capsys, tmp_path):
-    assert main(["--suite", "kernelbench", "--answers", str(tmp_path), "--kernelbench-dir", str(KB),
-                 "--baseline-json", str(tmp_path / "none.json")]) == 2
+    from pipeline.cli import main as cudaperf
+    assert cudaperf(["bench", "--suite", "kernelbench", "--answers", str(tmp_path), "--kernelbench-dir", str(KB),
+                     "--baseline-json", str(tmp_path / "none.json")]) == 2
     assert "does not exist" in capsys.readouterr().err
-    assert main(["--suite", "c2cuda", "--answers", str(tmp_path), "--tasks", "builtin",
-                 "--baseline-json", str(tmp_path / "none.json")]) == 2
+    assert cudaperf(["bench", "--suite", "c2cuda", "--answers", str(tmp_path), "--tasks", "builtin",
+                     "--baseline-json", str(tmp_path / "none.json")]) == 2
     assert "use it with --suite kernelbench" in capsys.readouterr().err

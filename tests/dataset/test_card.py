@@ -66,7 +66,10 @@ def test_loader_keeps_the_latest_measurement_of_a_task(tmp_path, later):
 
 
 def test_data_cli_stats_build_and_errors(tmp_path, capsys):
-    from pipeline.data.cli import main
+    from pipeline.cli import main as cudaperf
+
+    def main(argv):  # `cudaperf data ...`: the CLI reports user errors
+        return cudaperf(["data", *argv])
     write_table(rows_to_table(synthetic_rows()), tmp_path / "m" / "shard-000-of-001.parquet")
     assert main(["stats", "--source", "builtin", "--measured", str(tmp_path / "m"), "--card", str(tmp_path / "c")]) == 0
     out = capsys.readouterr().out

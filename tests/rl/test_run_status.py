@@ -14,6 +14,7 @@ def test_status_line_reports_the_wait_and_its_end():
     with StatusLine("starting 1 generator", every_s=0.02, stream=out) as status:
         time.sleep(0.15)
         took = status.done()
+        assert status.done() == took  # once
     lines = out.getvalue().splitlines()
     assert lines[0] == "starting 1 generator ..."
     assert any(ln.startswith("starting 1 generator: ") and ln.endswith("s so far") for ln in lines[1:-1])
@@ -58,12 +59,13 @@ def test_summary_of_a_run_whose_rewards_varied(tmp_path: Path):
 
 def test_start_up_and_next_steps_in_words(tmp_path: Path):
     cfg = load_config("configs/local.yaml", [])
-    assert starting(cfg) == "1 generator (vllm engine, model tiny), 1 learner rank, a CPU evaluator, 2 compilers"
-    h200 = load_config("configs/h200.yaml", [])
-    assert "per GPU" in starting(h200) or "GPU evaluator" in starting(h200)
+    assert starting(cfg, 0) == "1 generator (vllm engine, model tiny), 1 learner rank, a CPU evaluator, 2 compilers"
+    h200 = load_config("configs/h200.yaml", ["eval.workers_per_gpu=4"])
+    assert ", 8 GPU evaluators, " in starting(h200, 2)
     (tmp_path / "checkpoints/step_3").mkdir(parents=True)
     (tmp_path / "checkpoints/step_3/run_state.json").write_text("{}")
-    cmds = next_commands(cfg, tmp_path, "configs/local.yaml")
-    assert cmds[0].startswith(f"cudaperf train --config configs/local.yaml --resume {tmp_path} train.steps=8")
+    cmds = next_commands(cfg, tmp_path, "configs/local.yaml", ["run.name=my run", "train.steps=3"])
+    assert cmds[0].startswith(f"cudaperf train --config configs/local.yaml --resume {tmp_path} 'run.name=my run' "
+                              "train.steps=8")  # the run's own overrides repeated, its step count raised
     assert any("configs/h200.yaml" in c for c in cmds)
     assert not next_commands(cfg, tmp_path / "empty", None)[0].startswith("cudaperf train --")
