@@ -11,7 +11,7 @@ setup(
     description="Multi-turn RL with structural and performance aware rewards for CUDA kernels, on Ray",
     python_requires=">=3.10",
     packages=find_packages(include=["pipeline", "pipeline.*", "actors", "actors.*"]),
-    package_data={"pipeline": ["builtin_tasks/*.json", "builtin_tasks/**/*"]},
+    package_data={"pipeline": ["builtin_tasks/*.json", "builtin_tasks/**/*", "rollout/tiny_sft/*"]},
     include_package_data=True,
     install_requires=[
         "numpy>=1.26",

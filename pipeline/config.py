@@ -110,8 +110,10 @@ class EvalSection(Section):
 
 class ModelSection(Section):
     path: str = Field("tiny", description="'tiny' builds a randomly initialised tiny Qwen2 with a tokenizer trained on "
-                      "this project's code (CPU runs, tests); otherwise a local directory holding a Hugging Face "
-                      "causal LM and its tokenizer")
+                      "this project's code (CPU runs, tests); 'tiny-sft' is that model after a short supervised "
+                      "warm start on the built-in tasks, shipped with the project (configs/sft_local.yaml rebuilds "
+                      "it; the main job's default); otherwise a local directory holding a Hugging Face causal LM "
+                      "and its tokenizer")
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="dtype of the generators' weights "
                                                              "and activations (bfloat16 on GPUs)")
     max_model_len_tokens: int = Field(2048, ge=256, description="context length of a generator: prompt plus response, "

@@ -9,7 +9,9 @@ head size at least 64, which vLLM's CPU attention needs) with a byte-level BPE t
 on this project's own code (pipeline/**/*.py and the built-in task YAMLs, so CUDA, C and Python
 all tokenize sensibly) and a ChatML chat template. It writes garbage, but every shape, token id
 and logprob is real, which is what tests of the rollout and learner machinery need. No weights
-are downloaded.
+are downloaded. 'tiny-sft' names the same model after a short supervised warm start on the
+built-in tasks (`tiny_sft/README.md` says how it was made and how to rebuild it): it writes answers
+of the tasks' shape, so the main job's candidates are gated and compiled from its first step.
 """
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ from pipeline.config import ModelSection
 from pipeline.errors import UserError
 
 PIPELINE_DIR = Path(__file__).resolve().parents[1]
+SFT_TINY = "tiny-sft"  # the tiny model after `cudaperf sft --config configs/sft_local.yaml`, shipped here:
+SFT_TINY_DIR = PIPELINE_DIR / "rollout" / "tiny_sft"  # the main job's policy (configs/local.yaml)
 TINY_FORMAT_VERSION = "1"  # bump when the recipe below changes, so cached models are rebuilt
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
@@ -111,9 +115,15 @@ def build_tiny_model(cfg: ModelSection) -> Path:
 
 
 def resolve_model_path(cfg: ModelSection) -> Path:
-    """The model directory `cfg.path` stands for: the built tiny model, or a checked local directory."""
+    """The model directory `cfg.path` stands for: the built tiny model, the shipped warm-started one,
+    or a checked local directory."""
     if cfg.path == "tiny":
         return build_tiny_model(cfg)
+    if cfg.path == SFT_TINY:
+        if not (SFT_TINY_DIR / "config.json").is_file():
+            raise ModelPathError(f"model.path '{SFT_TINY}' needs the checkpoint shipped in {SFT_TINY_DIR}, which is "
+                                 "missing; restore it from the repository or rebuild it as its README.md says")
+        return SFT_TINY_DIR
     path = Path(cfg.path).expanduser()
     if not path.is_dir():
         raise ModelPathError(f"model.path '{cfg.path}' is not a directory; pass a local Hugging Face model "

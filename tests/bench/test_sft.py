@@ -106,7 +106,8 @@ def test_entry_name_tokens_carry_the_loss_weight(small_task_dir, model_cfg):
 
 def test_supervised_sft_lowers_loss_and_writes_a_policy(small_task_dir, tiny_dir, tmp_path):
     out = tmp_path / "sft"
-    rc = main(["--config", "configs/local.yaml", f"tasks.source={small_task_dir}", f"model.tiny_dir={tiny_dir}",
+    rc = main(["--config", "configs/local.yaml", f"tasks.source={small_task_dir}", "model.path=tiny",
+               f"model.tiny_dir={tiny_dir}",
                f"sft.output_dir={out}", "sft.epochs=8", "sft.sequences_per_step=5", "sft.rename_copies_per_pair=1",
                "sft.entry_first=true", "sft.keep_fastest_per_task=1", "learner.lr=0.005", "sft.log_every_steps=100",
                f"sft.heldout_source={small_task_dir}", "sft.heldout_samples_per_task=1",
@@ -136,7 +137,8 @@ def test_rejection_mode_trains_on_kept_samples(small_task_dir, tiny_dir, tmp_pat
     """On CPU nothing is correct, so the test keeps format-valid compiled samples (not_executed): the
     round must sample, evaluate through the pools and report what it kept."""
     out = tmp_path / "rej"
-    rc = main(["--config", "configs/local.yaml", f"tasks.source={small_task_dir}", f"model.tiny_dir={tiny_dir}",
+    rc = main(["--config", "configs/local.yaml", f"tasks.source={small_task_dir}", "model.path=tiny",
+               f"model.tiny_dir={tiny_dir}",
                f"sft.output_dir={out}", "sft.mode=rejection", "sft.rejection_keep=[not_executed]",
                "rollout.backend=transformers", "rollout.samples_per_task=2", "rollout.max_turns=1",
                "rollout.max_new_tokens=16", "compile.workers=1"], open_cluster)
