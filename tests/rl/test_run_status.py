@@ -59,7 +59,8 @@ def test_summary_of_a_run_whose_rewards_varied(tmp_path: Path):
 
 def test_start_up_and_next_steps_in_words(tmp_path: Path):
     cfg = load_config("configs/local.yaml", [])
-    assert starting(cfg, 0) == "1 generator (vllm engine, model tiny), 1 learner rank, a CPU evaluator, 2 compilers"
+    assert starting(cfg, 0) == ("1 generator (vllm engine, model tiny-sft), 1 learner rank, a CPU evaluator, "
+                                 "2 compilers")
     h200 = load_config("configs/h200.yaml", ["eval.workers_per_gpu=4"])
     assert ", 8 GPU evaluators, " in starting(h200, 2)
     (tmp_path / "checkpoints/step_3").mkdir(parents=True)
