@@ -7,7 +7,7 @@
   cudaperf data build|stats|measure ...      (pipeline/data/cli.py)
   cudaperf rank train|eval ...               (pipeline/ranker/cli.py)
   cudaperf train --config FILE [--resume]    (pipeline/rl/train.py)
-  cudaperf sft --config FILE                 (pipeline/sft.py)
+  cudaperf sft --config FILE                 (pipeline/sft/)
   cudaperf bench --model PATH --suite ...    (pipeline/bench.py)
 
 User errors (bad config, missing file, no nvcc: any `UserError`, pipeline/errors.py) are caught

@@ -264,7 +264,7 @@ class LearnerSection(Section):
 
 
 class SFTSection(Section):
-    """The supervised warm start, `cudaperf sft` (pipeline/sft.py). Optimiser settings come from `learner`;
+    """The supervised warm start, `cudaperf sft` (pipeline/sft/). Optimiser settings come from `learner`;
     sampling (rejection mode, held-out check) from `rollout`; the model to start from is `model.path`."""
     mode: Literal["supervised", "rejection"] = Field("supervised", description="supervised: train on the tasks' known "
                                                      "implementations; rejection: sample the policy, evaluate, train "
