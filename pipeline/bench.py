@@ -141,6 +141,9 @@ def run_answers(tasks: list[Task], answers_dir: Path, queue, progress: Path | No
             continue
         cands = [load_candidate_file(f, task) for f in files]
         tickets[queue.submit(task, cands)] = (task, files)
+    print(f"judging {sum(len(f) for _, f in tickets.values())} answers of {len(tickets)} tasks "
+          f"(tasks without an answer: {len(tasks) - len(tickets)}); the first results come once they compile",
+          file=sys.stderr, flush=True)
     while tickets:
         ticket, results = queue.next_completed()
         task, files = tickets.pop(ticket)

@@ -83,7 +83,9 @@ def test_kernelbench_answers_report(answers, tmp_path, capsys):
     assert all("peak_memory_bytes" in r for r in report["rows"] if r["verdict"] != "missing")
     partial = [json.loads(ln) for ln in (tmp_path / "out/rows.partial.jsonl").read_text().splitlines()]
     assert sorted(r["verdict"] for r in partial) == ["correct", "incorrect", "not_executed"]  # judged rows, as they came
-    assert "kernelbench/level1/1_Scaled_Tanh: correct" in capsys.readouterr().err  # a progress line per task
+    err = capsys.readouterr().err
+    assert "judging 3 answers of 2 tasks (tasks without an answer: 1)" in err  # said before anything is judged
+    assert "kernelbench/level1/1_Scaled_Tanh: correct" in err  # then a progress line per task
 
     one = json.loads((tmp_path / "out/kernelbench_level1/eval_results.json").read_text())
     two = json.loads((tmp_path / "out/kernelbench_level2/eval_results.json").read_text())
