@@ -57,10 +57,14 @@ class TrustedClock:
 
     def flush_l2(self) -> None:
         """Evict the L2 (outside any timed window) so every batch starts cold."""
+        self._queue_flush()
+        self.driver.synchronize()
+
+    def _queue_flush(self) -> None:
+        """Queue the L2 flush (a memset of a new byte over the flush buffer) without waiting for it."""
         if self.flush_bytes:
             self._flushes += 1
             self.driver.memset_async(self.flush_ptr, self._flushes & 0xFF, self.flush_bytes)
-        self.driver.synchronize()
 
     def batch(self, run: Callable[[], None]) -> BatchTime:
         before = self.probe()
@@ -81,9 +85,7 @@ class TrustedClock:
             self._events = (self.driver.event(), self.driver.event())
         if flush_first:
             self.driver.synchronize()
-            if self.flush_bytes:
-                self._flushes += 1
-                self.driver.memset_async(self.flush_ptr, self._flushes & 0xFF, self.flush_bytes)
+            self._queue_flush()
         self.driver.record(self._events[0])
         run()
         self.driver.record(self._events[1])
