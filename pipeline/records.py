@@ -75,9 +75,12 @@ class Implementation(Record):
 
 
 class Tolerance(Record):
-    """Pass when |out - ref| <= rtol*|ref| + atol*rms(ref) for every element (and no NaN/Inf)."""
+    """Pass when |out - ref| <= rtol*|ref| + atol*rms(ref) + atol_abs for every element (and no NaN/Inf).
+    atol_abs is an absolute allowance: KernelBench tasks carry KernelBench's own (torch.allclose with
+    atol = rtol = 1e-4 for float32), so every answer its harness accepts passes here too."""
     rtol: float = 1e-4
     atol: float = 1e-4
+    atol_abs: float = 0.0
 
 
 class Task(Record):

@@ -34,6 +34,7 @@ import threading
 import time
 
 from pipeline.evaluation.cuda_driver import CudaError, Driver
+from pipeline.evaluation.numerics import float32_mode, mode_changes, set_full_float32
 
 CLONE_NEWNET = 0x40000000
 CTYPES = {"int": ctypes.c_int, "unsigned int": ctypes.c_uint, "unsigned": ctypes.c_uint, "long": ctypes.c_long,
@@ -134,6 +135,8 @@ class TorchRunner:
         self.torch, self.guard = torch, torch_guard
         self.torch_compute = bool(msg.get("torch_compute", False))  # the gate profile's; the gate stays outside
         self.flags: list[str] = []
+        set_full_float32(torch)  # the reference's numerics, before the candidate's module runs
+        self.float32_mode = float32_mode(torch)
         self.snapshot = torch_guard.snapshot()
         self.threads_before = threading.active_count()
         namespace = torch_guard.load_candidate(msg["source"], msg["extensions"])
@@ -177,6 +180,7 @@ class TorchRunner:
 
     def status(self) -> list[str]:
         self.flags += self.guard.changes_since(self.snapshot)
+        self.flags += mode_changes(self.torch, self.float32_mode)
         if threading.active_count() > self.threads_before:
             self.flags.append("threads: the candidate started threads")
         self.flags = sorted(set(self.flags))

@@ -42,12 +42,13 @@ from pipeline.evaluation.sandbox import ChildFailed, ChildProcess, SandboxUnavai
 from pipeline.evaluation.timing import TrustedClock, time_calls
 from pipeline.records import Candidate, EvalResult, Finding, Task
 
-EVALUATOR_VERSION = "8"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list;
+EVALUATOR_VERSION = "9"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list;
 # 4: check sets made on the device from seeds, events believed within the noise, chunked checksums;
 # 5: the batch overhead from trusted calibration batches that do GPU work and the in-window checksum;
 # 6: KernelBench output copies taken off per call, busy calibrations repeated;
 # 7: device allocations in whole 2 MiB pages (children map them with large pages);
-# 8: a PyTorch reference's batch opens with the L2 flush queued, not an idle GPU
+# 8: a PyTorch reference's batch opens with the L2 flush queued, not an idle GPU;
+# 9: a KernelBench-format candidate's process runs in the reference's full-float32 mode (TF32 off)
 
 
 @dataclass
@@ -372,7 +373,8 @@ class Evaluator:
                     return False, math.inf, f"modified its input '{group.buffers[b].name}'", True
         worst = 0.0
         for b, ref_out in expected.items():
-            ok, err, why = compare(group.buffers[b].view, ref_out.reshape(group.buffers[b].view.shape), tol.rtol, tol.atol)
+            ok, err, why = compare(group.buffers[b].view, ref_out.reshape(group.buffers[b].view.shape), tol.rtol, tol.atol,
+                                  tol.atol_abs)
             worst = max(worst, err)
             if not ok:
                 return False, err, f"output '{group.buffers[b].name.split('.', 1)[1]}': {why}", False

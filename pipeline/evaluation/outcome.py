@@ -5,9 +5,11 @@ a reply that says all went well decides nothing (the trusted side checks its own
 """
 from __future__ import annotations
 
+from pipeline.evaluation.numerics import DOWNGRADE_FLAG
 from pipeline.evaluation.sandbox import ChildFailed
 
-REJECTING_FLAGS = ("torch-compute-in-forward", "timing-tamper", "threads", "side-stream", "dispatch-tamper")
+REJECTING_FLAGS = ("torch-compute-in-forward", "timing-tamper", "threads", "side-stream", "dispatch-tamper",
+                  DOWNGRADE_FLAG)
 
 
 class Stop(Exception):

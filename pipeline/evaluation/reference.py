@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.evaluation import light_abi
+from pipeline.evaluation.numerics import set_full_float32
 from pipeline.records import Task
 from pipeline.tasks import arg_dtype, config_params, eval_expr, is_pointer, parse_init
 
@@ -300,7 +301,8 @@ def adopt_baseline_outputs(group: GroupData, stage_inputs: Callable,
             continue
         for si in range(2):
             for b, ref_out in cd.expected[si].items():
-                ok, _, why = compare(got[si][b], ref_out, task.tolerance.rtol, task.tolerance.atol)
+                ok, _, why = compare(got[si][b], ref_out, task.tolerance.rtol, task.tolerance.atol,
+                                      task.tolerance.atol_abs)
                 if not ok:
                     raise TaskBroken(f"task {task.id}: the naive baseline disagrees with the C reference "
                                      f"on {cd.name}: {why}")
@@ -367,8 +369,7 @@ def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = Fal
     With `compiled`, each configuration's reference is also built under torch.compile (None where it
     does not build)."""
     import torch
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    set_full_float32(torch)
     buffers: list[Buffer] = []
     configs: list[ConfigData] = []
     calls_of, compiled_of = [], []
@@ -510,9 +511,9 @@ def to_device(group: GroupData) -> None:
 COMPARE_CHUNK = 1 << 25  # elements per step: the comparison's float64 temporaries stay near 1 GiB
 
 
-def compare(out, ref, rtol: float, atol: float) -> tuple[bool, float, str]:
+def compare(out, ref, rtol: float, atol: float, atol_abs: float = 0.0) -> tuple[bool, float, str]:
     """(passed, max normalised error, reason) for torch tensors on one device.
-    Error per element is |out-ref| / (rtol*|ref| + atol*rms(ref)); NaN or Inf never pass.
+    Error per element is |out-ref| / (rtol*|ref| + atol*rms(ref) + atol_abs); NaN or Inf never pass.
     Works through the tensors in chunks of COMPARE_CHUNK elements, so its temporaries stay small
     beside tensors of many GiB."""
     import torch
@@ -521,7 +522,7 @@ def compare(out, ref, rtol: float, atol: float) -> tuple[bool, float, str]:
     o, r = out.reshape(-1), ref.reshape(-1)
     n = r.numel()
     chunks = [(k, min(k + COMPARE_CHUNK, n)) for k in range(0, n, COMPARE_CHUNK)]
-    if not ref.is_floating_point() and rtol == 0 and atol == 0:
+    if not ref.is_floating_point() and rtol == 0 and atol == 0 and atol_abs == 0:
         diff = sum(int((o[a:b] != r[a:b]).sum()) for a, b in chunks)
         return diff == 0, float(diff > 0), f"{diff} of {n} elements differ" if diff else ""
     nan = bad = 0
@@ -539,7 +540,7 @@ def compare(out, ref, rtol: float, atol: float) -> tuple[bool, float, str]:
     worst, worst_at, outside = 0.0, 0, 0
     for a, b in chunks:
         o64, r64 = o[a:b].double(), r[a:b].double()
-        err = (o64 - r64).abs() / (rtol * r64.abs() + atol * rms + 1e-300)
+        err = (o64 - r64).abs() / (rtol * r64.abs() + atol * rms + atol_abs + 1e-300)
         m = float(err.max())
         outside += int((err > 1).sum())
         if m > worst:

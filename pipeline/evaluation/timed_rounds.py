@@ -91,7 +91,7 @@ def check_slots(group: GroupData, cd: ConfigData, slots: list[int], fresh_sets: 
                 raise Stop("rejected", f"config {cd.name}: {what}, call {n + 1} modified its input "
                                        f"'{buf.name.split('.', 1)[1].split('#')[0]}'", ["input-mutation"])
             if j in want:
-                ok, _, why = compare(buf.view, want[j].reshape(buf.view.shape), tol.rtol, tol.atol)
+                ok, _, why = compare(buf.view, want[j].reshape(buf.view.shape), tol.rtol, tol.atol, tol.atol_abs)
                 if not ok:
                     raise Stop("incorrect", f"config {cd.name}: {what}, call {n + 1} of the batch was wrong: "
                                             f"output '{buf.name.split('.', 1)[1].split('#')[0]}': {why}",
@@ -320,7 +320,7 @@ class Checksums:
                 self.views.append((group.buffers[cd.slots[k][j]].view.reshape(-1), signs[j]))
                 targets.append(float(signed_sum(flat, signs[j], torch.float64)))
                 slack = 4e-7 * (math.log2(max(n, 2)) + 1) * (absum + 1.0)  # fp32 reduction rounding
-                bounds.append(tol.rtol * absum + tol.atol * rms * n + slack)
+                bounds.append(tol.rtol * absum + (tol.atol * rms + tol.atol_abs) * n + slack)
         self.targets, self.bounds = torch.tensor(targets, dtype=torch.float64), torch.tensor(bounds, dtype=torch.float64)
 
     def _sums(self):

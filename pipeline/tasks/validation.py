@@ -123,8 +123,8 @@ def validate_task(task: Task, path: str = "") -> list[str]:
         if not cfg.check and not cfg.time:
             p.append(f"{path}: field 'configs[{i}]' ('{cfg.name}') has check and time both false; "
                      f"set one of them true or remove the config.")
-    if task.tolerance.rtol < 0 or task.tolerance.atol < 0:
-        p.append(f"{path}: field 'tolerance' has a negative value; rtol and atol must be >= 0.")
+    if task.tolerance.rtol < 0 or task.tolerance.atol < 0 or task.tolerance.atol_abs < 0:
+        p.append(f"{path}: field 'tolerance' has a negative value; rtol, atol and atol_abs must be >= 0.")
     if task.kind == "c2cuda":
         p += _validate_c2cuda(task, path)
     else:
