@@ -9,7 +9,7 @@
 #   scaling, NCCL bandwidth and weight sync, two RL steps of configs/h200x8.yaml; needs 2+ GPUs, says so
 #   in one line otherwise; MULTI_GPU_PARTS=evaluators,sync,train picks parts.
 # kernelbench: KernelBench at today's sizes (needs .kernelbench/ from benchmarks/kernelbench_carry.sh and Ray in
-#   .whl/): peak memory of KernelBench's harness and ours on the 10 largest level-1/2 problems with our answers,
+#   .carry-site/): peak memory of KernelBench's harness and ours on the 10 largest level-1/2 problems with our answers,
 #   then the eager baseline of level-1 problems against the published H100 one (about 560 s).
 # kernelbench_bench: `cudaperf bench --answers` over benchmarks/kernelbench_answers under the kernelbench gate
 #   profile, levels KB_LEVELS (default 1; the 40 answers of levels 1-3 take about 15 minutes: one call per
@@ -21,10 +21,15 @@
 #   benchmarks/ipc_mapping.cu (a child's kernels on buffers mapped over IPC, odd and whole-page sizes) and
 #   benchmarks/reference_batch.py (a PyTorch reference's time per call in a batch and alone).
 # The sandbox needs bwrap and libseccomp: where they are not installed, `bash benchmarks/sandbox_tools.sh`
-#   here first and carry .sandbox-tools/ (plus .whl/ from ../shared/device/wheels.sh).
+#   here first and carry .sandbox-tools/ (plus .carry-site/ from benchmarks/carry_site.sh).
 # Logs and JSON go to $OUT (or ./gpu-out). Prints a summary table at the end.
+# Packages the GPU host lacks (Ray, DeepSpeed, tree-sitter, pydantic) come from .carry-site/site.tar.xz
+#   (`bash benchmarks/carry_site.sh` here, carry .carry-site/): unpacked into /tmp/site when Ray is not importable.
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
+if ! python3 -c "import ray" 2>/dev/null && [ -f .carry-site/site.tar.xz ]; then
+  mkdir -p /tmp/site && tar -C /tmp/site -xJf .carry-site/site.tar.xz && export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
 export CUDAPERF_TEST_COMPILE_CACHE=/tmp/cudaperf-cache PYTHONUNBUFFERED=1
 steps=${*:-verify tests bench structure generation}
 declare -A status

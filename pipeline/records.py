@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 RECORD_VERSION = 1
 
@@ -81,6 +81,14 @@ class Tolerance(Record):
     rtol: float = 1e-4
     atol: float = 1e-4
     atol_abs: float = 0.0
+
+    @model_serializer(mode="wrap")
+    def _without_unused_allowance(self, handler):
+        """atol_abs is written only when set, so tasks without it keep their content and measured hashes."""
+        data = handler(self)
+        if not self.atol_abs and isinstance(data, dict):
+            data.pop("atol_abs", None)
+        return data
 
 
 class Task(Record):
