@@ -14,6 +14,9 @@ this trusted process, per-call milliseconds from CUDA events, the L2 flushed bef
                      launches; KernelBench's and dataset measurement's shape)
   batch_queued       as batch, the flush queued just before the window (the evaluator's shape since
                      evaluator version 8)
+  round_fresh        as a timed round does it: k new input sets made from a new seed and copied for the
+                     reference just before, then the evaluator's own batch (timed_rounds._in_process_batch)
+  round_fresh_idle   as round_fresh, the host idle for 20 ms before the window (a round's other work)
 A table is printed at the end.
 """
 from __future__ import annotations
@@ -24,6 +27,7 @@ import math
 import statistics
 import sys
 import tempfile
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -38,6 +42,7 @@ PICKS = ["torch2cuda/relu", "torch2cuda/rmsnorm", "torch2cuda/softmax", "torch2c
 
 def main() -> None:
     from pipeline.evaluation.evaluator import Evaluator
+    from pipeline.evaluation.timed_rounds import _in_process_batch
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--trials", type=int, default=15)
@@ -63,7 +68,7 @@ def main() -> None:
                 k = max(1, min(len(cd.slots), math.ceil(ev.cfg.timing_batch_s / max(one, 1e-7))))
                 sets = [cd.reference_copy(cd.fresh(100 + s)) for s in range(k)]
                 cols = ("single", "batch", "batch_drop", "batch_same", "batch_same_drop", "batch_warm_alloc",
-                        "single_queued", "batch_queued")
+                        "single_queued", "batch_queued", "round_fresh", "round_fresh_idle")
                 res: dict[str, list[float]] = {p: [] for p in cols}
 
                 def window(calls, keep: bool, queued: bool = False) -> float:
@@ -85,6 +90,14 @@ def main() -> None:
                     res["batch_warm_alloc"].append(window(sets, True))
                     res["single_queued"].append(window(sets[:1], False, queued=True))
                     res["batch_queued"].append(window(sets, True, queued=True))
+                    for col, idle_s in (("round_fresh", 0.0), ("round_fresh_idle", 0.02)):
+                        seed = len(res[col]) * 64 + (1 << 20 if idle_s else 0)
+                        fresh = [cd.fresh(seed + s) for s in range(k)]
+                        if idle_s:
+                            time.sleep(idle_s)
+                        res[col].append(1e3 * _in_process_batch(ev, cd.run_reference,
+                                                                [cd.reference_copy(f) for f in fresh])[0] / k)
+                        del fresh
                 row = {"task": task_id, "config": cd.name, "k": k, **{p: statistics.median(v) for p, v in res.items()}}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -94,7 +107,8 @@ def main() -> None:
             print(f"{task_id}: {type(e).__name__}: {e}", flush=True)
         finally:
             ev.release_group(group)
-    cols = ("single", "single_queued", "batch", "batch_queued", "batch_drop", "batch_same", "batch_warm_alloc")
+    cols = ("single", "single_queued", "batch", "batch_queued", "round_fresh", "round_fresh_idle", "batch_drop",
+            "batch_warm_alloc")
     print(f"{'task config':36s} {'k':>3s} " + " ".join(f"{c[-12:]:>12s}" for c in cols))
     for r in rows:
         print(f"{r['task'] + ' ' + r['config']:36s} {r['k']:3d} " + " ".join(f"{r[c]:12.4f}" for c in cols))
