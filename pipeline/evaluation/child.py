@@ -14,6 +14,7 @@ process per candidate (or per trusted baseline). It talks JSON lines over two pr
   run   {config, slots}          -> one call per listed slot, in order, then a device-wide sync
         (trusted children: slots [] with `launches` and `fill_bytes`: that many memsets of that size)
   status {}                      -> the runtime checks' flags (kernelbench: patched functions, threads)
+  free_scratch {}                -> trusted children: the calibration scratch freed (its group has ended)
   exit
 `run` answers with `events_ms`, the batch's time from CUDA events of this process: a claim, which
 the evaluator accepts only where its own clock (from sending `run` until it has seen the right
@@ -234,6 +235,11 @@ def serve(rin, wout) -> None:
                 failed = [r for r in rets if r]
                 send({"ok": not failed, "error": f"launch returned {failed[0]}" if failed else "",
                       "events_ms": driver.elapsed_ms(*events), "flags": runner.flags if runner else []})
+            elif op == "free_scratch":  # trusted children: the calibration scratch back, when a group ends
+                if scratch:
+                    driver.free(scratch)
+                scratch, scratch_bytes = 0, 0
+                send({"ok": True})
             elif op == "status":
                 send({"ok": True, "flags": runner.status() if runner else []})
             else:

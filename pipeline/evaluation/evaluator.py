@@ -39,6 +39,7 @@ from pipeline.evaluation.reference import (GroupData, TaskBroken, add_timing_slo
                                            group_footprint, poison_byte, run_c_reference, to_device)
 from pipeline.evaluation.result_cache import ResultCache
 from pipeline.evaluation.sandbox import ChildFailed, ChildProcess, SandboxUnavailable
+from pipeline.evaluation.timed_rounds import CALIBRATION_FILL_MAX
 from pipeline.evaluation.timing import TrustedClock, time_calls
 from pipeline.records import Candidate, EvalResult, Finding, Task
 
@@ -196,7 +197,8 @@ class Evaluator:
         what = f"task {task.id}"
         try:
             sizes = config_bytes(task)
-            need = group_footprint(sizes, self.cfg.timing_memory_bytes, self.cfg.l2_flush_bytes)
+            need = group_footprint(sizes, self.cfg.timing_memory_bytes, self.cfg.l2_flush_bytes,
+                                   calibration_max=CALIBRATION_FILL_MAX)
             top = max(sizes, key=lambda c: c.inputs + c.outputs + c.params)
             what += (f" (its largest configuration '{top.name}': inputs {gib(top.inputs)}, outputs {gib(top.outputs)}, "
                      f"parameters {gib(top.params)})")
@@ -322,6 +324,12 @@ class Evaluator:
     def release_group(self, group: GroupData) -> None:
         if group.baseline_child is not None:
             group.baseline_child.close()
+        for child in getattr(self, "_null_children", {}).values():  # their calibration scratch is the group's
+            if child.proc.poll() is None:
+                try:
+                    child.request({"op": "free_scratch"}, 60)
+                except ChildFailed:
+                    pass  # a trusted child that died is started again when next needed
         for ptr in group.arenas:
             if ptr:
                 self.driver.free(ptr)

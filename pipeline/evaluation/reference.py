@@ -602,7 +602,8 @@ def _torch_config_bytes(task: Task, cfg, params: dict) -> ConfigBytes:
     return ConfigBytes(cfg.name, nbytes(inputs), outs, param_bytes, cfg.time)
 
 
-def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_bytes: int, max_slots: int = 32) -> int:
+def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_bytes: int, max_slots: int = 32,
+                    calibration_max: int = 0) -> int:
     """Device bytes an evaluation of a group may hold at its peak, the candidate's process included.
     Every configuration's parameters stay (the reference model's and the shared copy; the candidate's
     model once); c2cuda configurations keep their two input sets and expected outputs. Beyond that,
@@ -610,7 +611,9 @@ def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_by
     the largest that counts: its shared buffers and timing slots (as many as `add_timing_slots` makes),
     a timed round's fresh inputs with the reference's copy, its expected and torch.compile'd outputs, or
     a check set made on demand; the candidate's own outputs and their poisoned twin; the comparison's
-    chunks. Then the L2 flush buffer and 1 GiB for CUDA contexts."""
+    chunks. Then the L2 flush buffer, 1 GiB for CUDA contexts, and the scratch of the trusted calibration
+    children (timed_rounds._calibration; one per child kind, each as large as the largest timed
+    configuration's outputs, at most `calibration_max`, freed when the group is released)."""
     held = sum(2 * c.params + (2 * (c.inputs + c.outputs) if c.stored else 0) for c in sizes)
     held += max((c.params for c in sizes), default=0)
     largest = 0
@@ -619,4 +622,6 @@ def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_by
         slots = max(1, min(max_slots, timing_memory_bytes // max(2 * one, 1))) if c.time else 1
         rounds = slots * (2 * c.inputs + 2 * c.outputs + c.params)  # fresh + reference copy, expected + compiled
         largest = max(largest, slots * one + rounds + 2 * c.outputs + (2 << 30))
-    return int(held + largest + flush_bytes + (1 << 30))
+    timed_outputs = max((c.outputs for c in sizes if c.time), default=0)
+    calibration = 2 * min(timed_outputs, calibration_max)
+    return int(held + largest + flush_bytes + (1 << 30) + calibration)

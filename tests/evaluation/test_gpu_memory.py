@@ -283,3 +283,15 @@ def test_shared_parameters_a_candidate_damaged_are_put_back(tmp_path, monkeypatc
     b, value = next(iter(group.configs[2].param_values.items()))
     group.buffers[b].view.add_(1.0)  # written out of bounds by a candidate checked on another configuration
     assert ev._restore_params(group) and torch.equal(group.buffers[b].view, value)
+
+
+def test_the_footprint_counts_the_calibration_childrens_scratch():
+    """Each trusted calibration child writes as many bytes per call as the candidate's outputs (capped):
+    that scratch is the group's memory too, up to the cap, and only for timed configurations."""
+    timed = [ConfigBytes("timing", GB, GB // 8, 0, True)]
+    cap = 256 << 20
+    assert group_footprint(timed, 0, 0, calibration_max=cap) == group_footprint(timed, 0, 0) + 2 * (GB // 8)
+    big = [ConfigBytes("timing", GB, 4 * GB, 0, True)]
+    assert group_footprint(big, 0, 0, calibration_max=cap) == group_footprint(big, 0, 0) + 2 * cap
+    untimed = [ConfigBytes("seed0", GB, 4 * GB, 0, False)]
+    assert group_footprint(untimed, 0, 0, calibration_max=cap) == group_footprint(untimed, 0, 0)
