@@ -25,6 +25,7 @@ import ray
 from ray.actor import ActorHandle
 
 from actors.pool import SupervisedPool
+from pipeline.lost_work import ItemFailed
 
 if TYPE_CHECKING:  # the core modules are imported lazily in the actors (see their constructors)
     from pipeline.config import CompileSection, EvalSection
@@ -199,7 +200,7 @@ class CompileThenEvaluate:
 
     def _compiled(self, ticket: int, index: int, value: Any) -> None:
         task, cands, compiled, missing = self._groups[ticket]
-        compiled[index] = value if hasattr(value, "ok") else None  # lost: the evaluator compiles it itself
+        compiled[index] = None if isinstance(value, ItemFailed) else value  # lost: the evaluator compiles it itself
         self._groups[ticket] = (task, cands, compiled, missing - 1)
         if missing - 1 == 0:
             self._eval_of[self.evaluators.submit("evaluate", task, cands, compiled)] = ticket

@@ -22,29 +22,18 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import ray
 from ray.actor import ActorHandle
 from ray.exceptions import RayActorError, RayError, RayTaskError
 
+from pipeline.lost_work import ItemFailed
+
 # Arguments of these types are cheap to send with every call; anything else that several items
 # of one `map` share is put in the object store once.
 _INLINE_TYPES = (int, float, bool, str, bytes, type(None))
-
-
-@dataclass(frozen=True)
-class ItemFailed:
-    """The result of an item whose actor died on every attempt (1 + max_retries of them)."""
-    ticket: int
-    method: str
-    attempts: int
-    error: str = field(repr=False)
-
-    def __str__(self) -> str:
-        return (f"item {self.ticket} ({self.method}) lost its actor on all {self.attempts} attempts; "
-                f"last error: {self.error.strip().splitlines()[-1] if self.error.strip() else '?'}")
 
 
 class PoolItemError(RuntimeError):

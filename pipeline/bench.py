@@ -45,6 +45,7 @@ from pipeline.bench_metrics import (COMPILED_VERDICTS, EXECUTED_VERDICTS, FAST_P
                                     final_outcomes, is_evaluator_failure, summarize, turn_curves)
 from pipeline.config import RunConfig, load_config, parse_command_line
 from pipeline.errors import UserError
+from pipeline.lost_work import ItemFailed
 from pipeline.kernelbench_results import (BaselineTimes, eval_results_by_level, load_baseline_times,
                                           published_comparison, write_eval_results)
 from pipeline.records import EvalResult, Task
@@ -147,7 +148,7 @@ def run_answers(tasks: list[Task], answers_dir: Path, queue, progress: Path | No
     while tickets:
         ticket, results = queue.next_completed()
         task, files = tickets.pop(ticket)
-        if not isinstance(results, list):
+        if isinstance(results, ItemFailed):
             raise RuntimeError(f"the evaluation of {task.id} was lost on every retry: {results}")
         finished = []
         for k, (f, r) in enumerate(zip(files, results)):

@@ -198,7 +198,8 @@ class EvalResult(Record):
 
 
 class Turn(Record):
-    """One turn of an episode: what the policy saw, what it wrote, how it was judged.
+    """One turn of an episode: what the policy saw, what it wrote, how it was judged (its reward and
+    advantage are the RL step's, in pipeline/rl/step.py's ScoredTurn).
     `prompt_ids` is the context fed to the generator for this turn (after any trimming of old
     turns), `response_ids` the tokens it sampled and `logprobs` the generator's log-probability
     of each of them under weight version `Trajectory.weight_version`."""
@@ -213,10 +214,6 @@ class Turn(Record):
     candidate_hash: str = ""
     verdict: Verdict | None = None
     feedback: str = Field("", description="the evaluator's message, placed as the next user turn")
-    reward: float = 0.0
-    reward_terms: dict[str, float] = Field(default_factory=dict, description="each component of the reward")
-    return_: float = Field(0.0, description="discounted sum of this and later turns' rewards")
-    advantage: float = 0.0
     speedup: float | None = None
 
 

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pipeline.config import RunConfig
+from pipeline.lost_work import ItemFailed
 from pipeline.records import Candidate
 from pipeline.tasks import select_tasks
 
@@ -31,10 +32,10 @@ def verify_tasks(cfg: RunConfig, cluster, out_path: str | None = None) -> dict:
     expected = "correct" if n_gpus else "not_executed"
     rows = []
     for (task, _), group_results in zip(groups, results):
-        if not isinstance(group_results, list):  # the pool's record of a group lost on every retry
+        if isinstance(group_results, ItemFailed):  # the group was lost on every retry
             group_results = [group_results] * len(task.implementations)
         for impl, r in zip(task.implementations, group_results):
-            if not hasattr(r, "verdict"):
+            if isinstance(r, ItemFailed):
                 rows.append({"task": task.id, "implementation": impl.name, "verdict": "lost", "reason": str(r)})
                 continue
             rows.append({"task": task.id, "implementation": impl.name, "strategy": impl.strategy,

@@ -1,8 +1,8 @@
 """Turn returns and group-normalised advantages for multi-turn episodes.
 
-In: per-turn rewards (already in `Turn.reward`), the `RLSection` settings.
-Out: `Turn.return_` and `Turn.advantage` filled in place on `Trajectory` records, or the same
-numbers from the pure functions below for plain lists and tensors. Touches nothing else.
+In: per-turn rewards, task ids and verdicts of one step's episodes, the `RLSection` settings.
+Out: per turn its return and advantage (`returns_and_advantages`), or the same numbers from the
+functions below for plain lists and tensors. Pure: nothing is changed in place.
 
 Returns (Kevin-style): each turn of an episode is a training sample whose return is the
 discounted sum of its own and later turns' rewards,
@@ -26,7 +26,6 @@ from typing import Literal
 import torch
 
 from pipeline.config import RLSection
-from pipeline.records import Trajectory
 
 Estimator = Literal["grpo", "rloo"]
 
@@ -84,35 +83,21 @@ def group_advantages(returns: torch.Tensor, groups: torch.Tensor, estimator: Est
     return torch.where(singleton, torch.zeros_like(adv), adv)
 
 
-def fill_returns(trajectories: Sequence[Trajectory], gamma: float) -> None:
-    """Set `Turn.return_` of every turn from the turns' rewards, episode by episode."""
-    for traj in trajectories:
-        for turn, ret in zip(traj.turns, discounted_returns([t.reward for t in traj.turns], gamma)):
-            turn.return_ = ret
-
-
-def fill_advantages(trajectories: Sequence[Trajectory], estimator: Estimator = "grpo",
-                    normalise_by_std: bool = True, eps: float = 1e-6) -> None:
-    """Set `Turn.advantage` of every turn from the returns, grouped by (task_id, turn index).
-
-    Call `fill_returns` first. Pass the trajectories of one step together: groups are formed
-    across the whole list.
-    """
-    turns = [(traj.task_id, i, turn) for traj in trajectories for i, turn in enumerate(traj.turns)]
-    for _, _, turn in turns:
-        if turn.verdict in UNJUDGED_VERDICTS:
-            turn.advantage = 0.0
-    turns = [t for t in turns if t[2].verdict not in UNJUDGED_VERDICTS]  # they take no part in the group's statistics
-    if not turns:
-        return
-    returns = torch.tensor([turn.return_ for _, _, turn in turns], dtype=torch.float64)
-    groups = group_ids([(task, i) for task, i, _ in turns])
-    adv = group_advantages(returns, groups, estimator, normalise_by_std, eps)
-    for (_, _, turn), a in zip(turns, adv.tolist()):
-        turn.advantage = a
-
-
-def assign_returns_and_advantages(trajectories: Sequence[Trajectory], cfg: RLSection) -> None:
-    """Both steps with the run's settings: returns with `cfg.gamma`, then group advantages."""
-    fill_returns(trajectories, cfg.gamma)
-    fill_advantages(trajectories, cfg.advantage_estimator, cfg.normalise_by_std, cfg.std_eps)
+def returns_and_advantages(task_ids: Sequence[str], rewards: Sequence[Sequence[float]],
+                           verdicts: Sequence[Sequence[str | None]], cfg: RLSection) -> tuple[list[list[float]], list[list[float]]]:
+    """Per episode and turn: the discounted return (`cfg.gamma`), and the advantage within the group of
+    the same task and turn index (`cfg.advantage_estimator`, `normalise_by_std`, `std_eps`). Pass one
+    step's episodes together: groups are formed across the whole list. Turns whose verdict is in
+    UNJUDGED_VERDICTS get advantage 0 and take no part in their group's statistics."""
+    if not len(task_ids) == len(rewards) == len(verdicts) or any(len(r) != len(v) for r, v in zip(rewards, verdicts)):
+        raise ValueError("returns_and_advantages needs one task id, and one verdict per reward, for every episode")
+    returns = [discounted_returns(r, cfg.gamma) for r in rewards]
+    advantages = [[0.0] * len(r) for r in rewards]
+    judged = [(e, t) for e, vs in enumerate(verdicts) for t, v in enumerate(vs) if v not in UNJUDGED_VERDICTS]
+    if judged:
+        adv = group_advantages(torch.tensor([returns[e][t] for e, t in judged], dtype=torch.float64),
+                               group_ids([(task_ids[e], t) for e, t in judged]), cfg.advantage_estimator,
+                               cfg.normalise_by_std, cfg.std_eps)
+        for (e, t), a in zip(judged, adv.tolist()):
+            advantages[e][t] = a
+    return returns, advantages

@@ -1,7 +1,7 @@
 """Training batches: episodes' turns -> padded micro-batches sized by token count.
 
-In: `Trajectory` records whose turns carry prompt and response token ids, the generator's
-logprobs and an advantage (pipeline/rl/advantages.py fills it).
+In: a step's `ScoredEpisode`s (pipeline/rl/step.py): per turn the prompt and response token ids, the
+generator's logprobs, and the advantage the step computed.
 Out: `MicroBatch`es, the learner's input. Touches nothing else.
 
 Each turn is one training sequence: `input_ids = prompt_ids + response_ids`. Only the response
@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
-from pipeline.records import Trajectory
+if TYPE_CHECKING:
+    from pipeline.rl.step import ScoredEpisode
 
 
 @dataclass
@@ -65,18 +67,20 @@ class MicroBatch:
         return int((self.response_mask > 0).sum().item())
 
 
-def sequences_from_trajectories(trajectories: Sequence[Trajectory]) -> list[TrainSequence]:
-    """Every turn of every trajectory as a TrainSequence, in order; turns with no response are skipped."""
+def sequences_from_episodes(episodes: "Sequence[ScoredEpisode]") -> list[TrainSequence]:
+    """Every turn of every scored episode as a TrainSequence, in order; turns with no response are skipped."""
     out = []
-    for traj in trajectories:
-        for i, turn in enumerate(traj.turns):
+    for episode in episodes:
+        traj = episode.trajectory
+        for i, scored in enumerate(episode.turns):
+            turn = scored.turn
             if len(turn.logprobs) != len(turn.response_ids):
                 raise ValueError(f"episode {traj.episode_id} turn {i} has {len(turn.response_ids)} response tokens "
                                  f"but {len(turn.logprobs)} logprobs; the generator must return one per token")
             if not turn.response_ids:
                 continue
             out.append(TrainSequence(list(turn.prompt_ids) + list(turn.response_ids), len(turn.prompt_ids),
-                                     list(turn.logprobs), turn.advantage, (traj.episode_id, i)))
+                                     list(turn.logprobs), scored.advantage, (traj.episode_id, i)))
     return out
 
 

@@ -32,7 +32,7 @@ import torch
 
 from pipeline.config import ConfigError, RunConfig
 from pipeline.data.reader import TaskReader
-from pipeline.rl.batch import sequences_from_trajectories, split_across_ranks
+from pipeline.rl.batch import sequences_from_episodes, split_across_ranks
 from pipeline.rl.step import busy_fractions, prepare_step, ranker_preferences, rollout_metrics
 from pipeline.rl.tracking import (MetricsLog, RunState, SampleLog, StatusLine, WandbLog, checkpoint_dir, headline,
                                   plot_metrics, progress_bar)
@@ -140,8 +140,8 @@ def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, m
             prefs = None
             if actors.ranker_preferences is not None:  # the ranker term: preference over the baseline
                 prefs = ranker_preferences(outcomes, {t.id: t for t in step_tasks}, actors.ranker_preferences)
-            trajectories = prepare_step(outcomes, cfg.reward, cfg.rl, prefs)
-            metrics = rollout_metrics(outcomes, trajectories)
+            episodes = prepare_step(outcomes, cfg.reward, cfg.rl, prefs)
+            metrics = rollout_metrics(outcomes, episodes)
             metrics.update({"time/rollout_s": stats.wall_s, "rollout/weight_version": float(actors.weight_version),
                             "rollout/tokens_generated": float(stats.tokens_generated),
                             "rollout/sequences_per_call": stats.mean_sequences_per_call,
@@ -151,7 +151,7 @@ def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, m
             if pending is not None:  # staleness >= 1: the previous step trained while this one rolled out
                 finished.append(finish(pending, actors, state))
                 pending = None
-            sequences = sequences_from_trajectories(trajectories)
+            sequences = sequences_from_episodes(episodes)
             refs = learners.submit_train(split_across_ranks(sequences, learners.size)) if sequences else None
             pending = (step, metrics, refs, reader.state())
             if cfg.rl.staleness_steps == 0 or step == cfg.train.steps - 1:

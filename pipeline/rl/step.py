@@ -2,9 +2,9 @@
 
 In: the scheduler's `EpisodeOutcome`s of one step (trajectories, and per turn the candidate and its
 `EvalResult`), the `reward` and `rl` config sections, and the seconds each role was busy.
-Out: trajectories with `Turn.reward`, `reward_terms`, `return_` and `advantage` filled, the list
-that goes to the learner, and a flat dict of metrics (prefix `rollout/`, `reward/`, `busy/`).
-Touches nothing else; no Ray.
+Out: `ScoredEpisode`s, made once and never changed after: per turn the rollout's `Turn`, its
+`EvalResult`, and the step's reward, reward terms, return and advantage (the learner's input), and a
+flat dict of metrics (prefix `rollout/`, `reward/`, `busy/`). The outcomes are not changed; no Ray.
 
 An episode whose generation or evaluation was lost on every retry (stop_reason 'error') has a
 last turn without a result: it is not trained on and is counted in `rollout/lost_episodes`.
@@ -18,15 +18,34 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from pipeline.config import RewardSection, RLSection
-from pipeline.records import Task, Trajectory
-from pipeline.rl.advantages import assign_returns_and_advantages
+from pipeline.records import EvalResult, Task, Trajectory, Turn
+from pipeline.rl.advantages import returns_and_advantages
 from pipeline.rl.reward import TERMS, compute_reward
 from pipeline.rollout.episodes import EpisodeOutcome
 
 ROLES = ("generator", "evaluator", "learner")
+
+
+@dataclass(frozen=True)
+class ScoredTurn:
+    """One judged turn as the learner and the metrics see it."""
+    turn: Turn                          # what the policy saw and wrote (the rollout's record)
+    result: EvalResult                  # how the evaluator judged it
+    reward: float
+    reward_terms: Mapping[str, float]   # each component of the reward
+    return_: float                      # discounted sum of this and later turns' rewards
+    advantage: float                    # within the group of the same task and turn index
+
+
+@dataclass(frozen=True)
+class ScoredEpisode:
+    """An episode fit for training (every turn judged), with its scored turns in order."""
+    trajectory: Trajectory
+    turns: tuple[ScoredTurn, ...]
 
 
 def ranker_preferences(outcomes: Sequence[EpisodeOutcome], tasks: dict[str, Task],
@@ -45,41 +64,39 @@ def ranker_preferences(outcomes: Sequence[EpisodeOutcome], tasks: dict[str, Task
     return out
 
 
-def score_outcomes(outcomes: Sequence[EpisodeOutcome], reward_cfg: RewardSection,
-                   preferences: Sequence[Sequence[float | None]] | None = None) -> list[Trajectory]:
-    """Set each turn's reward and terms from its EvalResult (and the ranker's preference, when the
-    ranker term is on); return the trajectories fit for training (every turn judged), in outcome order."""
-    usable = []
-    for k, outcome in enumerate(outcomes):
-        turns = outcome.trajectory.turns
-        if len(outcome.results) != len(turns) or not turns:
-            continue  # lost evaluation (or no turn at all): nothing to learn from
-        prefs = preferences[k] if preferences is not None else [None] * len(turns)
-        for turn, result, pref in zip(turns, outcome.results, prefs):
-            turn.reward, turn.reward_terms = compute_reward(result, reward_cfg, ranker_preference=pref)
-        usable.append(outcome.trajectory)
-    return usable
-
-
 def prepare_step(outcomes: Sequence[EpisodeOutcome], reward_cfg: RewardSection, rl_cfg: RLSection,
-                 preferences: Sequence[Sequence[float | None]] | None = None) -> list[Trajectory]:
-    """Rewards, discounted returns and group advantages of one step's episodes; the trainable trajectories."""
-    trajectories = score_outcomes(outcomes, reward_cfg, preferences)
-    assign_returns_and_advantages(trajectories, rl_cfg)
-    return trajectories
+                 preferences: Sequence[Sequence[float | None]] | None = None) -> list[ScoredEpisode]:
+    """Rewards (from each turn's EvalResult, and the ranker's preference when the ranker term is on),
+    discounted returns and group advantages of one step's episodes. Episodes whose evaluation was lost
+    (a turn without a result) or that have no turn are left out; the rest keep their order."""
+    usable = [(k, o) for k, o in enumerate(outcomes)
+              if o.trajectory.turns and len(o.results) == len(o.trajectory.turns)]
+    rewards = []
+    for k, o in usable:
+        prefs = preferences[k] if preferences is not None else [None] * len(o.results)
+        rewards.append([compute_reward(r, reward_cfg, ranker_preference=p) for r, p in zip(o.results, prefs)])
+    returns, advantages = returns_and_advantages(
+        [o.trajectory.task_id for _, o in usable], [[r for r, _ in rw] for rw in rewards],
+        [[r.verdict for r in o.results] for _, o in usable], rl_cfg)
+    return [ScoredEpisode(o.trajectory, tuple(
+                ScoredTurn(turn, result, reward, dict(terms), ret, adv)
+                for turn, result, (reward, terms), ret, adv in zip(o.trajectory.turns, o.results, rw, rets, advs)))
+            for (_, o), rw, rets, advs in zip(usable, rewards, returns, advantages)]
 
 
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def rollout_metrics(outcomes: Sequence[EpisodeOutcome], trajectories: Sequence[Trajectory]) -> dict[str, float]:
-    """Reward, correctness, speedup and turn statistics of one step (trajectories scored by prepare_step)."""
+def rollout_metrics(outcomes: Sequence[EpisodeOutcome], episodes: Sequence[ScoredEpisode]) -> dict[str, float]:
+    """Reward, correctness, speedup and turn statistics of one step (episodes scored by prepare_step)."""
+    trajectories = [e.trajectory for e in episodes]
+    scored = [t for e in episodes for t in e.turns]
     turns = [t for traj in trajectories for t in traj.turns]
     verdicts = Counter(t.verdict for t in turns)
-    finals = [traj.turns[-1] for traj in trajectories]
+    finals = [e.turns[-1] for e in episodes]
     correct_speedups = [t.speedup for t in turns if t.verdict == "correct" and t.speedup]
-    episode_returns = [sum(t.reward for t in traj.turns) for traj in trajectories]
+    episode_returns = [sum(t.reward for t in e.turns) for e in episodes]
     metrics: dict[str, float] = {
         "rollout/episodes": float(len(outcomes)),
         "rollout/lost_episodes": float(len(outcomes) - len(trajectories)),
@@ -89,10 +106,10 @@ def rollout_metrics(outcomes: Sequence[EpisodeOutcome], trajectories: Sequence[T
         "rollout/prompt_tokens_mean": _mean([len(t.prompt_ids) for t in turns]),
         "rollout/logprob_mean": _mean([lp for t in turns for lp in t.logprobs]),
         "rollout/truncated_fraction": _mean([float(t.finish_reason == "length") for t in turns]),
-        "reward/turn_mean": _mean([t.reward for t in turns]),
+        "reward/turn_mean": _mean([t.reward for t in scored]),
         "reward/episode_mean": _mean(episode_returns),
         "reward/final_turn_mean": _mean([t.reward for t in finals]),
-        "reward/advantage_abs_mean": _mean([abs(t.advantage) for t in turns]),
+        "reward/advantage_abs_mean": _mean([abs(t.advantage) for t in scored]),
         "correct/turn_fraction": _mean([float(t.verdict == "correct") for t in turns]),
         "correct/episode_fraction": _mean([float(any(t.verdict == "correct" for t in traj.turns))
                                            for traj in trajectories]),
@@ -102,7 +119,7 @@ def rollout_metrics(outcomes: Sequence[EpisodeOutcome], trajectories: Sequence[T
                                     for traj in trajectories if any(t.verdict == "correct" for t in traj.turns)]),
     }
     for term in TERMS:
-        metrics[f"reward/{term}_mean"] = _mean([t.reward_terms.get(term, 0.0) for t in turns])
+        metrics[f"reward/{term}_mean"] = _mean([t.reward_terms.get(term, 0.0) for t in scored])
     for verdict, n in sorted(verdicts.items(), key=lambda kv: str(kv[0])):
         metrics[f"verdict/{verdict}"] = n / max(len(turns), 1)
     for reason, n in Counter(o.trajectory.stop_reason for o in outcomes).items():

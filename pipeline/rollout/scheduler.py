@@ -13,7 +13,7 @@ Generation and evaluation are reached through `WorkQueue`s, `submit(*args) -> ti
 `next_completed(timeout_s) -> (ticket, result)`, so this module needs no Ray:
 - generation: `submit(requests, sampling) -> GenerationResult`;
 - evaluation: `submit(task, candidates) -> list[EvalResult]`.
-A result of another type (the pool's `ItemFailed`: an actor died on every retry) ends the
+An `ItemFailed` in place of a result (pipeline/lost_work.py: an actor died on every retry) ends the
 episodes of that call with stop_reason 'error'.
 Reproducible mode (`lockstep=True` with a `seed`): a batch is formed only when nothing is in flight,
 so each batch holds every episode ready for its next turn and its make-up does not depend on
@@ -32,6 +32,7 @@ from typing import Any, Callable, Protocol
 
 from pipeline.config import RolloutSection
 from pipeline.records import Candidate, EvalResult, Task
+from pipeline.lost_work import ItemFailed
 from pipeline.rollout.conversation import ChatFormat
 from pipeline.rollout.episodes import Episode, EpisodeOutcome
 from pipeline.rollout.generation import GenerationRequest, GenerationResult, Generator, SamplingSpec
@@ -196,7 +197,7 @@ class EpisodeScheduler:
 
     def _on_generated(self, groups: list[list[Episode]], result: GenerationResult, queued: set[int],
                       eval_jobs: dict, stats: RolloutStats) -> None:
-        if not isinstance(result, GenerationResult):  # the pool lost the call on every retry
+        if isinstance(result, ItemFailed):  # the pool lost the call on every retry
             for episode in (e for group in groups for e in group):
                 queued.discard(id(episode))
                 episode.fail(f"generation lost: {result}")
@@ -223,7 +224,7 @@ class EpisodeScheduler:
 
     @staticmethod
     def _on_evaluated(episodes: list[Episode], results: Any) -> None:
-        if not isinstance(results, list) or len(results) != len(episodes):
+        if isinstance(results, ItemFailed) or len(results) != len(episodes):
             for episode in episodes:
                 episode.fail(f"evaluation lost: {results}")
             return

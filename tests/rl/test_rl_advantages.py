@@ -5,9 +5,7 @@ import pytest
 import torch
 
 from pipeline.config import RLSection
-from pipeline.records import Trajectory, Turn
-from pipeline.rl.advantages import (assign_returns_and_advantages, discounted_returns, group_advantages,
-                                    group_ids)
+from pipeline.rl.advantages import discounted_returns, group_advantages, group_ids, returns_and_advantages
 
 
 def test_discounted_returns():
@@ -49,29 +47,25 @@ def test_group_ids_number_by_first_appearance():
     assert group_ids([("b", 0), ("a", 0), ("b", 0), ("b", 1)]).tolist() == [0, 1, 0, 2]
 
 
-def traj(task, episode, rewards):
-    turns = [Turn(prompt_ids=[1], response_ids=[2], logprobs=[-1.0], reward=r) for r in rewards]
-    return Trajectory(task_id=task, episode_id=episode, turns=turns)
-
-
-def test_trajectories_grouped_by_task_and_turn():
+def test_episodes_grouped_by_task_and_turn():
     # task a: two episodes, one stopped after its first turn; task b: a single episode
-    trajs = [traj("a", "a0", [0.0, 1.0]), traj("a", "a1", [1.0]), traj("b", "b0", [2.0, 2.0])]
-    assign_returns_and_advantages(trajs, RLSection(gamma=0.5, normalise_by_std=False))
-    assert [t.return_ for t in trajs[0].turns] == [0.5, 1.0]
-    assert [t.return_ for t in trajs[1].turns] == [1.0]
+    rewards = [[0.0, 1.0], [1.0], [2.0, 2.0]]
+    returns, adv = returns_and_advantages(["a", "a", "b"], rewards, [["correct"] * len(r) for r in rewards],
+                                          RLSection(gamma=0.5, normalise_by_std=False))
+    assert returns == [[0.5, 1.0], [1.0], [3.0, 2.0]]
     # group (a, turn 0) = [0.5, 1.0]: mean 0.75; (a, turn 1) and every b group are singletons
-    assert trajs[0].turns[0].advantage == pytest.approx(-0.25)
-    assert trajs[1].turns[0].advantage == pytest.approx(0.25)
-    assert trajs[0].turns[1].advantage == 0.0
-    assert [t.advantage for t in trajs[2].turns] == [0.0, 0.0]
+    assert adv[0][0] == pytest.approx(-0.25) and adv[1][0] == pytest.approx(0.25)
+    assert adv[0][1] == 0.0 and adv[2] == [0.0, 0.0]
 
 
 def test_turns_the_evaluator_could_not_judge_take_no_part_in_their_group():
-    trajs = [traj("a", f"a{k}", [r]) for k, r in enumerate([1.0, 0.0, 0.0])]
-    trajs[2].turns[0].verdict = "evaluator_error"
-    trajs[2].turns[0].advantage = 5.0
-    assign_returns_and_advantages(trajs, RLSection(gamma=1.0, normalise_by_std=False))
-    assert trajs[2].turns[0].advantage == 0.0
-    assert trajs[0].turns[0].advantage == pytest.approx(0.5)  # group mean 0.5 over the two judged turns,
-    assert trajs[1].turns[0].advantage == pytest.approx(-0.5)  # not 1/3 over all three
+    _, adv = returns_and_advantages(["a"] * 3, [[1.0], [0.0], [0.0]], [["correct"], ["incorrect"], ["evaluator_error"]],
+                                    RLSection(gamma=1.0, normalise_by_std=False))
+    assert adv[2][0] == 0.0
+    assert adv[0][0] == pytest.approx(0.5)  # group mean 0.5 over the two judged turns,
+    assert adv[1][0] == pytest.approx(-0.5)  # not 1/3 over all three
+
+
+def test_mismatched_lengths_are_refused():
+    with pytest.raises(ValueError, match="one verdict per reward"):
+        returns_and_advantages(["a"], [[1.0, 0.0]], [["correct"]], RLSection())

@@ -2,9 +2,16 @@
 import pytest
 import torch
 
-from pipeline.records import Trajectory, Turn
-from pipeline.rl.batch import (TrainSequence, collate, make_microbatches, pack_by_tokens,
-                               sequences_from_trajectories, split_across_ranks, split_minibatches)
+from pipeline.records import EvalResult, Trajectory, Turn
+from pipeline.rl.batch import (TrainSequence, collate, make_microbatches, pack_by_tokens, sequences_from_episodes,
+                               split_across_ranks, split_minibatches)
+from pipeline.rl.step import ScoredEpisode, ScoredTurn
+
+
+def scored(turns, advantages):
+    result = EvalResult(task_id="t", candidate_hash="h", format="c2cuda", verdict="incorrect")
+    return ScoredEpisode(Trajectory(task_id="t", episode_id="ep", turns=turns),
+                         tuple(ScoredTurn(t, result, 0.0, {}, 0.0, a) for t, a in zip(turns, advantages)))
 
 
 def seq(prompt_len, response_len, advantage=1.0, key=0):
@@ -13,10 +20,10 @@ def seq(prompt_len, response_len, advantage=1.0, key=0):
 
 
 def test_turns_become_aligned_rows():
-    turns = [Turn(prompt_ids=[1, 2, 3], response_ids=[7, 8], logprobs=[-0.5, -0.25], advantage=0.7),
-             Turn(prompt_ids=[1, 2, 3, 7, 8, 4], response_ids=[9], logprobs=[-2.0], advantage=-0.3),
-             Turn(prompt_ids=[1], response_ids=[], logprobs=[], advantage=0.0)]
-    seqs = sequences_from_trajectories([Trajectory(task_id="t", episode_id="ep", turns=turns)])
+    turns = [Turn(prompt_ids=[1, 2, 3], response_ids=[7, 8], logprobs=[-0.5, -0.25]),
+             Turn(prompt_ids=[1, 2, 3, 7, 8, 4], response_ids=[9], logprobs=[-2.0]),
+             Turn(prompt_ids=[1], response_ids=[], logprobs=[])]
+    seqs = sequences_from_episodes([scored(turns, [0.7, -0.3, 0.0])])
     assert [s.key for s in seqs] == [("ep", 0), ("ep", 1)]  # the empty response is skipped
     mb = collate(seqs, pad_id=0)
     assert mb.input_ids.tolist() == [[1, 2, 3, 7, 8, 0, 0], [1, 2, 3, 7, 8, 4, 9]]
@@ -41,7 +48,7 @@ def test_sft_weights_fill_the_response_mask():
 def test_logprob_count_mismatch_is_an_error():
     turn = Turn(prompt_ids=[1], response_ids=[2, 3], logprobs=[-1.0])
     with pytest.raises(ValueError, match="episode ep turn 0 has 2 response tokens but 1 logprobs"):
-        sequences_from_trajectories([Trajectory(task_id="t", episode_id="ep", turns=[turn])])
+        sequences_from_episodes([scored([turn], [0.0])])
 
 
 def test_microbatches_respect_the_token_budget():

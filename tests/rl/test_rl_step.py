@@ -1,5 +1,6 @@
 """A step's bookkeeping without Ray: rewards on turns (lost episodes left out), metrics by hand, busy
 fractions, the run state's RNG round trip, the metrics log on resume, and LoRA merging."""
+import dataclasses
 import json
 import math
 import random
@@ -35,7 +36,8 @@ def test_rewards_returns_and_metrics_by_hand():
     b = outcome("b", ["format_error", "format_error"], [result("format_error"), result("format_error")])
     lost = outcome("c", ["not_executed"], [], stop="error")  # its evaluation was lost: no result
     trajs = prepare_step([a, b, lost], cfg, RLSection(gamma=0.5, normalise_by_std=False))
-    assert [t.episode_id for t in trajs] == ["a", "b"]
+    assert [e.trajectory.episode_id for e in trajs] == ["a", "b"]
+    assert [t.result.verdict for t in trajs[0].turns] == ["compile_error", "correct"]  # each turn with its result
     correct = 1.0 + 0.5 * math.log(2.0) + 0.2 * 0.5
     assert [t.reward for t in trajs[0].turns] == pytest.approx([-0.3, correct])
     assert trajs[0].turns[1].reward_terms == pytest.approx({"base": 1.0, "speedup": 0.5 * math.log(2.0),
@@ -47,6 +49,8 @@ def test_rewards_returns_and_metrics_by_hand():
     assert trajs[0].turns[0].advantage == pytest.approx(gap / 2)
     assert trajs[1].turns[0].advantage == pytest.approx(-gap / 2)
 
+    with pytest.raises(dataclasses.FrozenInstanceError):  # scored once, never changed after
+        trajs[0].turns[0].advantage = 5.0
     m = rollout_metrics([a, b, lost], trajs)
     assert m["rollout/episodes"] == 3 and m["rollout/lost_episodes"] == 1 and m["rollout/turns"] == 4
     assert m["reward/turn_mean"] == pytest.approx((-0.3 + correct - 1.0) / 4)

@@ -4,6 +4,7 @@ import pytest
 
 from rollout_fakes import MAX_MODEL_LEN, FakeEvaluator, ScriptedGenerator, turn_of
 
+from pipeline.lost_work import ItemFailed
 from pipeline.rollout.conversation import ChatFormat
 from pipeline.rollout.scheduler import EpisodeScheduler, ThreadQueue, run_episodes_locally
 
@@ -58,7 +59,7 @@ def test_in_flight_limit_and_batch_limit(four_tasks, model_path, rollout_cfg):
 
 
 class LosingQueue:
-    """A queue whose calls come back as a pool's ItemFailed would: not the result the method returns."""
+    """A queue whose calls come back as a pool's are when their actor died on every retry."""
 
     def __init__(self):
         self.pending = []
@@ -68,7 +69,8 @@ class LosingQueue:
         return self.pending[-1]
 
     def next_completed(self, timeout_s=None):
-        return self.pending.pop(0), "item 0 lost its actor on all 3 attempts"
+        ticket = self.pending.pop(0)
+        return ticket, ItemFailed(ticket, "evaluate", 3, "ActorDiedError: the actor died")
 
 
 def test_lost_generation_or_evaluation_ends_episodes_with_error(four_tasks, model_path, rollout_cfg):
