@@ -29,6 +29,7 @@ from actors.learner import LearnerGroup
 from actors.ranker import make_ranker_actor
 from pipeline.config import RunConfig
 from pipeline.errors import UserError
+from pipeline.lost_work import ItemFailed
 from pipeline.rl.distributed import COLLECTIVE_ENV
 
 
@@ -49,6 +50,10 @@ def start_ray(cpus_needed: int, num_gpus: int | None = None) -> None:
     else:
         ray.init(num_cpus=max(os.cpu_count() or 1, cpus_needed), num_gpus=num_gpus, include_dashboard=False,
                  log_to_driver=False, runtime_env=ray_runtime_env())
+
+
+class ClusterStartError(UserError, RuntimeError):
+    """An actor could not be started even after the pool replaced it (a model that does not load, too little memory)."""
 
 
 class TaskStream:
@@ -122,7 +127,10 @@ class Training:
         loaded), through the supervised pools, so an actor that dies while starting is replaced as it
         would be in a step; the learner ranks are set up when this object is made."""
         for pool in self._pools:
-            pool.map("pid", [()] * pool.size)
+            lost = [r for r in pool.map("pid", [()] * pool.size) if isinstance(r, ItemFailed)]
+            if lost:
+                raise ClusterStartError(f"an actor died on every start ({lost[0]}); see the Ray logs of that "
+                                        f"actor (`ray logs`) for why, fix it and start again")
 
     @property
     def weight_version(self) -> int:

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.config import load_config  # noqa: E402
+from pipeline.lost_work import ItemFailed  # noqa: E402
 from pipeline.records import Candidate  # noqa: E402
 from pipeline.tasks import load_tasks  # noqa: E402
 
@@ -142,7 +143,12 @@ def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int
     per = {}
     for g, ((task, cands), rs) in enumerate(zip(groups, results)):
         copy = g // (len(groups) // repeats)
+        if isinstance(rs, ItemFailed):  # the group was lost on every retry: its candidates count as lost
+            rs = [rs] * len(cands)
         for impl_code, r in zip(cands, rs):
+            if isinstance(r, ItemFailed):
+                per[f"{task.id}/#{g}/lost"] = {"verdict": "lost", "reason": str(r)[:200], "speedup": None, "stage_s": {}}
+                continue
             name = next(i.name for i in task.implementations if i.code == impl_code.code)
             key = f"{task.id}/{name}" + (f"#{copy}" if copy else "")
             per[key] = {"verdict": r.verdict, "reason": r.reason[:200], "speedup": r.speedup, "stage_s": r.stage_s}

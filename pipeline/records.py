@@ -148,7 +148,7 @@ class ConfigResult(Record):
     """What happened on one input configuration."""
     name: str
     passed: bool | None = Field(default=None, description="None when not checked")
-    max_error: float | None = Field(default=None, description="max of |out-ref| / (rtol*|ref| + atol*rms(ref)); <= 1 passes")
+    max_error: float | None = Field(default=None, description="max of |out-ref| / (rtol*|ref| + atol*rms(ref) + atol_abs); <= 1 passes")
     error: str = ""
     time: Timing | None = None
     baseline_time: Timing | None = None

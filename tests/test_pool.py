@@ -217,3 +217,25 @@ def test_evaluate_groups_compiles_then_evaluates_in_order(tmp_path, builtin_task
     for (task, cands), rs in zip(groups, results):
         assert [r.task_id for r in rs] == [task.id] * len(cands)
         assert [r.verdict for r in rs] == ["not_executed", "compile_error"][:len(rs)]
+
+
+def test_wait_ready_names_an_actor_that_died_on_every_start():
+    from actors.cluster import ClusterStartError, Training
+    from pipeline.errors import UserError
+    from pipeline.lost_work import ItemFailed
+
+    class Pool:
+        size = 2
+
+        def __init__(self, results):
+            self.results = results
+
+        def map(self, method, args):
+            return self.results
+    cluster = Training.__new__(Training)
+    cluster._pools = [Pool([11, 12])]
+    cluster.wait_ready()  # every actor answered
+    cluster._pools.append(Pool([13, ItemFailed(1, "pid", 3, "ActorDiedError: out of memory")]))
+    with pytest.raises(ClusterStartError, match="died on every start.*out of memory") as e:
+        cluster.wait_ready()
+    assert isinstance(e.value, UserError)

@@ -225,9 +225,11 @@ def serve(rin, wout) -> None:
                 if not msg["slots"]:  # an empty or calibration batch (trusted children only): one operation
                     fill = max(4, int(msg.get("fill_bytes", 4)))  # per call it stands for, writing `fill_bytes`
                     if fill > scratch_bytes:  # each, so it costs the same launches, switches between processes
-                        if scratch:           # and wake-ups after GPU work as a batch of real calls
-                            driver.free(scratch)
-                        scratch, scratch_bytes = driver.alloc(fill), fill
+                        old, scratch, scratch_bytes = scratch, 0, 0  # and wake-ups after GPU work as a batch
+                        if old:                                      # of real calls (never left dangling)
+                            driver.free(old)
+                        scratch = driver.alloc(fill)
+                        scratch_bytes = fill
                     for _ in range(int(msg.get("launches", 1))):
                         driver.memset_async(scratch, 0, fill)
                 driver.record(events[1])
@@ -236,9 +238,9 @@ def serve(rin, wout) -> None:
                 send({"ok": not failed, "error": f"launch returned {failed[0]}" if failed else "",
                       "events_ms": driver.elapsed_ms(*events), "flags": runner.flags if runner else []})
             elif op == "free_scratch":  # trusted children: the calibration scratch back, when a group ends
-                if scratch:
-                    driver.free(scratch)
-                scratch, scratch_bytes = 0, 0
+                old, scratch, scratch_bytes = scratch, 0, 0
+                if old:
+                    driver.free(old)
                 send({"ok": True})
             elif op == "status":
                 send({"ok": True, "flags": runner.status() if runner else []})

@@ -324,16 +324,11 @@ class Evaluator:
     def release_group(self, group: GroupData) -> None:
         if group.baseline_child is not None:
             group.baseline_child.close()
-        for child in getattr(self, "_null_children", {}).values():  # their calibration scratch is the group's
-            if child.proc.poll() is None:
-                try:
-                    child.request({"op": "free_scratch"}, 60)
-                except ChildFailed:
-                    pass  # a trusted child that died is started again when next needed
         for ptr in group.arenas:
             if ptr:
                 self.driver.free(ptr)
         group.arenas = []
+        self._free_calibration_scratch()
         for buf in group.buffers:
             buf.ptr, buf.view = 0, None
         for cd in group.configs:  # the trusted side's tensors and models of this group, before the cache is emptied
@@ -431,6 +426,20 @@ class Evaluator:
                     view.copy_(value)
                     changed = True
         return changed
+
+    def _free_calibration_scratch(self) -> None:
+        """The trusted null children give back their calibration scratch (it belongs to the group that
+        ended); one that does not answer cleanly is ended, and started afresh when next needed."""
+        for key, child in list(getattr(self, "_null_children", {}).items()):
+            if child.proc.poll() is not None:
+                continue
+            try:
+                ok = child.request({"op": "free_scratch"}, 60).get("ok")
+            except Exception:  # noqa: BLE001 - whatever went wrong, a fresh child replaces this one
+                ok = False
+            if not ok:
+                child.close()
+                del self._null_children[key]
 
     def null_child(self, fmt: str) -> ChildProcess:
         """A trusted child that never loads candidate code, of the same kind as a `fmt` candidate's (with or

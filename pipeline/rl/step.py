@@ -74,6 +74,9 @@ def prepare_step(outcomes: Sequence[EpisodeOutcome], reward_cfg: RewardSection, 
     rewards = []
     for k, o in usable:
         prefs = preferences[k] if preferences is not None else [None] * len(o.results)
+        if len(prefs) != len(o.results):
+            raise ValueError(f"episode {o.trajectory.episode_id}: the ranker gave {len(prefs)} preferences for "
+                             f"{len(o.results)} judged turns; it must answer one per turn (None where not correct)")
         rewards.append([compute_reward(r, reward_cfg, ranker_preference=p) for r, p in zip(o.results, prefs)])
     returns, advantages = returns_and_advantages(
         [o.trajectory.task_id for _, o in usable], [[r for r, _ in rw] for rw in rewards],

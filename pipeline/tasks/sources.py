@@ -117,7 +117,8 @@ def kernelbench_task(path: str | Path, level: str | None = None) -> Task:
     configs = [InputConfig(name="seed0"), InputConfig(name="seed1"), InputConfig(name="timing", time=True)]
     return Task(id=task_id, kind="torch2cuda", family=kernelbench_family(path.stem),
                 description=f"KernelBench {level or 'problem'} {path.stem}", reference=text, configs=configs,
-                work=WorkModel(flops="0", bytes="0"), source_path=str(path), tolerance=KERNELBENCH_TOLERANCE)
+                work=WorkModel(flops="0", bytes="0"), source_path=str(path),
+                tolerance=KERNELBENCH_TOLERANCE.model_copy())
 
 
 def _problem_sort_key(f: Path):

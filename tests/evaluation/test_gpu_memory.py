@@ -295,3 +295,30 @@ def test_the_footprint_counts_the_calibration_childrens_scratch():
     assert group_footprint(big, 0, 0, calibration_max=cap) == group_footprint(big, 0, 0) + 2 * cap
     untimed = [ConfigBytes("seed0", GB, 4 * GB, 0, False)]
     assert group_footprint(untimed, 0, 0, calibration_max=cap) == group_footprint(untimed, 0, 0)
+
+
+def test_calibration_children_give_their_scratch_back_or_are_replaced():
+    """When a group ends, each live null child frees its calibration scratch; one that fails to is ended
+    (and started afresh when next needed), so a broken child cannot spoil later groups."""
+    from pipeline.evaluation.evaluator import Evaluator
+
+    class Child:
+        def __init__(self, reply=None, dead=False):
+            self.reply, self.closed, self.asked = reply, False, []
+            self.proc = type("P", (), {"poll": lambda _self: 1 if dead else None})()
+
+        def request(self, msg, timeout):
+            self.asked.append(msg["op"])
+            if isinstance(self.reply, Exception):
+                raise self.reply
+            return self.reply
+
+        def close(self):
+            self.closed = True
+    ev = Evaluator.__new__(Evaluator)
+    good, refused, broken, dead = Child({"ok": True}), Child({"ok": False}), Child(OSError("pipe")), Child(dead=True)
+    ev._null_children = {0: good, 1: refused, 2: broken, 3: dead}
+    ev._free_calibration_scratch()
+    assert good.asked == ["free_scratch"] and not good.closed
+    assert refused.closed and broken.closed and dead.asked == []
+    assert set(ev._null_children) == {0, 3}

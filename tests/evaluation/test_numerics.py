@@ -59,3 +59,15 @@ def test_the_trusted_reference_uses_the_same_mode(restore_mode):
     numerics.set_full_float32(torch)
     assert numerics.float32_mode(torch) == (False, False, "highest")
     assert numerics.mode_changes(torch, (False, False, "highest")) == []
+
+
+def test_a_candidate_using_the_newer_fp32_precision_setting_is_flagged_not_crashed(restore_mode):
+    numerics.set_full_float32(torch)
+    expected = numerics.float32_mode(torch)
+    saved = torch.backends.cudnn.conv.fp32_precision
+    try:
+        torch.backends.cudnn.conv.fp32_precision = "tf32"  # PyTorch then refuses to report the older flags
+        flags = numerics.mode_changes(torch, expected)
+    finally:
+        torch.backends.cudnn.conv.fp32_precision = saved
+    assert len(flags) == 1 and flags[0].startswith("precision-downgrade")

@@ -87,6 +87,8 @@ def test_ranker_term_reaches_correct_turns_only():
     assert trajs[0].turns[0].reward_terms["ranker"] == 0.0
     with pytest.raises(ValueError, match="no ranker preference"):  # the term on without preferences is an error
         prepare_step([a], RewardSection(w_ranker=0.3), RLSection())
+    with pytest.raises(ValueError, match="gave 1 preferences for 2 judged turns"):
+        prepare_step([a], RewardSection(w_ranker=0.3), RLSection(), [[0.6]])
 
 
 def test_ranker_term_without_a_checkpoint_is_a_config_error():
