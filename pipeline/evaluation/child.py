@@ -197,6 +197,12 @@ def serve(rin, wout) -> None:
     send({"ok": True, "sandbox": apply_sandbox(hello), "pid": os.getpid()})
     driver = runner = None
     scratch, scratch_bytes, events = 0, 0, None
+
+    def drop_scratch() -> None:  # the calibration scratch freed, its pointer never left dangling
+        nonlocal scratch, scratch_bytes
+        old, scratch, scratch_bytes = scratch, 0, 0
+        if old:
+            driver.free(old)
     for line in rin:
         msg = json.loads(line)
         op = msg["op"]
@@ -225,9 +231,7 @@ def serve(rin, wout) -> None:
                 if not msg["slots"]:  # an empty or calibration batch (trusted children only): one operation
                     fill = max(4, int(msg.get("fill_bytes", 4)))  # per call it stands for, writing `fill_bytes`
                     if fill > scratch_bytes:  # each, so it costs the same launches, switches between processes
-                        old, scratch, scratch_bytes = scratch, 0, 0  # and wake-ups after GPU work as a batch
-                        if old:                                      # of real calls (never left dangling)
-                            driver.free(old)
+                        drop_scratch()        # and wake-ups after GPU work as a batch of real calls
                         scratch = driver.alloc(fill)
                         scratch_bytes = fill
                     for _ in range(int(msg.get("launches", 1))):
@@ -238,9 +242,7 @@ def serve(rin, wout) -> None:
                 send({"ok": not failed, "error": f"launch returned {failed[0]}" if failed else "",
                       "events_ms": driver.elapsed_ms(*events), "flags": runner.flags if runner else []})
             elif op == "free_scratch":  # trusted children: the calibration scratch back, when a group ends
-                old, scratch, scratch_bytes = scratch, 0, 0
-                if old:
-                    driver.free(old)
+                drop_scratch()
                 send({"ok": True})
             elif op == "status":
                 send({"ok": True, "flags": runner.status() if runner else []})

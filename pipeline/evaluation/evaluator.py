@@ -376,8 +376,7 @@ class Evaluator:
                     return False, math.inf, f"modified its input '{group.buffers[b].name}'", True
         worst = 0.0
         for b, ref_out in expected.items():
-            ok, err, why = compare(group.buffers[b].view, ref_out.reshape(group.buffers[b].view.shape), tol.rtol, tol.atol,
-                                  tol.atol_abs)
+            ok, err, why = compare(group.buffers[b].view, ref_out.reshape(group.buffers[b].view.shape), tol)
             worst = max(worst, err)
             if not ok:
                 return False, err, f"output '{group.buffers[b].name.split('.', 1)[1]}': {why}", False

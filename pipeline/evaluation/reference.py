@@ -21,7 +21,7 @@ import numpy as np
 
 from pipeline.evaluation import light_abi
 from pipeline.evaluation.numerics import set_full_float32
-from pipeline.records import Task
+from pipeline.records import Task, Tolerance
 from pipeline.tasks import arg_dtype, config_params, eval_expr, is_pointer, parse_init
 
 FLOAT_KINDS = "f"
@@ -301,8 +301,7 @@ def adopt_baseline_outputs(group: GroupData, stage_inputs: Callable,
             continue
         for si in range(2):
             for b, ref_out in cd.expected[si].items():
-                ok, _, why = compare(got[si][b], ref_out, task.tolerance.rtol, task.tolerance.atol,
-                                      task.tolerance.atol_abs)
+                ok, _, why = compare(got[si][b], ref_out, task.tolerance)
                 if not ok:
                     raise TaskBroken(f"task {task.id}: the naive baseline disagrees with the C reference "
                                      f"on {cd.name}: {why}")
@@ -511,9 +510,9 @@ def to_device(group: GroupData) -> None:
 COMPARE_CHUNK = 1 << 25  # elements per step: the comparison's float64 temporaries stay near 1 GiB
 
 
-def compare(out, ref, rtol: float, atol: float, atol_abs: float = 0.0) -> tuple[bool, float, str]:
-    """(passed, max normalised error, reason) for torch tensors on one device.
-    Error per element is |out-ref| / (rtol*|ref| + atol*rms(ref) + atol_abs); NaN or Inf never pass.
+def compare(out, ref, tol: Tolerance) -> tuple[bool, float, str]:
+    """(passed, max normalised error, reason) for torch tensors on one device, at the task's tolerance:
+    error per element is |out-ref| / (rtol*|ref| + atol*rms(ref) + atol_abs); NaN or Inf never pass.
     Works through the tensors in chunks of COMPARE_CHUNK elements, so its temporaries stay small
     beside tensors of many GiB."""
     import torch
@@ -522,6 +521,7 @@ def compare(out, ref, rtol: float, atol: float, atol_abs: float = 0.0) -> tuple[
     o, r = out.reshape(-1), ref.reshape(-1)
     n = r.numel()
     chunks = [(k, min(k + COMPARE_CHUNK, n)) for k in range(0, n, COMPARE_CHUNK)]
+    rtol, atol, atol_abs = tol.rtol, tol.atol, tol.atol_abs
     if not ref.is_floating_point() and rtol == 0 and atol == 0 and atol_abs == 0:
         diff = sum(int((o[a:b] != r[a:b]).sum()) for a, b in chunks)
         return diff == 0, float(diff > 0), f"{diff} of {n} elements differ" if diff else ""

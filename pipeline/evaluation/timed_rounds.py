@@ -91,7 +91,7 @@ def check_slots(group: GroupData, cd: ConfigData, slots: list[int], fresh_sets: 
                 raise Stop("rejected", f"config {cd.name}: {what}, call {n + 1} modified its input "
                                        f"'{buf.name.split('.', 1)[1].split('#')[0]}'", ["input-mutation"])
             if j in want:
-                ok, _, why = compare(buf.view, want[j].reshape(buf.view.shape), tol.rtol, tol.atol, tol.atol_abs)
+                ok, _, why = compare(buf.view, want[j].reshape(buf.view.shape), tol)
                 if not ok:
                     raise Stop("incorrect", f"config {cd.name}: {what}, call {n + 1} of the batch was wrong: "
                                             f"output '{buf.name.split('.', 1)[1].split('#')[0]}': {why}",

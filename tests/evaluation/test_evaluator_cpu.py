@@ -16,7 +16,9 @@ from pipeline.evaluation.light_abi import SIZES_STRIDE, pack_sizes
 from pipeline.evaluation.reference import compare, poison_byte
 from pipeline.evaluation.sandbox import ChildFailed, ChildProcess
 from pipeline.evaluation.timing import summarize
-from pipeline.records import Candidate
+from pipeline.records import Candidate, Tolerance
+
+EXACT = Tolerance(rtol=0, atol=0)
 
 
 @pytest.fixture(scope="module")
@@ -125,17 +127,17 @@ def test_trim_log_keeps_errors_only():
 
 def test_compare_rule():
     ref = torch.linspace(-1, 1, 1000, dtype=torch.float64).float()
-    assert compare(ref.clone(), ref, 1e-4, 1e-4)[0]
-    assert not compare(ref * 1.01, ref, 1e-4, 1e-4)[0]
+    assert compare(ref.clone(), ref, Tolerance(rtol=1e-4, atol=1e-4))[0]
+    assert not compare(ref * 1.01, ref, Tolerance(rtol=1e-4, atol=1e-4))[0]
     nan = ref.clone()
     nan[5] = float("nan")
-    ok, err, why = compare(nan, ref, 1e-4, 1e-4)
+    ok, err, why = compare(nan, ref, Tolerance(rtol=1e-4, atol=1e-4))
     assert not ok and "NaN" in why
     # an absolute tolerance alone would let zeros pass for a long softmax row; the rms-relative one does not
     row = torch.softmax(torch.randn(100_000, dtype=torch.float64), 0).float()
-    assert not compare(torch.zeros_like(row), row, 1e-4, 1e-4)[0]
+    assert not compare(torch.zeros_like(row), row, Tolerance(rtol=1e-4, atol=1e-4))[0]
     ints = torch.arange(10, dtype=torch.int32)
-    assert compare(ints.clone(), ints, 0, 0)[0] and not compare(ints + 1, ints, 0, 0)[0]
+    assert compare(ints.clone(), ints, EXACT)[0] and not compare(ints + 1, ints, EXACT)[0]
 
 
 def test_poison_and_sizes_layout():

@@ -10,7 +10,10 @@ import torch
 from pipeline.evaluation import reference
 from pipeline.evaluation.gpu_memory import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout
 from pipeline.evaluation.reference import ConfigBytes, compare, config_bytes, group_footprint
+from pipeline.records import Tolerance
 from pipeline.tasks import kernelbench_task, load_tasks
+
+EXACT = Tolerance(rtol=0, atol=0)
 
 GB = 1 << 30
 
@@ -115,19 +118,19 @@ def test_chunked_comparison_matches_the_whole_tensor_rule(monkeypatch):
     monkeypatch.setattr(reference, "COMPARE_CHUNK", 1000)
     g = torch.Generator().manual_seed(0)
     ref = torch.randn(10_500, generator=g)
-    assert compare(ref.clone(), ref, 1e-4, 1e-4)[0]
+    assert compare(ref.clone(), ref, Tolerance(rtol=1e-4, atol=1e-4))[0]
     out = ref.clone()
     out[7777] += 1.0  # in the eighth chunk
-    ok, err, why = compare(out, ref, 1e-4, 1e-4)
+    ok, err, why = compare(out, ref, Tolerance(rtol=1e-4, atol=1e-4))
     assert not ok and "1 of 10500" in why and "flat index 7777" in why
     out = ref.clone()
     out[10_400] = float("nan")  # in the last, partial chunk
-    ok, _, why = compare(out, ref, 1e-4, 1e-4)
+    ok, _, why = compare(out, ref, Tolerance(rtol=1e-4, atol=1e-4))
     assert not ok and "1 of 10500 output elements are NaN" in why
     ints = torch.arange(5000)
     bad = ints.clone()
     bad[4999] += 1
-    assert compare(ints.clone(), ints, 0, 0)[0] and compare(bad, ints, 0, 0)[2] == "1 of 5000 elements differ"
+    assert compare(ints.clone(), ints, EXACT)[0] and compare(bad, ints, EXACT)[2] == "1 of 5000 elements differ"
 
 
 SMALL = PROBLEM.replace("batch = 1 << 20", "batch = 64").replace("features = 1024", "features = 32")

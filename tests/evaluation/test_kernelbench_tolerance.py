@@ -3,6 +3,7 @@
 import torch
 
 from pipeline.evaluation.reference import compare
+from pipeline.records import Tolerance
 from pipeline.tasks import kernelbench_task
 
 PROBLEM = '''import torch
@@ -30,8 +31,8 @@ def test_an_output_within_kernelbench_allclose_passes_a_kernelbench_task(tmp_pat
     ref = torch.softmax(torch.randn(64, 4096, generator=torch.Generator().manual_seed(0)), dim=1)  # rms ~ 3e-4
     out = ref + 0.9e-4 * torch.sign(torch.randn(ref.shape, generator=torch.Generator().manual_seed(1)))
     assert torch.allclose(out, ref, atol=1e-4, rtol=1e-4)  # KernelBench accepts it
-    assert compare(out, ref, tol.rtol, tol.atol, tol.atol_abs)[0]
-    assert not compare(out, ref, 1e-4, 1e-4)[0]  # the default relative tolerance of built-in tasks does not
+    assert compare(out, ref, tol)[0]
+    assert not compare(out, ref, Tolerance())[0]  # the default relative tolerance of built-in tasks does not
     wrong = ref + 3e-4
     assert not torch.allclose(wrong, ref, atol=1e-4, rtol=1e-4)
-    assert not compare(wrong, ref, tol.rtol, tol.atol, tol.atol_abs)[0]
+    assert not compare(wrong, ref, tol)[0]
