@@ -17,6 +17,8 @@ this trusted process, per-call milliseconds from CUDA events, the L2 flushed bef
   round_fresh        as a timed round does it: k new input sets made from a new seed and copied for the
                      reference just before, then the evaluator's own batch (timed_rounds._in_process_batch)
   round_fresh_idle   as round_fresh, the host idle for 20 ms before the window (a round's other work)
+  round_fresh_busy   as round_fresh, the GPU busy with a large matmul (some ms) just before the window:
+                     whether a GPU that idled during the host's work runs the first calls at lower clocks
 A table is printed at the end.
 """
 from __future__ import annotations
@@ -54,6 +56,8 @@ def main() -> None:
     def write(rows: list) -> None:
         Path(args.out).write_text(json.dumps({"gpu": ev.gpu_name, "date": datetime.now(timezone.utc).isoformat(
             timespec="seconds"), "rows": rows}, indent=1))
+    import torch
+    heat = torch.randn(4096, 4096, device="cuda")  # one product: about 3 ms of float32 work on an H200
     for task_id in PICKS:
         group = ev.prepare_group(tasks[task_id])
         try:
@@ -68,7 +72,7 @@ def main() -> None:
                 k = max(1, min(len(cd.slots), math.ceil(ev.cfg.timing_batch_s / max(one, 1e-7))))
                 sets = [cd.reference_copy(cd.fresh(100 + s)) for s in range(k)]
                 cols = ("single", "batch", "batch_drop", "batch_same", "batch_same_drop", "batch_warm_alloc",
-                        "single_queued", "batch_queued", "round_fresh", "round_fresh_idle")
+                        "single_queued", "batch_queued", "round_fresh", "round_fresh_idle", "round_fresh_busy")
                 res: dict[str, list[float]] = {p: [] for p in cols}
 
                 def window(calls, keep: bool, queued: bool = False) -> float:
@@ -90,11 +94,15 @@ def main() -> None:
                     res["batch_warm_alloc"].append(window(sets, True))
                     res["single_queued"].append(window(sets[:1], False, queued=True))
                     res["batch_queued"].append(window(sets, True, queued=True))
-                    for col, idle_s in (("round_fresh", 0.0), ("round_fresh_idle", 0.02)):
-                        seed = len(res[col]) * 64 + (1 << 20 if idle_s else 0)
+                    for n, (col, idle_s) in enumerate((("round_fresh", 0.0), ("round_fresh_idle", 0.02),
+                                                       ("round_fresh_busy", 0.0))):
+                        seed = len(res[col]) * 64 + (n << 20)
                         fresh = [cd.fresh(seed + s) for s in range(k)]
                         if idle_s:
                             time.sleep(idle_s)
+                        if col == "round_fresh_busy":
+                            heat @ heat
+                            clock.driver.synchronize()
                         res[col].append(1e3 * _in_process_batch(ev, cd.run_reference,
                                                                 [cd.reference_copy(f) for f in fresh])[0] / k)
                         del fresh
@@ -107,8 +115,8 @@ def main() -> None:
             print(f"{task_id}: {type(e).__name__}: {e}", flush=True)
         finally:
             ev.release_group(group)
-    cols = ("single", "single_queued", "batch", "batch_queued", "round_fresh", "round_fresh_idle", "batch_drop",
-            "batch_warm_alloc")
+    cols = ("single", "single_queued", "batch", "batch_queued", "round_fresh", "round_fresh_idle", "round_fresh_busy",
+            "batch_drop", "batch_warm_alloc")
     print(f"{'task config':36s} {'k':>3s} " + " ".join(f"{c[-12:]:>12s}" for c in cols))
     for r in rows:
         print(f"{r['task'] + ' ' + r['config']:36s} {r['k']:3d} " + " ".join(f"{r[c]:12.4f}" for c in cols))

@@ -13,8 +13,9 @@
    flushed before each, as KernelBench's harness and the previous protocol did), candidate and baseline
    alike, as the ratio trusted/single per speedup and per time: the protocol's own shift, free of
    day-to-day drift of the GPU.
-2. Stability: one kernel (saxpy naive, sgemm naive) timed in 8 separate evaluations; spread of
-   the per-configuration medians (max/min - 1).
+2. Stability: one kernel (saxpy naive, sgemm naive) timed in 10 separate evaluations; spread (max/min - 1)
+   of the per-configuration medians and of the speedup the evaluation reports (what reaches a reward: its
+   baseline is timed in the same rounds, so a change of the GPU's clocks between evaluations cancels).
 Figures go to JSON with the machine, versions and date; a table is printed at the end.
 """
 from __future__ import annotations
@@ -146,6 +147,7 @@ def stability(ev, tasks, runs: int) -> list:
         task = tasks[task_id]
         impl = next(i for i in task.implementations if i.name == impl_name)
         medians: dict[str, list[float]] = {}
+        speedups: list[float] = []
         # a comment makes each evaluation a new candidate (no result reuse); compiled all at once first
         cands = [Candidate(task_id=task.id, code=impl.code + f"\n// run {k}\n", format=impl.format) for k in range(runs)]
         from concurrent.futures import ThreadPoolExecutor
@@ -154,12 +156,14 @@ def stability(ev, tasks, runs: int) -> list:
         for cand in cands:
             r = ev.evaluate(task, [cand])[0]
             assert r.verdict == "correct", r.reason
+            speedups.append(r.speedup)
             for c in r.configs:
                 if c.time is not None:
                     medians.setdefault(c.name, []).append(c.time.median_ms)
         out.append({"task": task_id, "implementation": impl_name, "configs": {
             name: {"medians_ms": m, "median_ms": statistics.median(m), "spread_pct": 100 * (max(m) / min(m) - 1)}
-            for name, m in medians.items()}})
+            for name, m in medians.items()},
+            "speedups": speedups, "speedup_spread_pct": 100 * (max(speedups) / min(speedups) - 1)})
     return out
 
 
@@ -167,7 +171,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--before", default=str(ROOT / "benchmarks/results/evaluator_h200.json"))
-    ap.add_argument("--stability-runs", type=int, default=8, help="separate evaluations per stability kernel")
+    ap.add_argument("--stability-runs", type=int, default=10, help="separate evaluations per stability kernel")
     args = ap.parse_args()
     from pipeline.evaluation.evaluator import Evaluator
     tasks = {t.id: t for t in load_tasks("builtin")}
@@ -227,6 +231,8 @@ def main() -> None:
         for name, c in s["configs"].items():
             print(f"stability {s['task']}/{s['implementation']} {name}: median {c['median_ms']:.4f} ms, "
                   f"spread {c['spread_pct']:.2f} %")
+        print(f"stability {s['task']}/{s['implementation']} speedup: spread {s['speedup_spread_pct']:.2f} % "
+              f"over {len(s['speedups'])} evaluations")
     print(f"wrote {args.out}: {len(after)} candidates in {wall:.0f} s ({report['candidates_per_minute']:.1f}/min)")
 
 
