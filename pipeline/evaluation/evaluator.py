@@ -40,17 +40,16 @@ from pipeline.evaluation.reference import (GroupData, TaskBroken, add_timing_slo
 from pipeline.evaluation.result_cache import ResultCache
 from pipeline.evaluation.sandbox import ChildFailed, ChildProcess, SandboxUnavailable
 from pipeline.evaluation.timed_rounds import CALIBRATION_FILL_MAX
-from pipeline.evaluation.timing import TrustedClock, float32_heat, time_calls
+from pipeline.evaluation.timing import TrustedClock, time_calls
 from pipeline.records import Candidate, EvalResult, Finding, Task
 
-EVALUATOR_VERSION = "10"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list;
+EVALUATOR_VERSION = "9"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list;
 # 4: check sets made on the device from seeds, events believed within the noise, chunked checksums;
 # 5: the batch overhead from trusted calibration batches that do GPU work and the in-window checksum;
 # 6: KernelBench output copies taken off per call, busy calibrations repeated;
 # 7: device allocations in whole 2 MiB pages (children map them with large pages);
 # 8: a PyTorch reference's batch opens with the L2 flush queued, not an idle GPU;
-# 9: a KernelBench-format candidate's process runs in the reference's full-float32 mode (TF32 off);
-# 10: a baseline's window opens on a GPU warmed by the evaluator's own work (TrustedClock.warm)
+# 9: a KernelBench-format candidate's process runs in the reference's full-float32 mode (TF32 off)
 
 
 @dataclass
@@ -82,7 +81,7 @@ class Evaluator:
             self.driver = Driver(0)
             self.gpu_name = self.driver.info().name
             self.flush_ptr = self.driver.alloc(eval_cfg.l2_flush_bytes)
-            self.clock = TrustedClock(self.driver, self.flush_ptr, eval_cfg.l2_flush_bytes, heat=float32_heat())
+            self.clock = TrustedClock(self.driver, self.flush_ptr, eval_cfg.l2_flush_bytes)
             self.memory = MemoryBudget(self.visible, int(self.driver.total_memory() * eval_cfg.gpu_memory_fraction))
             self._null_children: dict[bool, ChildProcess] = {}
             self._probe_child_user()

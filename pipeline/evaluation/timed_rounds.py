@@ -348,7 +348,6 @@ def _baseline_batch(ev, group: GroupData, ci: int, cd: ConfigData, slots: list[i
         return seconds, [dict(zip(outs, r)) for r in results]
     # c2cuda: the naive baseline in its trusted child, whose CUDA events are trusted
     stage(ev.driver, group, [cd.baseline_slots[k] for k in slots], fresh_sets)
-    ev.clock.warm()  # the window opens on a warm GPU, as the reference's does (timing.py)
     ev.clock.flush_l2()
     try:  # the baseline child's slot k + 1 is cd.baseline_slots[k] (its slot 0 is the checked set)
         reply = group.baseline_child.request({"op": "run", "config": ci, "slots": [k + 1 for k in slots]},
@@ -362,9 +361,10 @@ def _baseline_batch(ev, group: GroupData, ci: int, cd: ConfigData, slots: list[i
 
 
 def _in_process_batch(ev, call, fresh_sets: list[dict]) -> tuple[float, list]:
-    """Seconds of a batch of trusted calls in this process, from this process's own CUDA events, on a warm
-    GPU, the L2 flush queued just before the window (an idle GPU would add the host's first launch to the
-    window; benchmarks/reference_batch.py measures these shapes)."""
+    """Seconds of a batch of trusted calls in this process, from this process's own CUDA events, the L2
+    flush queued just before the window (an idle GPU would add the host's first launch to the window:
+    a PyTorch reference's batch came out 1.05-1.13x its conventional per-call time on the H200,
+    benchmarks/results/trusted_timing_h200.json; benchmarks/reference_batch.py measures both shapes)."""
     results: list = []
     seconds = ev.clock.events(lambda: results.extend(call(f) for f in fresh_sets), flush_first=True)
     return seconds, results

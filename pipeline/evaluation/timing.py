@@ -11,14 +11,6 @@ flush_first=True)`), so the host's first launch of a Python model is not in it. 
 batch still opens on an idle GPU; what its first launch adds is, per call, the calibration's
 launch gap against the candidate's, a few microseconds over a batch of about `eval.timing_batch_s`.
 
-A baseline's window follows the round's host work (new inputs, the previous round's checks), during
-which the GPU idles. On the H200 a PyTorch reference timed after 20 ms of idle host ran up to 10 %
-slower per call than the same batch right after other GPU work, and inside the evaluator's rounds up
-to 11 % slower (benchmarks/results/reference_batch_h200.json, round_fresh_idle and round_fresh_busy),
-which inflated every torch2cuda speedup. So a baseline's window opens on a warm GPU: `warm()` runs
-the evaluator's own fixed work (`heat`, some milliseconds of float32 products) just before it. The
-candidate's window needs none: it follows the calibration batch's GPU work directly.
-
     clock = TrustedClock(driver)
     t = clock.batch(run)   # run() sends "go" and waits for "done" (or launches the calls in-process)
     t.seconds, t.probe_before_s, t.probe_after_s
@@ -50,10 +42,9 @@ class BatchTime:
 class TrustedClock:
     """Batches timed by the trusted process's clock (see the module docstring)."""
 
-    def __init__(self, driver, flush_ptr: int = 0, flush_bytes: int = 0, heat: Callable[[], None] | None = None):
+    def __init__(self, driver, flush_ptr: int = 0, flush_bytes: int = 0):
         self.driver = driver
         self.flush_ptr, self.flush_bytes = flush_ptr, flush_bytes
-        self.heat = heat
         self.probe_ptr = driver.alloc(256)
         self._flushes = 0
 
@@ -68,12 +59,6 @@ class TrustedClock:
         """Evict the L2 (outside any timed window) so every batch starts cold."""
         self._queue_flush()
         self.driver.synchronize()
-
-    def warm(self) -> None:
-        """Queue the evaluator's own warm-up work, so the next window opens on a GPU at its working
-        clocks rather than one that idled during the host's work (see the module docstring)."""
-        if self.heat is not None:
-            self.heat()
 
     def _queue_flush(self) -> None:
         """Queue the L2 flush (a memset of a new byte over the flush buffer) without waiting for it."""
@@ -99,7 +84,6 @@ class TrustedClock:
         if not hasattr(self, "_events"):
             self._events = (self.driver.event(), self.driver.event())
         if flush_first:
-            self.warm()
             self.driver.synchronize()
             self._queue_flush()
         self.driver.record(self._events[0])
@@ -111,23 +95,6 @@ class TrustedClock:
     def overhead(self, run_empty: Callable[[], None], repeats: int = 15) -> float:
         """Median seconds of an empty batch of this kind (what every batch costs besides its calls)."""
         return statistics.median(self.batch(run_empty).seconds for _ in range(repeats))
-
-
-def float32_heat(side: int = 2048, products: int = 8) -> Callable[[], None]:
-    """The warm-up work of `TrustedClock.warm`: `products` float32 products of one side x side matrix on
-    the current device (about 2.5 ms on an H200 at 2048 x 8), queued without waiting. Its two matrices
-    (32 MiB at 2048) are made on the first call and kept."""
-    held: list = []
-
-    def heat() -> None:
-        import torch
-        if not held:
-            a = torch.rand(side, side, device="cuda")
-            held.extend((a, torch.empty_like(a)))
-        a, out = held
-        for _ in range(products):
-            torch.mm(a, a, out=out)
-    return heat
 
 
 def time_calls(driver, call: Callable[[], None], flush_ptr: int, flush_bytes: int,

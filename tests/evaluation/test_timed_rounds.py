@@ -141,31 +141,6 @@ def test_the_candidate_is_frozen_outside_its_own_batches():
     assert seen and all(seen) and not child.frozen  # frozen while inputs are made, thawed at the end
 
 
-def test_every_baseline_window_opens_right_after_the_evaluators_warm_up_work():
-    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y))
-    log = []
-    ev.clock = TrustedClock(ev.driver, heat=lambda: log.append("heat"))
-    baseline_request = group.baseline_child.request
-
-    def request(msg, timeout_s):
-        log.append("baseline")
-        return baseline_request(msg, timeout_s)
-    group.baseline_child.request = request
-    time_config(ev, group, 0, cd, child, "c2cuda")
-    windows = [i for i, what in enumerate(log) if what == "baseline"]
-    assert len(windows) >= 3 and all(i > 0 and log[i - 1] == "heat" for i in windows)
-
-
-def test_an_in_process_window_opens_after_the_warm_up_work_and_before_its_calls():
-    driver, log = FakeDriver(), []
-    driver.event = lambda: len(log)
-    driver.record = lambda event, stream=0: log.append("record")
-    driver.elapsed_ms = lambda a, b: 1.0
-    clock = TrustedClock(driver, heat=lambda: log.append("heat"))
-    clock.events(lambda: log.append("call"), flush_first=True)
-    assert log == ["heat", "record", "call", "record"]
-
-
 def test_every_timed_call_is_checked_so_skipping_later_calls_fails():
     ev, group, cd, child = make(lambda n, x, y: saxpy(x, y) if n <= 3 else None)
     with pytest.raises(Stop) as stop:
