@@ -44,7 +44,7 @@ for step in $steps; do
              tests/evaluation/test_sandbox.py >> "$OUT/trust.log" 2>&1 ;;
     kernelbench) kb=.kernelbench/KernelBench
            timeout 200 python3 benchmarks/kernelbench_memory.py --kernelbench-dir .kernelbench --levels 1,2 --top 10 \
-             --answers benchmarks/kernelbench_answers --ours --config configs/h200.yaml --budget-s 170 \
+             --answers benchmarks/kernelbench_answers --ours --config configs/h200.yaml --budget-s 170 --perf-trials 5 \
              --out "$OUT/kernelbench_memory_h200.json" > "$OUT/kernelbench.log" 2>&1
            timeout 340 python3 benchmarks/kernelbench_baseline.py --kernelbench-dir .kernelbench --level 1 --budget-s 320 \
              --out "$OUT/kernelbench_baseline_h200.json" >> "$OUT/kernelbench.log" 2>&1 ;;

@@ -152,11 +152,12 @@ def _timing(torch, fn, inputs, device, trials: int) -> None:
 
 
 def _inputs_on(torch, ctx: dict, device) -> list:
-    """get_inputs() made on the GPU itself: KernelBench makes them on the CPU and copies them over, which
-    leaves the same tensors on the GPU (its peak is unchanged) but takes minutes at today's 6 GiB sizes."""
-    with torch.device(device):
-        raw = ctx["get_inputs"]()
-    return [x.to(device=device, dtype=torch.float32) if isinstance(x, torch.Tensor) else x for x in raw]
+    """get_inputs() made on the GPU itself (kernelbench_baseline.make_inputs: KernelBench makes them on the CPU
+    and copies them over, which leaves the same tensors on the GPU, so its peak is unchanged, but takes
+    minutes at today's 6 GiB sizes), as float32 as KernelBench's evaluation casts them."""
+    from benchmarks.kernelbench_baseline import make_inputs
+    return [x.to(dtype=torch.float32) if isinstance(x, torch.Tensor) else x
+            for x in make_inputs(torch, ctx, device, on_gpu=True)]
 
 
 def kernelbench_procedure(torch, ref_src: str, new_src: str | None, device, correct_trials: int,
@@ -249,7 +250,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--ours", action="store_true", help="also measure our evaluator with the answer")
     p.add_argument("--config", default="configs/h200.yaml", help="run configuration for --ours")
     p.add_argument("--correct-trials", type=int, default=5)
-    p.add_argument("--perf-trials", type=int, default=100)
+    p.add_argument("--perf-trials", type=int, default=100,
+                   help="timing trials of each model (KernelBench: 100); the peak is reached in the first, as the "
+                        "caching allocator reuses its blocks after, so fewer measure the same peak sooner")
     p.add_argument("--budget-s", type=float, default=0.0, help="start no problem after this many seconds (0: none)")
     p.add_argument("--out", default="kernelbench_memory.json")
     args = p.parse_args(argv)

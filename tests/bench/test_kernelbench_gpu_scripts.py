@@ -77,3 +77,15 @@ def test_memory_sampler_keeps_the_peak(scripts):
     with memory.DeviceMemorySampler(lambda: next(values), interval_s=0.0) as sampler:
         pass
     assert sampler.peak == 9
+
+
+def test_inputs_are_made_on_the_device_itself_not_copied_there(scripts):
+    baseline, _ = scripts
+    import torch
+    huge = (KB / "level1" / "1_Scaled_Tanh.py").read_text().replace("batch_size = 8", "batch_size = 4096") \
+        .replace("features = 777", "features = 393216")  # 6 GiB: made on the meta device, never allocated
+    context: dict = {}
+    exec(compile(huge, "<problem>", "exec"), context)
+    inputs = baseline.make_inputs(torch, context, torch.device("meta"), on_gpu=True)
+    assert [x.device.type for x in inputs if isinstance(x, torch.Tensor)] == ["meta"]
+    assert inputs[0].shape == (4096, 393216)
