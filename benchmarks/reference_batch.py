@@ -19,6 +19,13 @@ this trusted process, per-call milliseconds from CUDA events, the L2 flushed bef
   round_fresh_idle   as round_fresh, the host idle for 20 ms before the window (a round's other work)
   round_fresh_busy   as round_fresh, the GPU busy with a large matmul (some ms) just before the window:
                      whether a GPU that idled during the host's work runs the first calls at lower clocks
+  child_alive        as round_fresh, with the evaluator's trusted null child (a second process with its own
+                     CUDA context, as a candidate's child is in a round) started and idle
+  child_frozen       as child_alive, the child frozen (SIGSTOP) as a candidate's is while the baseline runs
+  after_child_batch  as child_alive, right after the child ran an empty batch (the GPU switching contexts)
+In the evaluator's rounds the reference ran up to 11 % slower per call than its single calls, while
+round_fresh, round_fresh_idle and round_fresh_busy stayed within a few % of batch_queued: the child_*
+columns test whether the other processes' contexts are the difference.
 A table is printed at the end.
 """
 from __future__ import annotations
@@ -72,7 +79,8 @@ def main() -> None:
                 k = max(1, min(len(cd.slots), math.ceil(ev.cfg.timing_batch_s / max(one, 1e-7))))
                 sets = [cd.reference_copy(cd.fresh(100 + s)) for s in range(k)]
                 cols = ("single", "batch", "batch_drop", "batch_same", "batch_same_drop", "batch_warm_alloc",
-                        "single_queued", "batch_queued", "round_fresh", "round_fresh_idle", "round_fresh_busy")
+                        "single_queued", "batch_queued", "round_fresh", "round_fresh_idle", "round_fresh_busy",
+                        "child_alive", "child_frozen", "after_child_batch")
                 res: dict[str, list[float]] = {p: [] for p in cols}
 
                 def window(calls, keep: bool, queued: bool = False) -> float:
@@ -106,6 +114,24 @@ def main() -> None:
                         res[col].append(1e3 * _in_process_batch(ev, cd.run_reference,
                                                                 [cd.reference_copy(f) for f in fresh])[0] / k)
                         del fresh
+                try:  # the same fresh-set batch beside a second process's CUDA context
+                    from pipeline.evaluation.timed_rounds import _empty_batch
+                    child = ev.null_child("c2cuda")
+                    ci = group.configs.index(cd)
+                    for t in range(args.trials):
+                        for n, col in enumerate(("child_alive", "child_frozen", "after_child_batch")):
+                            if col == "after_child_batch":
+                                _empty_batch(ev, ci, "c2cuda")
+                            if col == "child_frozen":
+                                child.freeze()
+                            fresh = [cd.fresh((t + 7) * 64 + s + (n + 8 << 20)) for s in range(k)]
+                            res[col].append(1e3 * _in_process_batch(ev, cd.run_reference,
+                                                                    [cd.reference_copy(f) for f in fresh])[0] / k)
+                            child.thaw()
+                            del fresh
+                except Exception as e:  # noqa: BLE001 - a benchmark row: the other columns stand
+                    print(f"{task_id} {cd.name}: child columns: {type(e).__name__}: {e}", flush=True)
+                res = {c: v for c, v in res.items() if v}
                 row = {"task": task_id, "config": cd.name, "k": k, **{p: statistics.median(v) for p, v in res.items()}}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -115,11 +141,11 @@ def main() -> None:
             print(f"{task_id}: {type(e).__name__}: {e}", flush=True)
         finally:
             ev.release_group(group)
-    cols = ("single", "single_queued", "batch", "batch_queued", "round_fresh", "round_fresh_idle", "round_fresh_busy",
-            "batch_drop", "batch_warm_alloc")
+    cols = ("single", "single_queued", "batch_queued", "round_fresh", "round_fresh_idle", "round_fresh_busy",
+            "child_alive", "child_frozen", "after_child_batch")
     print(f"{'task config':36s} {'k':>3s} " + " ".join(f"{c[-12:]:>12s}" for c in cols))
     for r in rows:
-        print(f"{r['task'] + ' ' + r['config']:36s} {r['k']:3d} " + " ".join(f"{r[c]:12.4f}" for c in cols))
+        print(f"{r['task'] + ' ' + r['config']:36s} {r['k']:3d} " + " ".join(f"{r.get(c, float('nan')):12.4f}" for c in cols))
 
 
 if __name__ == "__main__":
