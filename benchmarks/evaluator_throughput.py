@@ -10,8 +10,13 @@
    ones included) through the Ray compile pool and the evaluator pool of one GPU, caches empty;
    once with one evaluator on the GPU and once with `--workers-per-gpu` evaluators sharing it
    (correctness work overlaps, timing stays exclusive), side by side.
+   Also the GRPO shape (`--group-task`, `--group-size`): one task, 64 samples, each a distinct candidate
+   (the task's implementations in turn, each copy marked by a comment), one group.
 3. Verdict agreement on the 8 shared candidates.
 4. Timing stability: one kernel timed in 10 separate evaluations; spread of the medians.
+5. Where the time goes: per run, the seconds of each stage summed over its candidates (EvalResult.stage_s:
+   gate, compile, load, check, timing, and within timing the lock wait and each part of the rounds),
+   per candidate and as a share of the top-level stages (`stage_breakdown`).
 Figures go to JSON with the machine, versions and date.
 """
 from __future__ import annotations
@@ -121,14 +126,41 @@ def candidate_groups(tasks: dict) -> list:
     return groups
 
 
-def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int = 1) -> dict:
+TOP_STAGES = ("gate", "compile", "load", "check", "timing")
+
+
+def stage_breakdown(per_candidate: dict) -> dict:
+    """Seconds per stage summed over the candidates' stage_s, the mean per candidate that has the stage, and
+    each top-level stage's share of all top-level seconds (the timing_* parts as a share of them too)."""
+    totals: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for row in per_candidate.values():
+        for stage, seconds in (row.get("stage_s") or {}).items():
+            totals[stage] = totals.get(stage, 0.0) + seconds
+            counts[stage] = counts.get(stage, 0) + 1
+    top = sum(totals.get(s, 0.0) for s in TOP_STAGES)
+    return {stage: {"total_s": total, "mean_s": total / counts[stage], "share": total / top if top else None}
+            for stage, total in sorted(totals.items(), key=lambda kv: -kv[1])}
+
+
+def sample_group(task, size: int) -> list:
+    """One task's GRPO-shaped group: `size` distinct candidates, its c2cuda/light implementations in turn,
+    each copy marked by a comment (so none is a duplicate the evaluator would skip)."""
+    impls = [i for i in task.implementations if i.format in ("c2cuda", "light")]
+    if not impls:
+        raise SystemExit(f"--group-task {task.id} has no c2cuda or light implementation; name one that has.")
+    return [Candidate(task_id=task.id, code=impls[k % len(impls)].code + f"\n// sample {k}\n",
+                      format=impls[k % len(impls)].format) for k in range(size)]
+
+
+def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int = 1, groups: list | None = None) -> dict:
     """The candidate set through the compile pool and an evaluator pool on `num_gpus` GPUs (a Ray of its own).
     With `repeats` > 1 the set is evaluated that many times over, each copy of a task a group of its own
     (compiled once through the compile cache, executed and timed every time)."""
     import ray
     from actors.evaluation import evaluate_groups, make_compiler_pool, make_evaluator_pool
     from actors.cluster import start_ray
-    groups = candidate_groups(tasks) * repeats
+    groups = groups if groups is not None else candidate_groups(tasks) * repeats
     n = sum(len(c) for _, c in groups)
     cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"workers_per_gpu": workers_per_gpu})})
     start_ray(os.cpu_count() or 1, num_gpus=num_gpus)
@@ -149,15 +181,16 @@ def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int
             if isinstance(r, ItemFailed):
                 per[f"{task.id}/#{g}/lost"] = {"verdict": "lost", "reason": str(r)[:200], "speedup": None, "stage_s": {}}
                 continue
-            name = next(i.name for i in task.implementations if i.code == impl_code.code)
-            key = f"{task.id}/{name}" + (f"#{copy}" if copy else "")
+            name = next((i.name for i in task.implementations if i.code == impl_code.code), None)
+            key = f"{task.id}/{name}" + (f"#{copy}" if copy else "") if name else f"{task.id}/sample{len(per)}"
             per[key] = {"verdict": r.verdict, "reason": r.reason[:200], "speedup": r.speedup, "stage_s": r.stage_s}
     verdicts: dict[str, int] = {}
     for v in per.values():
         verdicts[v["verdict"]] = verdicts.get(v["verdict"], 0) + 1
     return {"workers_per_gpu": workers_per_gpu, "gpus": num_gpus, "candidates": n, "wall_s": wall,
             "seconds_per_candidate": wall / n, "candidates_per_minute": 60 * n / wall,
-            "candidates_per_minute_per_gpu": 60 * n / wall / num_gpus, "verdicts": verdicts, "per_candidate": per}
+            "candidates_per_minute_per_gpu": 60 * n / wall / num_gpus, "verdicts": verdicts,
+            "stage_breakdown": stage_breakdown(per), "per_candidate": per}
 
 
 def stability(tasks: dict, cfg, task_id: str, runs: int = 10) -> dict:
@@ -194,6 +227,8 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--skip-conventional", action="store_true")
     ap.add_argument("--workers-per-gpu", type=int, default=4, help="evaluators sharing the GPU in the second run")
+    ap.add_argument("--group-task", default="c2cuda/saxpy", help="the task of the GRPO-shaped group ('' skips it)")
+    ap.add_argument("--group-size", type=int, default=64)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="cudaperf-bench-"))
     def config(cache: str):  # each run starts from an empty compile cache
@@ -203,10 +238,21 @@ def main() -> None:
     tasks = {t.id: t for t in load_tasks("builtin")}
     report = {"machine": machine()}
     report["ours_one_worker"] = ours(tasks, config("cache-1"), 1)
-    print("ours, 1 evaluator:", {k: v for k, v in report["ours_one_worker"].items() if k != "per_candidate"}, flush=True)
+    print("ours, 1 evaluator:", {k: v for k, v in report["ours_one_worker"].items() if k not in ("per_candidate", "stage_breakdown")}, flush=True)
     report["ours"] = ours(tasks, cfg, args.workers_per_gpu)
     print(f"ours, {args.workers_per_gpu} evaluators:",
-          {k: v for k, v in report["ours"].items() if k != "per_candidate"}, flush=True)
+          {k: v for k, v in report["ours"].items() if k not in ("per_candidate", "stage_breakdown")}, flush=True)
+    if args.group_task:
+        group = [(tasks[args.group_task], sample_group(tasks[args.group_task], args.group_size))]
+        report["ours_group"] = ours(tasks, config("cache-group"), args.workers_per_gpu, groups=group)
+        print(f"ours, one group of {args.group_size} ({args.group_task}), {args.workers_per_gpu} evaluators:",
+              {k: v for k, v in report["ours_group"].items() if k not in ("per_candidate", "stage_breakdown")},
+              flush=True)
+    for run in ("ours_one_worker", "ours", "ours_group"):
+        if run in report:
+            print(f"stages of {run} (s per candidate, share):", ", ".join(
+                f"{s} {v['mean_s']:.3f} ({100 * v['share']:.0f} %)" for s, v in report[run]["stage_breakdown"].items()
+                if v["share"] is not None), flush=True)
     report["stability"] = [stability(tasks, cfg, "c2cuda/saxpy"), stability(tasks, cfg, "c2cuda/sgemm")]
     print("stability:", json.dumps(report["stability"])[:1500], flush=True)
     if not args.skip_conventional:

@@ -188,7 +188,7 @@ class EvalResult(Record):
     features: dict[str, float | int | str | bool] = Field(default_factory=dict)
     flags: list[str] = Field(default_factory=list, description="anti-hack rules raised")
     findings: list[Finding] = Field(default_factory=list)
-    stage_s: dict[str, float] = Field(default_factory=dict, description="seconds per stage: gate, compile, load, check, timing")
+    stage_s: dict[str, float] = Field(default_factory=dict, description="seconds per stage: gate, compile, load, check, timing, and within timing the lock wait and each part of the rounds (timing_<part>, timed_rounds.STAGES)")
     gpu: str = ""
     peak_memory_bytes: int | None = Field(None, description="device memory the evaluator's trusted process held at "
                                           "its peak for this candidate's group (buffers, references, slots); the "

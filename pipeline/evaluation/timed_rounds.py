@@ -62,6 +62,19 @@ class Times:
         self.overhead_ms = 0.0
         self.disagreements = 0  # rounds whose claimed time lay below what the trusted clock allows
         self.claims_believed = True  # False: the candidate's own times were not believed (see believed_times)
+        self.stage_s: dict[str, float] = {}  # wall seconds per part of the rounds (STAGES), for the breakdown
+
+    def spent(self, stage: str, since: float) -> float:
+        """Add the seconds from `since` to now to `stage`; returns now."""
+        now = time.perf_counter()
+        self.stage_s[stage] = self.stage_s.get(stage, 0.0) + now - since
+        return now
+
+
+# the parts of a configuration's rounds in Times.stage_s: the null child's warm-up batches; new inputs (the
+# probe before a round, inputs made, copied for the reference, staged, the in-window checksums prepared); the baseline's batch (and the torch.compile'd reference's); the
+# calibration batches; the candidate's window; the checks of every slot after it
+STAGES = ("warm_up", "inputs", "baseline", "calibration", "candidate", "check")
 
 
 def stage(driver, group: GroupData, slot_buffers: list[list[int]], fresh_sets: list[dict]) -> None:
@@ -171,6 +184,7 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
     import statistics
     cfg, clock = ev.cfg, ev.clock
     times = Times()
+    t_start = time.perf_counter()
     outs = _out_positions(group, cd)
     fill = sum(group.buffers[cd.buffers[j]].nbytes for j in outs)  # bytes one call writes
     for _ in range(3):
@@ -181,6 +195,7 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
     deadline = time.perf_counter() + cfg.timing_budget_s
     rounds = busy = 0
     claims, trusted, overheads = [], [], []  # per call, ms, of the timed rounds; overhead seconds per batch
+    t = times.spent("warm_up", t_start)
     while True:
         slots = list(range(n_calls))
         child.freeze()
@@ -189,13 +204,17 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
             continue
         seed = secrets.randbits(31)
         fresh_sets = [cd.fresh(seed * 64 + k) for k in slots]
+        t = times.spent("inputs", t)
         base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs)
         compiled_s = _in_process_batch(ev, cd.run_compiled, [cd.reference_copy(f) for f in fresh_sets])[0] \
             if cd.run_compiled else None
+        t = times.spent("baseline", t)
         stage(ev.driver, group, [cd.slots[k] for k in slots], fresh_sets)
         sums = Checksums(group, cd, slots, expected, signs)
+        t = times.spent("inputs", t)
         # what this very round's window costs besides the calls (the warm-up measures it three times)
         calibrations = [_calibration(ev, ci, fmt, len(slots), fill, sums) for _ in range(1 if rounds else 3)]
+        t = times.spent("calibration", t)
         if any(b for _, b in calibrations):  # another job's work inflated the overhead: not a fair round
             busy = _busy(cd, busy, "around the calibration")
             continue
@@ -211,20 +230,22 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
             reply = child.request({"op": "run", "config": ci, "slots": slots}, cfg.run_timeout_s + cfg.timing_budget_s)
             complete = sums.hold()
         try:
-            t = clock.batch(run_and_see)
+            window = clock.batch(run_and_see)
         except ChildFailed as e:
             raise child_failure(e, f"timing on {cd.name}") from None
+        t = times.spent("candidate", t)
         judge_reply(reply, f"timing on {cd.name}")
         if not complete:
             raise Stop("incorrect", f"config {cd.name}: the outputs were not right when the candidate's process "
                                     f"said its calls were done", ["unfinished-at-done"])
         check_slots(group, cd, slots, fresh_sets, expected, "timed batch" if rounds else "warm-up batch")
-        if max(t.probe_before_s, t.probe_after_s) > cfg.busy_probe_limit_s:
+        t = times.spent("check", t)
+        if max(window.probe_before_s, window.probe_after_s) > cfg.busy_probe_limit_s:
             busy = _busy(cd, busy, "around the candidate's batch")
             continue
         if rounds:
             overheads += round_overheads
-        trusted_s = max(t.seconds - overhead_s, 0.0)
+        trusted_s = max(window.seconds - overhead_s, 0.0)
         claim = reply.get("events_ms")
         claim_s = claim / 1e3 if isinstance(claim, (int, float)) and math.isfinite(claim) and claim >= 0 else 0.0
         per_call = lambda s: 1e3 * s / len(slots)  # noqa: E731

@@ -10,7 +10,7 @@ import torch
 from pipeline.config import EvalSection
 from pipeline.evaluation.outcome import Stop
 from pipeline.evaluation.reference import Buffer, ConfigData, GroupData, add_timing_slots
-from pipeline.evaluation.timed_rounds import time_config
+from pipeline.evaluation.timed_rounds import STAGES, time_config
 from pipeline.evaluation.timing import TrustedClock
 from pipeline.tasks import load_tasks
 
@@ -139,6 +139,18 @@ def test_the_candidate_is_frozen_outside_its_own_batches():
     cd.fresh = lambda seed: (seen.append(child.frozen), real_fresh(seed))[1]
     time_config(ev, group, 0, cd, child, "c2cuda")
     assert seen and all(seen) and not child.frozen  # frozen while inputs are made, thawed at the end
+
+
+def test_the_rounds_wall_time_is_broken_down_into_its_parts():
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002)
+    t0 = time.perf_counter()
+    times = time_config(ev, group, 0, cd, child, "c2cuda")
+    wall = time.perf_counter() - t0
+    assert set(times.stage_s) == set(STAGES)
+    assert all(v > 0 for v in times.stage_s.values())
+    assert 0.9 * wall < sum(times.stage_s.values()) <= wall  # every part counted once, little left out
+    sleeping = len(times.candidate) * times.calls_per_batch * 0.002  # the timed rounds' calls sleep 2 ms each
+    assert sleeping < times.stage_s["candidate"] < sleeping + 0.5 * wall
 
 
 def test_every_timed_call_is_checked_so_skipping_later_calls_fails():

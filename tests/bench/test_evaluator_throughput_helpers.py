@@ -1,0 +1,39 @@
+"""benchmarks/evaluator_throughput.py's pure helpers on CPU: the stage breakdown of a run and the
+GRPO-shaped group of distinct samples."""
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(ROOT))
+    try:
+        yield importlib.import_module("benchmarks.evaluator_throughput")
+    finally:
+        sys.path.remove(str(ROOT))
+
+
+def test_stage_breakdown_sums_per_stage_and_shares_the_top_level_stages(bench):
+    per = {"a": {"stage_s": {"gate": 1.0, "compile": 3.0, "timing": 4.0, "timing_candidate": 1.0}},
+           "b": {"stage_s": {"gate": 1.0, "compile": 1.0, "timing": 2.0, "timing_candidate": 0.5}},
+           "lost": {"stage_s": {}}}
+    out = bench.stage_breakdown(per)
+    assert list(out)[:2] == ["timing", "compile"]  # largest first
+    assert out["timing"] == {"total_s": 6.0, "mean_s": 3.0, "share": 0.5}
+    assert out["gate"]["share"] == pytest.approx(2 / 12)
+    assert out["timing_candidate"]["total_s"] == 1.5 and out["timing_candidate"]["share"] == pytest.approx(1.5 / 12)
+    assert sum(out[s]["share"] for s in bench.TOP_STAGES if s in out) == pytest.approx(1.0)
+
+
+def test_the_group_has_distinct_candidates_of_the_tasks_implementations(bench):
+    from pipeline.tasks import load_tasks
+    task = next(t for t in load_tasks("builtin") if t.id == "c2cuda/saxpy")
+    group = bench.sample_group(task, 64)
+    assert len(group) == 64 and len({c.code for c in group}) == 64
+    impls = [i for i in task.implementations if i.format in ("c2cuda", "light")]
+    assert all(c.code.startswith(impls[k % len(impls)].code) for k, c in enumerate(group))
