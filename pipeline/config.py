@@ -29,7 +29,7 @@ class RunSection(Section):
 
 
 class TasksSection(Section):
-    source: str = Field("builtin", description="'builtin', 'generated' or 'generated:<split>' (train/val/test), a directory of "
+    source: str = Field("builtin", description="'builtin', 'generated' or 'generated:<split>' (train/val/test/heldout), a directory of "
                         "task YAML files, or a KernelBench checkout")
     kernelbench_levels: list[int] = Field([1, 2], description="KernelBench levels to load when source is a checkout")
     kinds: list[Literal["c2cuda", "torch2cuda"]] = Field(["c2cuda", "torch2cuda"], description="task kinds used")

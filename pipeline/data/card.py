@@ -15,7 +15,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pipeline.data.measured import REFERENCE_STRATEGY
-from pipeline.data.splits import SPLITS, split_of_task
+from pipeline.data.splits import HELDOUT, TASK_SPLITS, split_of_task
+
+HELDOUT_FAMILY_SPLIT = {HELDOUT: "train"}
 from pipeline.records import Task
 
 DIVERSE_RATIO = 1.3  # two non-naive implementations this far apart make a task's ranking informative
@@ -34,10 +36,14 @@ def task_counts(tasks: list[Task], split_seed: int = 0, overlap: dict | None = N
     families: dict[str, Counter] = defaultdict(Counter)
     for t in tasks:
         families[t.family][t.kind] += 1
-    split_of_family = {t.family: split_of_task(t, split_seed) for t in tasks}
+    task_split = {t.id: split_of_task(t, split_seed) for t in tasks}
+    # a family's split is its tasks' own, the held-out tasks of a training family counting as 'train'
+    split_of_family = {t.family: HELDOUT_FAMILY_SPLIT.get(task_split[t.id], task_split[t.id]) for t in tasks}
     splits = {s: {"families": sum(1 for f in families if split_of_family[f] == s),
-                  "tasks": sum(sum(families[f].values()) for f in families if split_of_family[f] == s)}
-              for s in list(SPLITS) + sorted(set(split_of_family.values()) - set(SPLITS))}
+                  "tasks": sum(1 for t in tasks if task_split[t.id] == s)}
+              for s in list(TASK_SPLITS) + sorted(set(task_split.values()) - set(TASK_SPLITS))}
+    splits[HELDOUT]["families"] = len({t.family for t in tasks if task_split[t.id] == HELDOUT})
+    splits[HELDOUT]["per_kind"] = dict(Counter(t.kind for t in tasks if task_split[t.id] == HELDOUT))
     return {"c2cuda": kinds.get("c2cuda", 0), "torch2cuda": kinds.get("torch2cuda", 0), "tasks": len(tasks),
             "families": len(families), "kernelbench_overlap": overlap,
             "per_family": {f: {"split": split_of_family[f], **dict(c), "total": sum(c.values())}
@@ -200,7 +206,8 @@ def write_card(out_dir: str | Path, counts: dict, mstats: dict | None, source: s
             f"measurements: {mstats['measured_at'] + ' on ' + ', '.join(mstats['gpus']) if mstats else 'none yet'}.",
             "", "Tasks are code, regenerated on demand; the measurements are Parquet files under "
             "`pipeline/data/measured/` (one row per task, implementation and input configuration). Splits are by "
-            "family: no family appears in two splits.", "", "```", format_stats(counts, mstats), "```", ""]
+            "family: no family appears in two of train, val and test; `heldout` holds 20 % of each training "
+            "family's tasks of each kind, unseen tasks of known computations that are never trained on.", "", "```", format_stats(counts, mstats), "```", ""]
     for title, name in plots:
         text += [f"## {title}", "", f"![{title}]({name})", ""]
     path = out / "README.md"

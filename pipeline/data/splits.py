@@ -1,7 +1,8 @@
-"""Train, validation and test splits of the task dataset, by computation family.
+"""Train, validation and test splits of the task dataset, by computation family, and the held-out tasks
+of the training families.
 
 In: a family name (or a Task) and a seed. Out: 'train', 'val' or 'test' ('kernelbench' for
-KernelBench problems, which are a benchmark and never trained on).
+KernelBench problems, which are a benchmark and never trained on); for a task also 'heldout'.
 Every task of a family lands in the same split, so the splits share no family: a model is tested
 on computations it has never seen. The families of the generated dataset are ranked by a hash of
 (seed, family) and cut at exact shares (15 % test, 15 % val, the rest train), so the test split
@@ -9,6 +10,14 @@ always gets its share however many families there are. A family the generators d
 new one, or one of the built-in tasks) falls back to the same hash against the shares as
 thresholds, which needs no list but only meets the shares on average; `split_shares` reports
 the real shares of any set of families and `balanced_seed` finds a seed that meets them.
+
+`heldout` (`split_of_task` only): the evaluation split of *unseen tasks of the training families*, new
+parameterisations and sizes of computations the policy trains on, never trained on themselves. Of each
+training family's tasks of each kind, the HELDOUT_FRACTION ranked first by a hash of (seed, task id) are
+held out (exact shares per family and kind, so every family is represented); a task outside the
+generated dataset is held out when the same hash falls below the fraction. The family-disjoint `test`
+split stays as it is: the two measure different things (new tasks of known computations, and new
+computations).
 """
 from __future__ import annotations
 
@@ -19,7 +28,10 @@ from typing import Iterable
 
 from pipeline.records import Task
 
-SPLITS = ("train", "val", "test")
+SPLITS = ("train", "val", "test")  # by family
+HELDOUT = "heldout"
+TASK_SPLITS = SPLITS + (HELDOUT,)  # what a task can be in (`generated:<split>`)
+HELDOUT_FRACTION = 0.20
 FRACTIONS = {"train": 0.70, "val": 0.15, "test": 0.15}
 KERNELBENCH_SPLIT = "kernelbench"
 
@@ -65,11 +77,50 @@ def split_of_family(family: str, seed: int = 0) -> str:
     return "train"
 
 
+def _task_unit(task_id: str, seed: int) -> float:
+    return _unit(f"task\0{task_id}", seed)
+
+
+def heldout_ids(tasks: Iterable[Task], seed: int = 0) -> set[str]:
+    """The held-out task ids among `tasks` of training families: per (family, kind), the round(
+    HELDOUT_FRACTION * n) tasks ranked first by hash."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for t in tasks:
+        if split_of_family(t.family, seed) == "train":
+            groups.setdefault((t.family, t.kind), []).append(t.id)
+    out: set[str] = set()
+    for ids in groups.values():
+        ranked = sorted(set(ids), key=lambda i: (_task_unit(i, seed), i))
+        out.update(ranked[:round(HELDOUT_FRACTION * len(ranked))])
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _dataset_heldout(seed: int) -> tuple[frozenset, frozenset]:
+    """(the generated dataset's task ids, its held-out ids) under `seed`."""
+    try:
+        from pipeline.data.generate import cached_tasks
+    except ImportError:
+        return frozenset(), frozenset()
+    tasks = cached_tasks(0)
+    return frozenset(t.id for t in tasks), frozenset(heldout_ids(tasks, seed))
+
+
+def is_heldout(task_id: str, seed: int = 0) -> bool:
+    """Whether a task of a training family is held out of training (module docstring)."""
+    known, held = _dataset_heldout(seed)
+    if task_id in known:
+        return task_id in held
+    return _task_unit(task_id, seed) < HELDOUT_FRACTION
+
+
 def split_of_task(task: Task, seed: int = 0) -> str:
-    """A task's split: KernelBench problems form their own split; others follow their family."""
+    """A task's split: KernelBench problems form their own split; others follow their family, except
+    the held-out tasks of the training families ('heldout')."""
     if task.id.startswith("kernelbench/"):
         return KERNELBENCH_SPLIT
-    return split_of_family(task.family, seed)
+    split = split_of_family(task.family, seed)
+    return HELDOUT if split == "train" and is_heldout(task.id, seed) else split
 
 
 def split_shares(families: Iterable[str], seed: int = 0) -> dict[str, float]:

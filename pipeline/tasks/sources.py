@@ -71,13 +71,14 @@ def load_tasks(source: str | Path, kernelbench_levels: Iterable[int] = (1, 2), s
 
 
 def load_generated(split: str = "", split_seed: int = 0) -> list[Task]:
-    """The generated tasks (all, or those of one split of families by `split_seed`), sorted by id."""
+    """The generated tasks (all, or those of one split by `split_seed`: train, val or test by family, or the
+    held-out tasks of the training families), sorted by id."""
     from pipeline.data.generate import cached_tasks
-    from pipeline.data.splits import SPLITS, split_of_family
-    if split and split not in SPLITS:
+    from pipeline.data.splits import TASK_SPLITS, split_of_task
+    if split and split not in TASK_SPLITS:
         raise TaskError(f"task source 'generated:{split}' names an unknown split; use 'generated' or "
-                        f"'generated:<split>' with split one of {', '.join(SPLITS)}.")
-    return [t for t in cached_tasks() if not split or split_of_family(t.family, split_seed) == split]
+                        f"'generated:<split>' with split one of {', '.join(TASK_SPLITS)}.")
+    return [t for t in cached_tasks() if not split or split_of_task(t, split_seed) == split]
 
 
 _NUM_PREFIX = re.compile(r"^\d+_")

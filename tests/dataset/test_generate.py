@@ -168,10 +168,11 @@ def test_kernelbench_overlap_counts_operator_patterns():
 
 
 def test_generated_task_source_splits_by_family(tasks):
-    parts = {s: load_tasks(f"generated:{s}") for s in ("train", "val", "test")}
+    parts = {s: load_tasks(f"generated:{s}") for s in ("train", "heldout", "val", "test")}
     assert sum(len(p) for p in parts.values()) == len(load_tasks("generated")) == len(tasks)
     families = {s: {t.family for t in p} for s, p in parts.items()}
     assert not (families["train"] & families["val"]) and not (families["train"] & families["test"])
-    assert all(split_of_family(f) == s for s, fams in families.items() for f in fams)
+    assert families["heldout"] <= families["train"]  # unseen tasks of the training families
+    assert all(split_of_family(f) == ("train" if s == "heldout" else s) for s, fams in families.items() for f in fams)
     with pytest.raises(TaskError, match="unknown split"):
         load_tasks("generated:holdout")

@@ -1,4 +1,5 @@
-"""Splits by family: deterministic, disjoint, near the intended shares, KernelBench apart."""
+"""Splits by family: deterministic, disjoint, near the intended shares, KernelBench apart; the held-out
+tasks of the training families."""
 import pytest
 
 from pipeline.data.splits import (FRACTIONS, SPLITS, balanced_seed, shares_ok, split_of_family, split_of_task,
@@ -29,10 +30,9 @@ def test_balanced_seed_gives_every_split_its_share():
 
 def test_tasks_follow_their_family_and_kernelbench_is_apart(builtin_tasks):
     tasks = list(builtin_tasks.values())
-    by_family = {}
-    for t in tasks:
-        by_family.setdefault(t.family, set()).add(split_of_task(t))
-    assert all(len(s) == 1 for s in by_family.values())
+    for t in tasks:  # the family's split, or held out of a training family
+        assert split_of_task(t) == split_of_family(t.family) or \
+            (split_of_task(t) == "heldout" and split_of_family(t.family) == "train")
     kb = tasks[0].model_copy(update={"id": "kernelbench/level1/19_ReLU"})
     assert split_of_task(kb) == "kernelbench"
 
@@ -69,3 +69,38 @@ def test_generated_split_sources_follow_the_configured_split_seed():
         assert len(read) == len(test)
     assert {t.family for t in load_tasks("generated:test", split_seed=0)} != \
         {t.family for t in load_tasks("generated:test", split_seed=5)}
+
+
+def test_heldout_tasks_are_unseen_tasks_of_training_families_at_exact_shares_per_family_and_kind():
+    from collections import Counter
+
+    from pipeline.data.generate import cached_tasks
+    from pipeline.data.splits import HELDOUT_FRACTION, heldout_ids
+    tasks = cached_tasks(0)
+    held = heldout_ids(tasks, 0)
+    assert {split_of_task(t) for t in tasks if t.id in held} == {"heldout"}
+    assert all(split_of_family(t.family) == "train" for t in tasks if t.id in held)
+    per_kind = Counter(t.kind for t in tasks if t.id in held)
+    assert per_kind["c2cuda"] >= 150 and per_kind["torch2cuda"] >= 150, per_kind  # a 5-point difference is visible
+    groups = Counter((t.family, t.kind) for t in tasks if split_of_family(t.family) == "train")
+    got = Counter((t.family, t.kind) for t in tasks if t.id in held)
+    assert all(got[g] == round(HELDOUT_FRACTION * n) for g, n in groups.items())
+    assert heldout_ids(tasks, 1) != held  # seeded
+
+
+def test_generated_heldout_and_train_sources_are_disjoint_and_cover_the_training_families():
+    from pipeline.tasks import load_tasks
+    train, held = load_tasks("generated:train"), load_tasks("generated:heldout")
+    assert held and not {t.id for t in train} & {t.id for t in held}
+    assert {t.family for t in held} <= {t.family for t in train}
+    assert len(train) + len(held) == sum(split_of_family(t.family) == "train" for t in load_tasks("generated"))
+
+
+def test_the_data_card_counts_heldout_tasks_within_training_families():
+    from pipeline.data.card import task_counts
+    from pipeline.data.generate import cached_tasks
+    tasks = cached_tasks(0)
+    splits = task_counts(tasks)["splits"]
+    assert sum(s["tasks"] for s in splits.values()) == len(tasks)
+    assert splits["heldout"]["tasks"] == sum(splits["heldout"]["per_kind"].values()) > 300
+    assert splits["heldout"]["families"] == splits["train"]["families"]
