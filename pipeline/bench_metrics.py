@@ -19,6 +19,8 @@ Definitions (KernelBench's, extended to several samples per task):
   samples of which c are correct, averaged over tasks; reported for k <= n.
 - per-turn curves (multi-turn episodes): at turn t, a sample's state is the best of its turns
   1..t (an episode that stopped early keeps its last state), so the curves never fall.
+- intervals: percentile bootstrap over tasks (a task's samples stay together), 95 % by default;
+  a difference between two arms on the same tasks draws the same tasks for both (`paired_difference`).
 """
 from __future__ import annotations
 
@@ -215,3 +217,57 @@ def turn_curves(outcomes: Sequence[Outcome]) -> list[dict]:
         entry["geomean_speedup"] = speedup_stats(states)["geomean"]
         curves.append(entry)
     return curves
+
+
+# ---- intervals over tasks --------------------------------------------------------------------------
+
+def resample_tasks(outcomes: Sequence[Outcome], rng) -> list[Outcome]:
+    """One bootstrap sample: as many tasks as there are, drawn with replacement, each drawn copy with all its
+    outcomes under a task id of its own (so a task drawn twice counts twice in every per-task mean)."""
+    tasks = by_task(outcomes)
+    ids = sorted(tasks)
+    return [o for k in range(len(ids)) for o in _renamed(tasks[ids[rng.randrange(len(ids))]], k)]
+
+
+def _percentiles(values: list[float], level: float) -> tuple[float, float]:
+    ordered = sorted(values)
+    lo = ordered[int(math.floor((1 - level) / 2 * (len(ordered) - 1)))]
+    hi = ordered[int(math.ceil((1 + level) / 2 * (len(ordered) - 1)))]
+    return lo, hi
+
+
+def task_interval(outcomes: Sequence[Outcome], statistic, resamples: int = 2000, seed: int = 0,
+                  level: float = 0.95) -> dict:
+    """`statistic(outcomes)` and its percentile bootstrap interval over tasks: {"value", "low", "high"}.
+    A resample where the statistic is None (no correct sample, say) is left out of the interval."""
+    import random
+    rng = random.Random(seed)
+    value = statistic(list(outcomes))
+    draws = [v for v in (statistic(resample_tasks(outcomes, rng)) for _ in range(resamples)) if v is not None]
+    low, high = _percentiles(draws, level) if draws else (None, None)
+    return {"value": value, "low": low, "high": high}
+
+
+def paired_difference(a: Sequence[Outcome], b: Sequence[Outcome], statistic, resamples: int = 2000, seed: int = 0,
+                      level: float = 0.95) -> dict:
+    """statistic(a) - statistic(b) for two arms judged on the same tasks, and its bootstrap interval with
+    the same tasks drawn for both arms in each resample (so task difficulty cancels). Tasks only one arm
+    has are left out. {"value", "low", "high", "tasks"}."""
+    import random
+    ta, tb = by_task(a), by_task(b)
+    shared = sorted(set(ta) & set(tb))
+
+    def diff(ids: list[str]) -> float | None:
+        sa = statistic([o for k, t in enumerate(ids) for o in _renamed(ta[t], k)])
+        sb = statistic([o for k, t in enumerate(ids) for o in _renamed(tb[t], k)])
+        return None if sa is None or sb is None else sa - sb
+    rng = random.Random(seed)
+    draws = [v for v in (diff([shared[rng.randrange(len(shared))] for _ in shared]) for _ in range(resamples))
+             if v is not None] if shared else []
+    low, high = _percentiles(draws, level) if draws else (None, None)
+    return {"value": diff(shared) if shared else None, "low": low, "high": high, "tasks": len(shared)}
+
+
+def _renamed(outcomes: list[Outcome], k: int) -> list[Outcome]:
+    from dataclasses import replace
+    return [replace(o, task_id=f"{o.task_id}#{k}") for o in outcomes]

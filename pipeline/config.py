@@ -338,6 +338,11 @@ class TrainSection(Section):
     progress_bar: bool = Field(True, description="show a progress bar over the steps on the terminal")
     samples_per_step: int = Field(4, ge=0, description="episodes per step whose turns (response text, verdict, "
                                   "reason) go to samples.jsonl in the run directory")
+    live_eval_tasks: int = Field(0, ge=0, description="tasks per step from train.live_eval_source rolled out with "
+                                 "the step's own weights and logged as live/<metric>, never trained on (a live "
+                                 "evaluation curve); 0 turns it off")
+    live_eval_source: str = Field("generated:heldout", description="task source of the live evaluation; it must "
+                                  "share no task with tasks.source (generated:heldout beside generated:train)")
 
 
 class DataSection(Section):

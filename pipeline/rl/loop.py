@@ -11,6 +11,10 @@ One step, in timed phases:
   sync     rank 0's gathered weights go to every generator, version + 1: through the object store, or
            with `train.weight_sync=collective` broadcast by rank 0 over NCCL (gloo on CPU);
   log      metrics JSONL, wandb, progress bar, plots; a checkpoint every `train.checkpoint_every_steps`.
+With `train.live_eval_tasks` > 0, each step also rolls out that many tasks of `train.live_eval_source`
+(held-out tasks) beside its own, with the same weights and reward, and logs their metrics as
+`live/<metric>`: they are scored but never trained on, a live evaluation curve. Which tasks a step gets
+is a function of the step alone (`live_tasks`), so a resumed run draws the same ones.
 With `rl.staleness_steps >= 1` the learner trains on step s while the generators and evaluators
 already run step s + 1 on the weights before that update (a lag of one version, within the
 bound); with 0 every rollout uses the newest weights.
@@ -50,6 +54,42 @@ def task_reader(cfg: RunConfig) -> TaskReader:
     """The run's task selection (tasks.source, tasks.kinds) in the order seeded by run.seed."""
     return TaskReader.from_sources(cfg.tasks.source, cfg.tasks.kernelbench_levels, kinds=cfg.tasks.kinds,
                                    seed=cfg.run.seed, split_seed=cfg.data.split_seed)
+
+
+def live_eval_reader(cfg: RunConfig, training: TaskReader) -> TaskReader | None:
+    """The live evaluation's tasks (train.live_eval_source, tasks.kinds) in an order of their own, or None
+    when it is off; ConfigError if it is empty or shares a task with the training selection."""
+    if not cfg.train.live_eval_tasks:
+        return None
+    live = TaskReader.from_sources(cfg.train.live_eval_source, cfg.tasks.kernelbench_levels, kinds=cfg.tasks.kinds,
+                                   seed=cfg.run.seed + 1, split_seed=cfg.data.split_seed)
+    if not len(live):
+        raise ConfigError(f"train.live_eval_source '{cfg.train.live_eval_source}' holds no tasks of kinds "
+                          f"{cfg.tasks.kinds}; point it at held-out tasks or set train.live_eval_tasks=0")
+    shared = {t.id for t in live.tasks} & {t.id for t in training.tasks}
+    if shared:
+        raise ConfigError(f"train.live_eval_source '{cfg.train.live_eval_source}' shares {len(shared)} tasks with "
+                          f"tasks.source '{cfg.tasks.source}' (e.g. {sorted(shared)[0]}); a live evaluation must "
+                          "never be trained on: use generated:heldout beside generated:train")
+    return live
+
+
+def live_tasks(reader: TaskReader, step: int, n: int) -> list:
+    """Step `step`'s `n` live evaluation tasks: from position step * n of the reader's seeded order, epoch
+    after epoch (a function of the step alone)."""
+    orders: dict[int, list] = {}
+    out = []
+    for i in range(step * n, step * n + n):
+        epoch, pos = divmod(i, len(reader))
+        out.append(orders.setdefault(epoch, reader.order(epoch))[pos])
+    return out
+
+
+def live_metrics(outcomes, cfg: RunConfig, actors, tasks: dict) -> dict[str, float]:
+    """The live evaluation's rollout metrics (its episodes scored by the run's own reward), as live/<metric>."""
+    prefs = ranker_preferences(outcomes, tasks, actors.ranker_preferences) \
+        if actors.ranker_preferences is not None else None
+    return {f"live/{k}": v for k, v in rollout_metrics(outcomes, prepare_step(outcomes, cfg.reward, cfg.rl, prefs)).items()}
 
 
 def check_placement(cfg: RunConfig, gpus: float) -> None:
@@ -118,6 +158,7 @@ def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, m
         random.seed(cfg.run.seed)
         np.random.seed(cfg.run.seed)
         torch.manual_seed(cfg.run.seed)
+    live = live_eval_reader(cfg, reader)
     if state.reader:
         reader.restore(state.reader)
     stream = cluster.task_stream(reader)
@@ -135,13 +176,19 @@ def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, m
         for step in range(state.step, cfg.train.steps):
             t0 = time.perf_counter()
             step_tasks = stream.take(cfg.train.tasks_per_step)
-            outcomes, stats = scheduler.run(step_tasks, step)
+            held = live_tasks(live, step, cfg.train.live_eval_tasks) if live is not None else []
+            everything, stats = scheduler.run(step_tasks + held, step)  # one rollout: batches are shared
+            held_ids = {t.id for t in held}
+            outcomes = [o for o in everything if o.trajectory.task_id not in held_ids]
             samples.write_episodes(step + 1, outcomes)
             prefs = None
             if actors.ranker_preferences is not None:  # the ranker term: preference over the baseline
                 prefs = ranker_preferences(outcomes, {t.id: t for t in step_tasks}, actors.ranker_preferences)
             episodes = prepare_step(outcomes, cfg.reward, cfg.rl, prefs)
             metrics = rollout_metrics(outcomes, episodes)
+            if held:
+                metrics.update(live_metrics([o for o in everything if o.trajectory.task_id in held_ids], cfg, actors,
+                                            {t.id: t for t in held}))
             metrics.update({"time/rollout_s": stats.wall_s, "rollout/weight_version": float(actors.weight_version),
                             "rollout/tokens_generated": float(stats.tokens_generated),
                             "rollout/sequences_per_call": stats.mean_sequences_per_call,

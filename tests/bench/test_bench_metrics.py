@@ -84,3 +84,38 @@ def test_turn_curves_keep_the_best_so_far():
     assert [c["samples_with_this_turn"] for c in curves] == [2, 2, 1]
     final = {x.sample: x for x in final_outcomes(episodes)}
     assert final[0].turn == 1 and final[1].speedup == 3.0
+
+
+def _arm(correct_by_task: dict[str, list[bool]]) -> list:
+    return [Outcome(t, s, 0, "correct" if ok else "incorrect", 2.0 if ok else None, compiled=True, executed=True)
+            for t, oks in correct_by_task.items() for s, ok in enumerate(oks)]
+
+
+def _rate(outcomes):
+    return sum(o.correct for o in outcomes) / len(outcomes)
+
+
+def test_the_interval_over_tasks_collapses_when_every_task_is_alike_and_narrows_with_more_tasks():
+    from pipeline.bench_metrics import task_interval
+    same = task_interval(_arm({f"t{i}": [True, False] for i in range(20)}), _rate, resamples=300)
+    assert same == {"value": 0.5, "low": 0.5, "high": 0.5}  # a task's samples stay together
+    few = task_interval(_arm({f"t{i}": [i % 2 == 0] * 4 for i in range(20)}), _rate, resamples=500)
+    many = task_interval(_arm({f"t{i}": [i % 2 == 0] * 4 for i in range(200)}), _rate, resamples=500)
+    assert few["low"] < 0.5 < few["high"] and many["low"] < 0.5 < many["high"]
+    assert many["high"] - many["low"] < 0.5 * (few["high"] - few["low"])  # about 1/sqrt(10) as wide
+    assert 0.2 < few["low"] and few["high"] < 0.8  # binomial over 20 tasks: about +-0.22
+
+
+def test_a_paired_difference_draws_the_same_tasks_for_both_arms():
+    from pipeline.bench_metrics import paired_difference, task_interval
+    # task difficulty varies a lot; arm a solves one more sample than arm b on every task
+    a = _arm({f"t{i}": [k <= i % 4 for k in range(4)] for i in range(40)})
+    b = _arm({f"t{i}": [k < i % 4 for k in range(4)] for i in range(40)})
+    d = paired_difference(a, b, _rate, resamples=500)
+    assert d["value"] == pytest.approx(0.25) and d["low"] == pytest.approx(0.25) and d["high"] == pytest.approx(0.25)
+    assert d["tasks"] == 40
+    unpaired = task_interval(a, _rate, resamples=500)
+    assert unpaired["high"] - unpaired["low"] > 0.1  # alone, each arm's rate is uncertain
+    assert paired_difference(a, a, _rate, resamples=50)["value"] == 0
+    only_a = paired_difference(a, _arm({"elsewhere": [True]}), _rate, resamples=50)
+    assert only_a == {"value": None, "low": None, "high": None, "tasks": 0}

@@ -40,6 +40,13 @@ def saxpy_only(tmp_path_factory):
     return d
 
 
+@pytest.fixture(scope="module")
+def dot_only(tmp_path_factory):
+    d = tmp_path_factory.mktemp("live_tasks")
+    shutil.copy(REPO / "pipeline" / "builtin_tasks" / "c2cuda" / "dot.yaml", d / "dot.yaml")
+    return d
+
+
 def train_cfg(tmp_path, task_dir, **extra):
     overrides = {"run.output_dir": tmp_path, "run.name": "run", "tasks.source": task_dir,
                  "model.tiny_dir": tmp_path / "tiny", "model.max_model_len_tokens": 1024, "rollout.backend": "transformers", "rollout.device": "cpu",
@@ -106,18 +113,19 @@ def test_evaluator_killed_mid_step_loses_no_episode(ray_local, tmp_path, builtin
         assert all(r.verdict in ("not_executed", "compile_error") for r in o.results)  # judged, not lost
 
 
-def test_train_two_steps_then_resume_repeats_the_second(ray_local, tmp_path, saxpy_only):
+def test_train_two_steps_then_resume_repeats_the_second(ray_local, tmp_path, saxpy_only, dot_only):
     from actors.cluster import Cluster
     from pipeline.rl.loop import run_training
     from pipeline.rl.tracking import SAMPLES_FILE, checkpoint_dir, read_metrics
 
-    cfg = train_cfg(tmp_path, saxpy_only)
+    cfg = train_cfg(tmp_path, saxpy_only, **{"train.live_eval_tasks": 1, "train.live_eval_source": dot_only})
     run_dir = tmp_path / "run"
     cluster = Cluster(cfg)
     rows = run_training(cfg, run_dir, cluster)
     assert [r["step"] for r in rows] == [1, 2] == [r["step"] for r in read_metrics(run_dir)]
     first, second = rows
-    assert first["rollout/episodes"] == 4 and first["verdict/format_error"] == 1.0
+    assert first["rollout/episodes"] == 4 and first["verdict/format_error"] == 1.0  # the live episodes apart
+    assert first["live/rollout/episodes"] == 4 and first["live/verdict/format_error"] == 1.0  # scored, not trained
     assert first["learner/step"] == 1 and second["learner/step"] == 2
     assert second["learner/lr"] == pytest.approx(2 * first["learner/lr"])  # warm-up: the step count matters
     # weight sync: step 2 was sampled by version 1, and the generator's logprobs are the learner's
@@ -132,6 +140,7 @@ def test_train_two_steps_then_resume_repeats_the_second(ray_local, tmp_path, sax
 
     samples = read_metrics(run_dir, SAMPLES_FILE)  # the first episodes' turns, what the policy wrote
     assert {r["step"] for r in samples} == {1, 2} and all(r["verdict"] == "format_error" for r in samples)
+    assert {r["task"] for r in samples} == {"c2cuda/saxpy"}  # the live task's episodes are not the step's own
     assert len({(r["step"], r["sample"]) for r in samples}) == 2 * 4 and all(r["response"] for r in samples)
 
     resumed = run_training(cfg, run_dir, cluster, resume_from=checkpoint_dir(run_dir, 1))
