@@ -6,8 +6,9 @@
     cudaperf bench --answers DIR --suite ...      (score a directory of ready answers, no model)
 
 Suites: `kernelbench` is a KernelBench checkout (pipeline.tasks.load_kernelbench; torch2cuda,
-answered in the light format, or KernelBench `ModelNew` files with --answers); `c2cuda` is the
-c2cuda tasks of `--tasks` (default the dataset's test split, `generated:test`; `builtin` works too).
+answered in the light format, or KernelBench `ModelNew` files with --answers); `c2cuda` and `torch2cuda`
+are the tasks of that kind in `--tasks` (default the dataset's test split, `generated:test`;
+`generated:heldout` and `builtin` work too).
 Every sample is an episode of up to `--turns` turns (rollout settings from the config: the
 evaluator's feedback is the next turn's message, as in RL), evaluated by the compile and evaluator
 pools (actors/cluster.py). Speedups are against the naive CUDA baseline (c2cuda) or eager PyTorch
@@ -88,7 +89,7 @@ def suite_tasks(suite: str, kernelbench_dir: str | None, levels: list[int], sour
                              "github.com/ScalingIntelligence/KernelBench")
         tasks = load_kernelbench(kernelbench_dir, levels)
     else:
-        tasks = [t for t in load_tasks(source, split_seed=split_seed) if t.kind == "c2cuda"]
+        tasks = [t for t in load_tasks(source, split_seed=split_seed) if t.kind == suite]
     if not tasks:
         raise BenchError(f"suite {suite} has no tasks (source '{kernelbench_dir or source}'); point it at tasks "
                          "of that kind")
@@ -169,7 +170,8 @@ def run_answers(tasks: list[Task], answers_dir: Path, queue, progress: Path | No
 def _row(result: EvalResult, sample: int, turn: int) -> dict:
     return {"task": result.task_id, "sample": sample, "turn": turn, "verdict": result.verdict,
             "reason": result.reason[:300], "speedup": result.speedup, "speedup_compiled": result.speedup_compiled,
-            "gpu": result.gpu, "peak_memory_bytes": getattr(result, "peak_memory_bytes", None)}
+            "gpu": result.gpu, "peak_memory_bytes": getattr(result, "peak_memory_bytes", None),
+            "struct_score": result.features.get("struct.score")}
 
 
 def final_results(outcomes: list[Outcome], results: list[EvalResult]) -> list[tuple[EvalResult | None, Outcome]]:
@@ -322,11 +324,11 @@ def build_parser() -> argparse.ArgumentParser:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--model", help="policy directory (Hugging Face model + tokenizer), or 'tiny'")
     what.add_argument("--answers", help="directory of ready answers named after task ids (no model)")
-    p.add_argument("--suite", required=True, choices=["kernelbench", "c2cuda"])
+    p.add_argument("--suite", required=True, choices=["kernelbench", "c2cuda", "torch2cuda"])
     p.add_argument("--kernelbench-dir", help="KernelBench checkout (suite kernelbench)")
     p.add_argument("--levels", default=None, help="KernelBench levels, e.g. 1,2 (default tasks.kernelbench_levels)")
-    p.add_argument("--tasks", default="generated:test", help="task source of the c2cuda suite (default "
-                   "generated:test; 'builtin' for the built-in tasks)")
+    p.add_argument("--tasks", default="generated:test", help="task source of the c2cuda and torch2cuda suites "
+                   "(default generated:test; generated:heldout, or 'builtin' for the built-in tasks)")
     p.add_argument("--turns", type=int, default=None, help="turns per episode (default rollout.max_turns)")
     p.add_argument("--samples", type=int, default=None, help="samples per task (default rollout.samples_per_task)")
     p.add_argument("--limit", type=int, default=0, help="only the first N tasks (0: all)")

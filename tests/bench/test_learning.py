@@ -1,0 +1,89 @@
+"""The learning experiment's driver (benchmarks/learning.py): the arms differ only in what they declare,
+and a 2-step version of the whole experiment runs on the tiny CPU policy: the ranker on a synthetic
+measured table, two RL arms with a live evaluation, the benchmark of two arms, the report."""
+import importlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TASKS = ROOT / "pipeline" / "builtin_tasks" / "c2cuda"
+
+
+@pytest.fixture(scope="module")
+def learning():
+    sys.path.insert(0, str(ROOT))
+    try:
+        yield importlib.import_module("benchmarks.learning")
+    finally:
+        sys.path.remove(str(ROOT))
+
+
+def settings(overrides: list[str] | None) -> dict[str, str]:
+    return dict(o.split("=", 1) for o in overrides or [])
+
+
+def test_the_arms_differ_only_in_the_reward_weights_they_declare(learning):
+    arms = learning.ARMS
+    assert set(arms) == {"sft", "exec", "full", "full_one_turn"} and arms["sft"] is None  # SFT only: no RL
+    execution, full = settings(arms["exec"]), settings(arms["full"])
+    assert set(execution) == set(full) and all(k.startswith("reward.") for k in full)
+    assert float(execution["reward.w_struct"]) == float(execution["reward.w_ranker"]) == 0  # execution terms alone
+    assert float(full["reward.w_struct"]) > 0 and float(full["reward.w_ranker"]) > 0
+    one_turn = settings(arms["full_one_turn"])  # the full reward, multi-turn refinement off
+    assert one_turn == {**full, "rollout.max_turns": "1"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_a_two_step_experiment_runs_end_to_end_on_the_tiny_cpu_policy(learning, tmp_path, builtin_tasks):
+    sys.path.insert(0, str(ROOT / "tests" / "ranker"))
+    from _synthetic import builtin_rows
+
+    from pipeline.data.measured import SCHEMA
+    from pipeline.rollout.tiny_model import SFT_TINY_DIR
+    runs = tmp_path / "runs"
+    shutil.copytree(SFT_TINY_DIR, learning.sft_policy(runs))  # the SFT stage's product: the shipped tiny policy
+    train_dir, live_dir, table = tmp_path / "train", tmp_path / "live", tmp_path / "measured"
+    for d, name in ((train_dir, "saxpy.yaml"), (live_dir, "dot.yaml")):
+        d.mkdir()
+        shutil.copy(TASKS / name, d / name)
+    table.mkdir()
+    rows = builtin_rows(list(builtin_tasks.values()), {"blas3_gemm", "softmax_rows", "transpose"})
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), table / "shard-0.parquet")
+    common = ["--runs", str(runs), "--config", str(ROOT / "configs" / "local.yaml")]
+    small = [f"tasks.source={train_dir}", f"train.live_eval_source={live_dir}", "train.live_eval_tasks=1",
+             "train.steps=2", "train.tasks_per_step=1", "train.checkpoint_every_steps=1", "train.progress_bar=false",
+             "train.wandb_mode=disabled", "rollout.backend=transformers", "rollout.device=cpu",
+             "rollout.samples_per_task=2", "rollout.max_new_tokens=64", "compile.workers=1",
+             f"compile.cache_dir={tmp_path / 'compile'}", f"eval.result_cache_dir={tmp_path / 'results'}",
+             f"ranker.feature_cache_dir={tmp_path / 'features'}", "ranker.task_sources=[builtin]",
+             "ranker.neural_epochs=4", "ranker.gbt_trees=20"]
+
+    assert "sft" not in " ".join(" ".join(c[3:5]) for c in learning.plan(runs, common[3], "x.yaml", None, 0, small))
+    assert learning.main(["ranker", *common, "--ranker-data", str(table), *small]) == 0
+    for arm in ("exec", "full"):
+        assert learning.main(["rl", arm, *common, *small]) == 0
+        from pipeline.rl.tracking import read_metrics
+        steps = read_metrics(runs / arm)
+        assert [r["step"] for r in steps] == [1, 2]
+        assert all(r["rollout/episodes"] == 2 and r["live/rollout/episodes"] == 2 for r in steps)  # apart
+        assert learning.arm_policy(runs, arm) is not None and (learning.arm_policy(runs, arm) / "config.json").is_file()
+    assert learning.rl_command(runs, "exec", common[3], small) is None  # finished: a second call does nothing
+    bench = ["--splits", "heldout", "--kinds", "c2cuda", "--limit", "2"]
+    for arm in ("sft", "full"):
+        assert learning.main(["bench", arm, *common, *bench, *small]) == 0
+    assert learning.main(["report", *common]) == 0
+    result = json.loads((runs / "learning.json").read_text())
+    for arm in ("sft", "full"):
+        m = result["arms"][arm]["heldout"]["c2cuda"]
+        assert m["tasks"] == 2 and m["samples"] == 4 and set(m["correct_rate"]) == {"value", "low", "high"}
+    diff = result["differences"]["full-sft"]["heldout"]["c2cuda"]["correct_rate"]
+    assert diff["tasks"] == 2 and diff["value"] is not None
+    assert {"exec", "full"} <= set(result["curves"]) and len(result["curves"]["full"]) == 2
+    assert (runs / "learning.png").stat().st_size > 1000
