@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pipeline.data.measured import REFERENCE_STRATEGY
-from pipeline.data.splits import HELDOUT, TASK_SPLITS, split_of_task
+from pipeline.data.splits import HELDOUT, HELDOUT_FRACTION, TASK_SPLITS, split_of_task
 
 HELDOUT_FAMILY_SPLIT = {HELDOUT: "train"}
 from pipeline.records import Task
@@ -201,13 +201,14 @@ def write_card(out_dir: str | Path, counts: dict, mstats: dict | None, source: s
     out.mkdir(parents=True, exist_ok=True)
     plots = _plots(out, counts, mstats)
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    text = [f"# CudaPerf task dataset card", "",
+    text = ["# CudaPerf task dataset card", "",
             f"Generated from the data on {when}: task source `{source}` ({generator_version}); "
             f"measurements: {mstats['measured_at'] + ' on ' + ', '.join(mstats['gpus']) if mstats else 'none yet'}.",
             "", "Tasks are code, regenerated on demand; the measurements are Parquet files under "
             "`pipeline/data/measured/` (one row per task, implementation and input configuration). Splits are by "
-            "family: no family appears in two of train, val and test; `heldout` holds 20 % of each training "
-            "family's tasks of each kind, unseen tasks of known computations that are never trained on.", "", "```", format_stats(counts, mstats), "```", ""]
+            f"family: no family appears in two of train, val and test; `heldout` holds {100 * HELDOUT_FRACTION:.0f} % "
+            "of each training family's tasks of each kind, unseen tasks of known computations that are never "
+            "trained on.", "", "```", format_stats(counts, mstats), "```", ""]
     for title, name in plots:
         text += [f"## {title}", "", f"![{title}]({name})", ""]
     path = out / "README.md"

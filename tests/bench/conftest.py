@@ -1,7 +1,9 @@
-"""Bench and SFT fixtures: a tiny model per session, and the environment restored after the
-in-process learner (which sets the process-group variables) and Ray."""
+"""Bench and SFT fixtures: a tiny model per session, the environment restored after the
+in-process learner (which sets the process-group variables) and Ray, and the scripts of benchmarks/."""
+import importlib
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,16 @@ def restore_environment():
     yield
     os.environ.clear()
     os.environ.update(saved)
+
+
+@pytest.fixture(scope="session")
+def benchmark_script():
+    """`benchmark_script("learning")` imports benchmarks/learning.py (the repository root is on sys.path
+    while the session runs)."""
+    root = str(BUILTIN.parents[1])
+    sys.path.insert(0, root)
+    yield lambda name: importlib.import_module(f"benchmarks.{name}")
+    sys.path.remove(root)
 
 
 @pytest.fixture(scope="session")

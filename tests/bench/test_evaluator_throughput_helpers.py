@@ -1,21 +1,11 @@
 """benchmarks/evaluator_throughput.py's pure helpers on CPU: the stage breakdown of a run and the
 GRPO-shaped group of distinct samples."""
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def bench():
-    sys.path.insert(0, str(ROOT))
-    try:
-        yield importlib.import_module("benchmarks.evaluator_throughput")
-    finally:
-        sys.path.remove(str(ROOT))
+def bench(benchmark_script):
+    return benchmark_script("evaluator_throughput")
 
 
 def test_stage_breakdown_sums_per_stage_and_shares_the_top_level_stages(bench):

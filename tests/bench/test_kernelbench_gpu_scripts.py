@@ -1,9 +1,7 @@
 """The GPU scripts benchmarks/kernelbench_baseline.py and kernelbench_memory.py on CPU: --help, and
 their pure helpers (ratio summary, timing statistics, size ranking on the meta device)."""
-import importlib
 import itertools
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,13 +11,8 @@ KB = ROOT / "tests" / "data" / "kernelbench" / "KernelBench"
 
 
 @pytest.fixture(scope="module")
-def scripts():
-    sys.path.insert(0, str(ROOT))
-    try:
-        yield importlib.import_module("benchmarks.kernelbench_baseline"), importlib.import_module(
-            "benchmarks.kernelbench_memory")
-    finally:
-        sys.path.remove(str(ROOT))
+def scripts(benchmark_script):
+    return benchmark_script("kernelbench_baseline"), benchmark_script("kernelbench_memory")
 
 
 def test_help_works_without_a_gpu(scripts, capsys):

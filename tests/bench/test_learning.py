@@ -1,7 +1,6 @@
 """The learning experiment's driver (benchmarks/learning.py): the arms differ only in what they declare,
 and a 2-step version of the whole experiment runs on the tiny CPU policy: the ranker on a synthetic
 measured table, two RL arms with a live evaluation, the benchmark of two arms, the report."""
-import importlib
 import json
 import shutil
 import sys
@@ -16,12 +15,8 @@ TASKS = ROOT / "pipeline" / "builtin_tasks" / "c2cuda"
 
 
 @pytest.fixture(scope="module")
-def learning():
-    sys.path.insert(0, str(ROOT))
-    try:
-        yield importlib.import_module("benchmarks.learning")
-    finally:
-        sys.path.remove(str(ROOT))
+def learning(benchmark_script):
+    return benchmark_script("learning")
 
 
 def settings(overrides: list[str] | None) -> dict[str, str]:
