@@ -271,3 +271,77 @@ def paired_difference(a: Sequence[Outcome], b: Sequence[Outcome], statistic, res
 def _renamed(outcomes: list[Outcome], k: int) -> list[Outcome]:
     from dataclasses import replace
     return [replace(o, task_id=f"{o.task_id}#{k}") for o in outcomes]
+
+
+# ---- ParEval's numbers -------------------------------------------------------------------------------
+# As ParEval's analysis/metrics.py computes them, per problem, then averaged over the problems of each problem
+# type (a problem without a valid sample has no speedup or efficiency and is left out of that average):
+# - pass@k: the unbiased estimator above over every sample of the problem (`pass_at_k`).
+# - speedup_n@k: over the problem's valid samples only, runtimes sorted ascending (fastest first),
+#   sum_j C(j-1, k-1) / C(N, k) * T_serial / T_j with N the valid samples, T_serial the best sequential time,
+#   and C(a, b) taken as 1 when a < b (ParEval's nCr). k = 1 gives the mean speedup of the valid samples.
+#   For k > 1 the terms j >= k are the expected speedup of the slowest of k samples drawn from the valid
+#   ones, and each of the j < k terms adds its speedup / C(N, k) on top (from nCr's 1); for N <= k every
+#   term has weight 1 (the sum of the speedups). Runtimes below 1e-8 count as 1e-8. These are ParEval's
+#   own conventions, kept so that numbers compare with its published ones.
+# - efficiency_n@k: the same sum with each T_j multiplied by the sample's resources; for CUDA ParEval
+#   takes the problem size (the number of threads the driver launches at least).
+
+def _pareval_comb(a: int, b: int) -> int:
+    return 1 if a < b else math.comb(a, b)
+
+
+def pareval_speedup_at_k(runtimes: Sequence[float], serial_runtime: float, k: int,
+                         resources: Sequence[float] | None = None) -> float | None:
+    """ParEval's speedup@k of one problem from its valid samples' runtimes (efficiency@k with `resources`,
+    one per runtime); None without a valid sample."""
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    if not runtimes:
+        return None
+    pairs = sorted(zip(runtimes, resources if resources is not None else [1.0] * len(runtimes)),
+                   key=lambda p: p[0])
+    n = len(pairs)
+    return sum(_pareval_comb(j - 1, k - 1) * serial_runtime / (_pareval_comb(n, k) * max(t, 1e-8) * r)
+               for j, (t, r) in enumerate(pairs, 1))
+
+
+@dataclass
+class ParEvalProblem:
+    """One problem's samples for ParEval's numbers: per sample, valid or not and its runtime (seconds,
+    None where it did not run); the best sequential runtime; the problem size (CUDA's resources)."""
+    name: str
+    problem_type: str
+    valid: list[bool]
+    runtimes: list[float | None]
+    serial_runtime: float
+    problem_size: int
+
+
+def pareval_metrics(problems: Sequence[ParEvalProblem], ks: Sequence[int] = (1, 5, 10)) -> dict:
+    """pass@k, speedup@k and efficiency@k (module notes above) per problem type and over all problems
+    ('all': the mean over problems, each type's weight its number of problems). pass@k of a problem with
+    fewer than k samples is left out (ParEval's estimator reports 1.0 there, whatever the samples did)."""
+    per_type: dict[str, list[ParEvalProblem]] = defaultdict(list)
+    for p in problems:
+        if len(p.valid) != len(p.runtimes):
+            raise ValueError(f"problem {p.name}: {len(p.valid)} validity flags for {len(p.runtimes)} runtimes")
+        per_type[p.problem_type].append(p)
+    per_type["all"] = list(problems)
+    out: dict[str, dict] = {}
+    for ptype, group in sorted(per_type.items()):
+        row: dict[str, float | None] = {"problems": float(len(group))}
+        for k in ks:
+            passes = [pass_at_k(len(p.valid), sum(p.valid), k) for p in group if len(p.valid) >= k]
+            row[f"pass@{k}"] = sum(passes) / len(passes) if passes else None
+            for name, with_resources in (("speedup", False), ("efficiency", True)):
+                vals = []
+                for p in group:
+                    times = [t for ok, t in zip(p.valid, p.runtimes) if ok and t is not None]
+                    v = pareval_speedup_at_k(times, p.serial_runtime, k,
+                                             [float(p.problem_size)] * len(times) if with_resources else None)
+                    if v is not None:
+                        vals.append(v)
+                row[f"{name}@{k}"] = sum(vals) / len(vals) if vals else 0.0  # ParEval fills a type without any: 0
+        out[ptype] = row
+    return out

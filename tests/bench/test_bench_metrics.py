@@ -119,3 +119,36 @@ def test_a_paired_difference_draws_the_same_tasks_for_both_arms():
     assert paired_difference(a, a, _rate, resamples=50)["value"] == 0
     only_a = paired_difference(a, _arm({"elsewhere": [True]}), _rate, resamples=50)
     assert only_a == {"value": None, "low": None, "high": None, "tasks": 0}
+
+
+def test_pareval_speedup_at_k_follows_its_own_arithmetic():
+    from pipeline.bench_metrics import pareval_speedup_at_k
+    # three valid runtimes 1, 2, 4 s against a 8 s serial time: speedups 8, 4, 2
+    assert pareval_speedup_at_k([4.0, 1.0, 2.0], 8.0, 1) == pytest.approx((8 + 4 + 2) / 3)  # the mean
+    # k = 2: sorted ascending, weights C(j-1, 1) / C(3, 2) with ParEval's C(0, 1) = 1: 1/3, 1/3, 2/3
+    assert pareval_speedup_at_k([1.0, 2.0, 4.0], 8.0, 2) == pytest.approx(8 / 3 + 4 / 3 + 2 * 2 / 3)
+    # k = N = 3 and k = 5 > N: C(N, k) and every C(j-1, k-1) are 1, so the speedups add up
+    assert pareval_speedup_at_k([1.0, 2.0, 4.0], 8.0, 3) == pytest.approx(8 + 4 + 2)
+    assert pareval_speedup_at_k([1.0, 2.0, 4.0], 8.0, 5) == pytest.approx(8 + 4 + 2)
+    assert pareval_speedup_at_k([], 8.0, 1) is None
+    # efficiency: each runtime times its resources
+    assert pareval_speedup_at_k([1.0, 2.0], 8.0, 1, [4.0, 4.0]) == pytest.approx((2 + 1) / 2)
+    assert pareval_speedup_at_k([0.0], 1.0, 1) == pytest.approx(1e8)  # runtimes below 1e-8 count as 1e-8
+
+
+def test_pareval_metrics_per_problem_type():
+    from pipeline.bench_metrics import ParEvalProblem, pareval_metrics
+    problems = [ParEvalProblem("a", "scan", [True, False], [1.0, None], 4.0, 1024),
+                ParEvalProblem("b", "scan", [False, False], [None, 3.0], 4.0, 1024),
+                ParEvalProblem("c", "sort", [True, True], [2.0, 4.0], 8.0, 256)]
+    m = pareval_metrics(problems, ks=(1, 2))
+    assert m["scan"]["pass@1"] == pytest.approx((0.5 + 0.0) / 2) and m["scan"]["pass@2"] == pytest.approx(0.5)
+    assert m["scan"]["speedup@1"] == pytest.approx(4.0)  # b has no valid sample: left out of the mean
+    assert m["scan"]["efficiency@1"] == pytest.approx(4.0 / 1024)
+    assert m["sort"]["speedup@1"] == pytest.approx((4 + 2) / 2) and m["sort"]["speedup@2"] == pytest.approx(4 + 2)
+    assert m["all"]["problems"] == 3 and m["all"]["speedup@1"] == pytest.approx((4.0 + 3.0) / 2)
+    assert m["all"]["pass@1"] == pytest.approx((0.5 + 0 + 1) / 3)
+    none_valid = pareval_metrics([problems[1]], ks=(1,))
+    assert none_valid["scan"]["speedup@1"] == 0.0 and none_valid["scan"]["pass@1"] == 0.0
+    with pytest.raises(ValueError, match="validity flags"):
+        pareval_metrics([ParEvalProblem("x", "t", [True], [], 1.0, 1)])
