@@ -130,8 +130,8 @@ TOP_STAGES = ("gate", "compile", "load", "check", "timing")
 
 
 def stage_breakdown(per_candidate: dict) -> dict:
-    """Seconds per stage summed over the candidates' stage_s, the mean per candidate that has the stage, and
-    each top-level stage's share of all top-level seconds (the timing_* parts as a share of them too)."""
+    """Seconds per stage summed over the candidates' stage_s (with the timing stage's parts as timing_<part>),
+    the mean per candidate that has the stage, and each stage's share of all top-level seconds."""
     totals: dict[str, float] = {}
     counts: dict[str, int] = {}
     for row in per_candidate.values():
@@ -141,6 +141,11 @@ def stage_breakdown(per_candidate: dict) -> dict:
     top = sum(totals.get(s, 0.0) for s in TOP_STAGES)
     return {stage: {"total_s": total, "mean_s": total / counts[stage], "share": total / top if top else None}
             for stage, total in sorted(totals.items(), key=lambda kv: -kv[1])}
+
+
+def headline(run: dict) -> dict:
+    """A run's figures without its per-candidate rows and breakdown, for printing."""
+    return {k: v for k, v in run.items() if k not in ("per_candidate", "stage_breakdown")}
 
 
 def sample_group(task, size: int) -> list:
@@ -179,11 +184,13 @@ def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int
             rs = [rs] * len(cands)
         for impl_code, r in zip(cands, rs):
             if isinstance(r, ItemFailed):
-                per[f"{task.id}/#{g}/lost"] = {"verdict": "lost", "reason": str(r)[:200], "speedup": None, "stage_s": {}}
+                per[f"{task.id}/#{g}/{len(per)}/lost"] = {"verdict": "lost", "reason": str(r)[:200], "speedup": None,
+                                                          "stage_s": {}}
                 continue
             name = next((i.name for i in task.implementations if i.code == impl_code.code), None)
             key = f"{task.id}/{name}" + (f"#{copy}" if copy else "") if name else f"{task.id}/sample{len(per)}"
-            per[key] = {"verdict": r.verdict, "reason": r.reason[:200], "speedup": r.speedup, "stage_s": r.stage_s}
+            per[key] = {"verdict": r.verdict, "reason": r.reason[:200], "speedup": r.speedup,
+                        "stage_s": {**r.stage_s, **{f"timing_{k}": v for k, v in r.timing_parts_s.items()}}}
     verdicts: dict[str, int] = {}
     for v in per.values():
         verdicts[v["verdict"]] = verdicts.get(v["verdict"], 0) + 1
@@ -238,15 +245,17 @@ def main() -> None:
     tasks = {t.id: t for t in load_tasks("builtin")}
     report = {"machine": machine()}
     report["ours_one_worker"] = ours(tasks, config("cache-1"), 1)
-    print("ours, 1 evaluator:", {k: v for k, v in report["ours_one_worker"].items() if k not in ("per_candidate", "stage_breakdown")}, flush=True)
+    print("ours, 1 evaluator:", headline(report["ours_one_worker"]), flush=True)
     report["ours"] = ours(tasks, cfg, args.workers_per_gpu)
     print(f"ours, {args.workers_per_gpu} evaluators:",
-          {k: v for k, v in report["ours"].items() if k not in ("per_candidate", "stage_breakdown")}, flush=True)
+          headline(report["ours"]), flush=True)
+    if args.group_task and args.group_task not in tasks:
+        raise SystemExit(f"--group-task {args.group_task} is not a built-in task; name one of {', '.join(sorted(tasks))}")
     if args.group_task:
         group = [(tasks[args.group_task], sample_group(tasks[args.group_task], args.group_size))]
         report["ours_group"] = ours(tasks, config("cache-group"), args.workers_per_gpu, groups=group)
         print(f"ours, one group of {args.group_size} ({args.group_task}), {args.workers_per_gpu} evaluators:",
-              {k: v for k, v in report["ours_group"].items() if k not in ("per_candidate", "stage_breakdown")},
+              headline(report["ours_group"]),
               flush=True)
     for run in ("ours_one_worker", "ours", "ours_group"):
         if run in report:

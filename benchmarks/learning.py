@@ -15,12 +15,16 @@ of the training families, logged as live/<metric> and never trained on).
 Stages, each resumable: a stage stopped by a time limit is continued by running it again, and a
 stage that finished is skipped.
   sft           `cudaperf sft` (--sft-config, default configs/sft_h200.yaml) -> RUNS/sft/sft/hf
-  ranker        `cudaperf rank train` on the measured dataset (or --ranker-data) -> RUNS/ranker
+  ranker        `cudaperf rank train` (RANKER_KIND) on the measured dataset (or --ranker-data) -> RUNS/ranker
   rl ARM        `cudaperf train` for ARM from the SFT policy, resumed from its newest checkpoint
-  bench ARM     `cudaperf bench` of ARM's final policy on generated:heldout and generated:test, each
-                kind apart, BENCH_SAMPLES samples per task, the same turns for every arm (--config's);
-                a finished report is kept
-  report        RUNS/learning.json and RUNS/learning.png from every arm's reports and metrics.jsonl
+  bench ARM     `cudaperf bench` of ARM's final policy (an RL arm must have run all its steps) on
+                generated:heldout and generated:test, each kind apart, BENCH_SAMPLES samples per task,
+                the same turns for every arm (--config's), in shards of about SHARD_TASKS tasks (every
+                N-th task, so each shard spreads over the families); a shard whose report names this
+                policy is kept, so a stopped bench continues where it stopped. --limit N benches only
+                the first N shards of each split and kind (a sample across families, not the first ids)
+  report        RUNS/learning.json and RUNS/learning.png from every arm's shard reports and
+                metrics.jsonl (CPU work: run it anywhere, without a time limit)
 `plan` prints every command in order. Commands run as `python -m pipeline.cli ...` from the repository.
 
 The report, per arm, split and kind: compile, execute and correct rates, fast_1, fast_1.5, the
@@ -40,7 +44,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.bench_metrics import Outcome, fast_p, final_outcomes, geomean, paired_difference, task_interval  # noqa: E402
+from pipeline.bench_metrics import (Outcome, fast_p, final_outcomes, geomean, paired_difference,  # noqa: E402
+                                    task_intervals)
 
 FULL_REWARD = ["reward.w_struct=0.2", "reward.w_ranker=0.3"]
 ARMS: dict[str, list[str] | None] = {
@@ -50,8 +55,11 @@ ARMS: dict[str, list[str] | None] = {
     "full_one_turn": FULL_REWARD + ["rollout.max_turns=1"],
 }
 SPLITS = ("heldout", "test")
+SHARD_TASKS = 40
+RANKER_KIND = "gbt"
 KINDS = ("c2cuda", "torch2cuda")
 BENCH_SAMPLES = 4
+RESAMPLES = 1000
 COMPARED = "full"  # the arm every other is compared with
 
 
@@ -74,6 +82,20 @@ def bench_dir(runs: Path, arm: str, split: str, kind: str) -> Path:
     return runs / arm / f"bench_{split}_{kind}"
 
 
+def ranker_checkpoint(runs: Path) -> Path:
+    return runs / "ranker" / RANKER_KIND
+
+
+def load_tasks_of(split: str, kind: str) -> list:
+    from pipeline.tasks import load_tasks
+    return [t for t in load_tasks(f"generated:{split}") if t.kind == kind]
+
+
+def shard_count(split: str, kind: str) -> int:
+    """Shards of about SHARD_TASKS tasks each for one split and kind."""
+    return max(1, -(-len(load_tasks_of(split, kind)) // SHARD_TASKS))
+
+
 def uses_ranker(overrides: list[str]) -> bool:
     return any(o.startswith("reward.w_ranker=") and float(o.split("=", 1)[1]) > 0 for o in overrides)
 
@@ -91,9 +113,9 @@ def sft_command(runs: Path, sft_config: str, extra: list[str]) -> list[str] | No
 
 
 def ranker_command(runs: Path, config: str, data: str | None, extra: list[str]) -> list[str] | None:
-    if any((runs / "ranker").glob("*/v*/manifest.json")):
+    if any(ranker_checkpoint(runs).glob("v*/manifest.json")):
         return None
-    return cli("rank", "train", "--config", config, "--out", str(runs / "ranker"),
+    return cli("rank", "train", "--config", config, "--out", str(runs / "ranker"), "--rankers", RANKER_KIND,
                *(["--data", data] if data else []), *extra)
 
 
@@ -107,7 +129,7 @@ def rl_command(runs: Path, arm: str, config: str, extra: list[str]) -> list[str]
     from pipeline.rl.tracking import latest_checkpoint
     run_dir = runs / arm
     settings = [f"run.output_dir={runs}", f"run.name={arm}", f"model.path={sft_policy(runs)}", *overrides,
-                *([f"ranker.checkpoint={runs / 'ranker'}"] if uses_ranker(overrides) else []), *extra]
+                *([f"ranker.checkpoint={ranker_checkpoint(runs)}"] if uses_ranker(overrides) else []), *extra]
     steps = load_config(config, settings).train.steps
     ckpt = latest_checkpoint(run_dir)
     if ckpt is not None:
@@ -118,20 +140,31 @@ def rl_command(runs: Path, arm: str, config: str, extra: list[str]) -> list[str]
     return cli("train", "--config", config, *settings)
 
 
+class LearningError(Exception):
+    """A stage that cannot run yet; the message says what to run first."""
+
+
 def bench_commands(runs: Path, arm: str, config: str, limit: int, extra: list[str],
                    splits=SPLITS, kinds=KINDS) -> list[list[str]]:
+    """The bench shards of an arm still to run; LearningError while its policy is not final."""
+    if ARMS[arm] is not None and rl_command(runs, arm, config, extra) is not None:
+        raise LearningError(f"arm {arm} has not run all its RL steps; run the stage `rl {arm}` until it says "
+                            "nothing is left, then bench it")
     policy = arm_policy(runs, arm)
-    if policy is None:
-        return []
+    if policy is None or not (policy / "config.json").is_file():
+        raise LearningError(f"arm {arm} has no policy at {policy}; run the stage `sft` first")
     out = []
     for split in splits:
         for kind in kinds:
-            d = bench_dir(runs, arm, split, kind)
-            if (d / "report.json").is_file():
-                continue
-            out.append(cli("bench", "--model", str(policy), "--suite", kind, "--tasks", f"generated:{split}",
-                           "--samples", str(BENCH_SAMPLES), "--limit", str(limit), "--config", config,
-                           "--out", str(d), *extra))
+            n = shard_count(split, kind)
+            for k in range(min(n, limit) if limit > 0 else n):
+                d = bench_dir(runs, arm, split, kind) / f"shard_{k:03d}_of_{n:03d}"
+                done = d / "report.json"
+                if done.is_file() and json.loads(done.read_text())["meta"].get("model") == str(policy):
+                    continue
+                out.append(cli("bench", "--model", str(policy), "--suite", kind, "--tasks", f"generated:{split}",
+                               "--samples", str(BENCH_SAMPLES), "--shard", f"{k}/{n}", "--config", config,
+                               "--out", str(d), *extra))
     return out
 
 
@@ -140,7 +173,10 @@ def plan(runs: Path, config: str, sft_config: str, data: str | None, limit: int,
     steps = [sft_command(runs, sft_config, extra), ranker_command(runs, config, data, extra)]
     steps += [rl_command(runs, arm, config, extra) for arm in ARMS]
     for arm in ARMS:
-        steps += bench_commands(runs, arm, config, limit, extra)
+        try:
+            steps += bench_commands(runs, arm, config, limit, extra)
+        except LearningError:  # not yet: the plan lists the bench once its arm is done
+            steps.append(cli("bench", f"<{arm} once its policy is final>"))
     return [s for s in steps if s is not None]
 
 
@@ -163,8 +199,14 @@ def _turn_gain(all_turns: list[Outcome]) -> float | None:
     return _rate("correct")(two) - _rate("correct")(one) if one and two else None
 
 
-def measures(report: dict) -> dict:
-    """One bench report's measures with intervals (module docstring)."""
+def merged(reports: list[dict]) -> dict:
+    """The shards of one arm, split and kind as one report's outcomes and rows."""
+    return {"outcomes": [o for r in reports for o in r["outcomes"]], "rows": [w for r in reports for w in r["rows"]]}
+
+
+def measures(report: dict) -> tuple[dict, list[Outcome], dict]:
+    """One (merged) bench report's measures with intervals (module docstring), its judged outcomes and the
+    statistics by name (for the paired differences)."""
     outcomes = [Outcome(**o) for o in report["outcomes"]]
     outcomes = [o for o in outcomes if not o.evaluator_failure]
     struct = {(r["task"], r["sample"], r["turn"]): r.get("struct_score") for r in report["rows"]}
@@ -180,7 +222,7 @@ def measures(report: dict) -> dict:
              "correct_rate": lambda o: _rate("correct")(final(o)), "fast_1": lambda o: _fast(1.0)(final(o)),
              "fast_1.5": lambda o: _fast(1.5)(final(o)), "geomean_speedup_correct": lambda o: _geomean(final(o)),
              "turn2_over_turn1_correct": _turn_gain, "struct_score_correct": struct_mean}
-    out = {name: task_interval(outcomes, f, resamples=1000) for name, f in stats.items()}
+    out = task_intervals(outcomes, stats, resamples=RESAMPLES)
     out["tasks"] = len({o.task_id for o in outcomes})
     out["samples"] = len(final(outcomes))
     return out, outcomes, stats
@@ -194,9 +236,10 @@ def build_report(runs: Path) -> dict:
     for arm in ARMS:
         for split in SPLITS:
             for kind in KINDS:
-                path = bench_dir(runs, arm, split, kind) / "report.json"
-                if path.is_file():
-                    m, outcomes, stats = measures(json.loads(path.read_text()))
+                shards = sorted(bench_dir(runs, arm, split, kind).glob("shard_*/report.json"))
+                if shards:
+                    m, outcomes, stats = measures(merged([json.loads(p.read_text()) for p in shards]))
+                    m["shards"] = len(shards)
                     result["arms"].setdefault(arm, {}).setdefault(split, {})[kind] = m
                     kept[(arm, split, kind)] = (outcomes, stats)
         if ARMS[arm] is not None and (runs / arm / "metrics.jsonl").is_file():
@@ -209,7 +252,7 @@ def build_report(runs: Path) -> dict:
         if arm == COMPARED or base is None:
             continue
         result["differences"].setdefault(f"{COMPARED}-{arm}", {}).setdefault(split, {})[kind] = {
-            name: paired_difference(base[0], outcomes, stats[name], resamples=1000)
+            name: paired_difference(base[0], outcomes, stats[name], resamples=RESAMPLES)
             for name in ("correct_rate", "fast_1", "geomean_speedup_correct")}
     return result
 
@@ -233,8 +276,8 @@ def plot(result: dict, path: Path) -> None:
         vals = [result["arms"][arm]["heldout"].get(kind, {}).get("correct_rate") for arm in arms]
         xs = [i + 0.4 * k for i in range(len(arms))]
         heights = [v["value"] if v and v["value"] is not None else 0 for v in vals]
-        errs = [[h - (v["low"] or h) if v else 0 for h, v in zip(heights, vals)],
-                [(v["high"] or h) - h if v else 0 for h, v in zip(heights, vals)]]
+        errs = [[h - v["low"] if v and v["low"] is not None else 0 for h, v in zip(heights, vals)],
+                [v["high"] - h if v and v["high"] is not None else 0 for h, v in zip(heights, vals)]]
         c.bar(xs, heights, 0.4, yerr=errs, label=kind, capsize=3)
     c.set_xticks([i + 0.2 for i in range(len(arms))], arms)
     c.set(title="correct rate on held-out tasks (95 % CI)")
@@ -258,15 +301,19 @@ def run(argv: list[str]) -> int:
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("stage", choices=["plan", "sft", "ranker", "rl", "bench", "report"])
-    p.add_argument("arm", nargs="?", choices=list(ARMS))
+    p.add_argument("arm", nargs="?", help=f"for rl and bench: one of {', '.join(ARMS)}")
     p.add_argument("--runs", default="runs/learning")
     p.add_argument("--config", default="configs/learning_h200.yaml")
     p.add_argument("--sft-config", default="configs/sft_h200.yaml")
     p.add_argument("--ranker-data", default=None, help="measured Parquet for the ranker (default the dataset's)")
-    p.add_argument("--limit", type=int, default=0, help="bench only the first N tasks of each split and kind")
+    p.add_argument("--limit", type=int, default=0, help="bench only the first N shards of each split and kind")
     p.add_argument("--splits", default=",".join(SPLITS), help="splits to bench (default all)")
     p.add_argument("--kinds", default=",".join(KINDS), help="kinds to bench (default both)")
     args, extra = p.parse_known_args(argv)
+    if args.arm and "=" in args.arm:  # an override in the arm's place
+        extra, args.arm = [args.arm, *extra], None
+    if args.arm and args.arm not in ARMS:
+        p.error(f"arm {args.arm!r} is not one of {', '.join(ARMS)}")
     bad = [x for x in extra if "=" not in x or x.startswith("-")]
     if bad:
         p.error(f"{bad[0]!r} is not a section.key=value override")
@@ -283,11 +330,11 @@ def main(argv: list[str]) -> int:
         plot(result, runs / "learning.png")
         print(f"wrote {runs / 'learning.json'} and {runs / 'learning.png'}")
         return 0
-    commands = {"sft": lambda: [sft_command(runs, args.sft_config, extra)],
-                "ranker": lambda: [ranker_command(runs, args.config, args.ranker_data, extra)],
-                "rl": lambda: [rl_command(runs, args.arm, args.config, extra)],
-                "bench": lambda: bench_commands(runs, args.arm, args.config, args.limit, extra,
-                                                args.splits.split(","), args.kinds.split(","))}[args.stage]()
+    try:
+        commands = stage_commands(args, runs, extra)
+    except LearningError as e:
+        print(f"learning: {e}", file=sys.stderr)
+        return 1
     todo = [c for c in commands if c is not None]
     if not todo:
         print(f"learning: stage {args.stage} {args.arm or ''} has nothing left to do")
@@ -295,6 +342,18 @@ def main(argv: list[str]) -> int:
         if run(cmd):
             return 1
     return 0
+
+
+def stage_commands(args, runs: Path, extra: list[str]) -> list:
+    """The commands of one stage still to run (None where a stage has nothing left)."""
+    if args.stage == "sft":
+        return [sft_command(runs, args.sft_config, extra)]
+    if args.stage == "ranker":
+        return [ranker_command(runs, args.config, args.ranker_data, extra)]
+    if args.stage == "rl":
+        return [rl_command(runs, args.arm, args.config, extra)]
+    return bench_commands(runs, args.arm, args.config, args.limit, extra, args.splits.split(","),
+                          args.kinds.split(","))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ this trusted process, per-call milliseconds from CUDA events, the L2 flushed bef
   round_fresh_idle   as round_fresh, the host idle for 20 ms before the window (a round's other work)
   round_fresh_busy   as round_fresh, the GPU busy with a large matmul (some ms) just before the window:
                      whether a GPU that idled during the host's work runs the first calls at lower clocks
-  child_alive        as round_fresh, with the evaluator's trusted null child (a second process with its own
+  child_alive        as round_fresh, with a trusted child of the evaluator (a second process with its own
                      CUDA context, as a candidate's child is in a round) started and idle
   child_frozen       as child_alive, the child frozen (SIGSTOP) as a candidate's is while the baseline runs
   after_child_batch  as child_alive, right after the child ran an empty batch (the GPU switching contexts)
@@ -114,14 +114,15 @@ def main() -> None:
                         res[col].append(1e3 * _in_process_batch(ev, cd.run_reference,
                                                                 [cd.reference_copy(f) for f in fresh])[0] / k)
                         del fresh
-                try:  # the same fresh-set batch beside a second process's CUDA context
-                    from pipeline.evaluation.timed_rounds import _empty_batch
-                    child = ev.null_child("c2cuda")
+                child = None
+                try:  # the same fresh-set batch beside a second process's CUDA context (a trusted child)
+                    child = ev.start_child(False)
+                    child.request({"op": "probe"}, 60)
                     ci = group.configs.index(cd)
                     for t in range(args.trials):
                         for n, col in enumerate(("child_alive", "child_frozen", "after_child_batch")):
-                            if col == "after_child_batch":
-                                _empty_batch(ev, ci, "c2cuda")
+                            if col == "after_child_batch":  # an empty batch of one launch, as a calibration's
+                                child.request({"op": "run", "config": ci, "slots": [], "launches": 1}, 60)
                             if col == "child_frozen":
                                 child.freeze()
                             fresh = [cd.fresh((t + 7) * 64 + s + (n + 8 << 20)) for s in range(k)]
@@ -131,6 +132,9 @@ def main() -> None:
                             del fresh
                 except Exception as e:  # noqa: BLE001 - a benchmark row: the other columns stand
                     print(f"{task_id} {cd.name}: child columns: {type(e).__name__}: {e}", flush=True)
+                finally:
+                    if child is not None:
+                        child.close()
                 res = {c: v for c, v in res.items() if v}
                 row = {"task": task_id, "config": cd.name, "k": k, **{p: statistics.median(v) for p, v in res.items()}}
                 rows.append(row)

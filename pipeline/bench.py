@@ -1,7 +1,7 @@
 """`cudaperf bench`: sample a policy (or read ready answers) on a suite, evaluate everything, report.
 
     cudaperf bench --model PATH --suite kernelbench|c2cuda [--kernelbench-dir DIR] [--levels 1,2]
-                   [--tasks SOURCE] [--turns K] [--samples N] [--limit N] [--out DIR] [--config FILE]
+                   [--tasks SOURCE] [--turns K] [--samples N] [--limit N] [--shard K/N] [--out DIR] [--config FILE]
                    [section.key=value ...]
     cudaperf bench --answers DIR --suite ...      (score a directory of ready answers, no model)
 
@@ -81,8 +81,9 @@ def outcomes_from_episodes(episodes) -> list[Outcome]:
 # ---- task selection ---------------------------------------------------------------------------------
 
 def suite_tasks(suite: str, kernelbench_dir: str | None, levels: list[int], source: str, limit: int,
-                split_seed: int = 0) -> list[Task]:
-    """The tasks of a suite (module docstring), the first `limit` of them when limit > 0."""
+                split_seed: int = 0, shard: tuple[int, int] = (0, 1)) -> list[Task]:
+    """The tasks of a suite (module docstring): shard K of N takes every N-th task from the K-th (in id
+    order, so each shard spreads over the families), then the first `limit` of those when limit > 0."""
     if suite == "kernelbench":
         if not kernelbench_dir:
             raise BenchError("--suite kernelbench needs --kernelbench-dir DIR, a clone of "
@@ -93,6 +94,8 @@ def suite_tasks(suite: str, kernelbench_dir: str | None, levels: list[int], sour
     if not tasks:
         raise BenchError(f"suite {suite} has no tasks (source '{kernelbench_dir or source}'); point it at tasks "
                          "of that kind")
+    k, n = shard
+    tasks = tasks[k::n]
     return tasks[:limit] if limit > 0 else tasks
 
 
@@ -332,6 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--turns", type=int, default=None, help="turns per episode (default rollout.max_turns)")
     p.add_argument("--samples", type=int, default=None, help="samples per task (default rollout.samples_per_task)")
     p.add_argument("--limit", type=int, default=0, help="only the first N tasks (0: all)")
+    p.add_argument("--shard", default="0/1", help="K/N: every N-th task from the K-th (0-based), for a suite run "
+                   "in parts")
     p.add_argument("--out", default=None, help="report directory (default run.output_dir/run.name/bench)")
     p.add_argument("--config", default=None, help="YAML run configuration (eval, compile, rollout, model sections)")
     p.add_argument("--baseline-json", default=None, help="suite kernelbench: KernelBench baseline timing JSON "
@@ -352,8 +357,13 @@ def main(argv: list[str], open_cluster=None) -> int:
         pre.append(f"rollout.samples_per_task={args.samples}")
     cfg = load_config(args.config, pre + overrides)
     levels = _levels(args.levels) if args.levels else cfg.tasks.kernelbench_levels
+    from pipeline.data.measure import MeasureError, parse_shard
+    try:
+        shard = parse_shard(args.shard)
+    except MeasureError as e:
+        raise BenchError(str(e)) from None
     tasks = suite_tasks(args.suite, args.kernelbench_dir, levels, args.tasks, args.limit,
-                        cfg.data.split_seed)
+                        cfg.data.split_seed, shard)
     answers = Path(args.answers).expanduser() if args.answers else None
     if answers is not None and not answers.is_dir():
         raise BenchError(f"--answers {args.answers} is not a directory; pass the directory holding the answers")

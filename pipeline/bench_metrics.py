@@ -229,23 +229,40 @@ def resample_tasks(outcomes: Sequence[Outcome], rng) -> list[Outcome]:
     return [o for k in range(len(ids)) for o in _renamed(tasks[ids[rng.randrange(len(ids))]], k)]
 
 
-def _percentiles(values: list[float], level: float) -> tuple[float, float]:
+def _percentiles(values: list[float], level: float) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
     ordered = sorted(values)
     lo = ordered[int(math.floor((1 - level) / 2 * (len(ordered) - 1)))]
     hi = ordered[int(math.ceil((1 + level) / 2 * (len(ordered) - 1)))]
     return lo, hi
 
 
-def task_interval(outcomes: Sequence[Outcome], statistic, resamples: int = 2000, seed: int = 0,
-                  level: float = 0.95) -> dict:
-    """`statistic(outcomes)` and its percentile bootstrap interval over tasks: {"value", "low", "high"}.
-    A resample where the statistic is None (no correct sample, say) is left out of the interval."""
+def task_intervals(outcomes: Sequence[Outcome], statistics: dict, resamples: int = 2000, seed: int = 0,
+                   level: float = 0.95) -> dict[str, dict]:
+    """For each named statistic (a function of a list of outcomes), its value and percentile bootstrap interval
+    over tasks: {name: {"value", "low", "high"}}; one draw of tasks per resample serves every statistic. A
+    resample where a statistic is None (no correct sample, say) is left out of its interval."""
     import random
     rng = random.Random(seed)
-    value = statistic(list(outcomes))
-    draws = [v for v in (statistic(resample_tasks(outcomes, rng)) for _ in range(resamples)) if v is not None]
-    low, high = _percentiles(draws, level) if draws else (None, None)
-    return {"value": value, "low": low, "high": high}
+    draws: dict[str, list[float]] = {name: [] for name in statistics}
+    for _ in range(resamples):
+        sample = resample_tasks(outcomes, rng)
+        for name, stat in statistics.items():
+            v = stat(sample)
+            if v is not None:
+                draws[name].append(v)
+    out = {}
+    for name, stat in statistics.items():
+        low, high = _percentiles(draws[name], level)
+        out[name] = {"value": stat(list(outcomes)), "low": low, "high": high}
+    return out
+
+
+def task_interval(outcomes: Sequence[Outcome], statistic, resamples: int = 2000, seed: int = 0,
+                  level: float = 0.95) -> dict:
+    """`statistic(outcomes)` and its percentile bootstrap interval over tasks: {"value", "low", "high"}."""
+    return task_intervals(outcomes, {"s": statistic}, resamples, seed, level)["s"]
 
 
 def paired_difference(a: Sequence[Outcome], b: Sequence[Outcome], statistic, resamples: int = 2000, seed: int = 0,
@@ -264,7 +281,7 @@ def paired_difference(a: Sequence[Outcome], b: Sequence[Outcome], statistic, res
     rng = random.Random(seed)
     draws = [v for v in (diff([shared[rng.randrange(len(shared))] for _ in shared]) for _ in range(resamples))
              if v is not None] if shared else []
-    low, high = _percentiles(draws, level) if draws else (None, None)
+    low, high = _percentiles(draws, level)
     return {"value": diff(shared) if shared else None, "low": low, "high": high, "tasks": len(shared)}
 
 

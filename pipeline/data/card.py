@@ -16,8 +16,6 @@ from pathlib import Path
 
 from pipeline.data.measured import REFERENCE_STRATEGY
 from pipeline.data.splits import HELDOUT, HELDOUT_FRACTION, TASK_SPLITS, split_of_task
-
-HELDOUT_FAMILY_SPLIT = {HELDOUT: "train"}
 from pipeline.records import Task
 
 DIVERSE_RATIO = 1.3  # two non-naive implementations this far apart make a task's ranking informative
@@ -38,7 +36,7 @@ def task_counts(tasks: list[Task], split_seed: int = 0, overlap: dict | None = N
         families[t.family][t.kind] += 1
     task_split = {t.id: split_of_task(t, split_seed) for t in tasks}
     # a family's split is its tasks' own, the held-out tasks of a training family counting as 'train'
-    split_of_family = {t.family: HELDOUT_FAMILY_SPLIT.get(task_split[t.id], task_split[t.id]) for t in tasks}
+    split_of_family = {t.family: "train" if task_split[t.id] == HELDOUT else task_split[t.id] for t in tasks}
     splits = {s: {"families": sum(1 for f in families if split_of_family[f] == s),
                   "tasks": sum(1 for t in tasks if task_split[t.id] == s)}
               for s in list(TASK_SPLITS) + sorted(set(task_split.values()) - set(TASK_SPLITS))}

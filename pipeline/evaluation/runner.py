@@ -41,6 +41,7 @@ def start_candidate(ev, group: GroupData, cand: Candidate, prep) -> Started:
 def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started) -> EvalResult:
     task, cfg = group.task, ev.cfg
     stage = dict(prep.stage_s, load=started.load_s)
+    timing_parts: dict[str, float] = {}
     findings = list(prep.findings)
     configs = [ConfigResult(name=cd.name) for cd in group.configs]
     verdict, reason, flags, speedup, speedup_compiled = "correct", "", [], None, None
@@ -54,7 +55,7 @@ def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started)
             _check_all(ev, group, child, configs)
         stage["check"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        speedup, speedup_compiled = _time(ev, group, child, configs, cand.format, flags, stage)
+        speedup, speedup_compiled = _time(ev, group, child, configs, cand.format, flags, timing_parts)
         stage["timing"] = time.perf_counter() - t0
         judge_reply(child.request({"op": "status"}, cfg.run_timeout_s), "after timing")  # runtime checks, once more
     except Stop as stop:
@@ -85,7 +86,8 @@ def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started)
         features["roofline.fraction"] = round(math.exp(sum(map(math.log, fractions)) / len(fractions)), 6)
     return ev._base(task, cand, verdict, reason, configs=configs, speedup=speedup if verdict == "correct" else None,
                     speedup_compiled=speedup_compiled if verdict == "correct" else None,
-                    flags=flags, findings=findings, stage_s=stage, compile_log=prep.comp.ptxas_log,
+                    flags=flags, findings=findings, stage_s=stage, timing_parts_s=timing_parts,
+                    compile_log=prep.comp.ptxas_log,
                     features=features)
 
 
@@ -118,21 +120,21 @@ def _check_all(ev, group: GroupData, child: ChildProcess, configs: list[ConfigRe
 
 
 def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult],
-          fmt: str, flags: list[str], stage: dict[str, float]) -> tuple[float | None, float | None]:
+          fmt: str, flags: list[str], parts: dict[str, float]) -> tuple[float | None, float | None]:
     """Every timing configuration in rounds of baseline and candidate batches (timed_rounds.py), under the
     GPU's exclusive lock; returns the geomean speedups over the baseline and over the torch.compile'd
-    reference (None unless it built for every timed config). Adds to `stage` the seconds spent waiting
-    for the lock (`timing_lock_wait`) and in each part of the rounds (`timing_<part>`, timed_rounds.STAGES)."""
+    reference (None unless it built for every timed config). Adds to `parts` the seconds spent waiting
+    for the lock (`lock_wait`) and in each part of the rounds (timed_rounds.STAGES)."""
     logs, compiled_logs = [], []
     for ci, cd in enumerate(group.configs):
         if not cd.time:
             continue
         t0 = time.perf_counter()
         with ev.gpu_lock.exclusive():
-            stage["timing_lock_wait"] = stage.get("timing_lock_wait", 0.0) + time.perf_counter() - t0
+            parts["lock_wait"] = parts.get("lock_wait", 0.0) + time.perf_counter() - t0
             times = time_config(ev, group, ci, cd, child, fmt)
         for part, seconds in times.stage_s.items():
-            stage[f"timing_{part}"] = stage.get(f"timing_{part}", 0.0) + seconds
+            parts[part] = parts.get(part, 0.0) + seconds
         calls = times.calls_per_batch  # one time per round (per call of its batch); trials count the calls
         cand, base = summarize(times.candidate, calls), summarize(times.baseline, calls)
         if times.compiled:

@@ -71,9 +71,13 @@ class Times:
         return now
 
 
-# the parts of a configuration's rounds in Times.stage_s: the null child's warm-up batches; new inputs (the
-# probe before a round, inputs made, copied for the reference, staged, the in-window checksums prepared); the baseline's batch (and the torch.compile'd reference's); the
-# calibration batches; the candidate's window; the checks of every slot after it
+# The parts of a configuration's rounds in Times.stage_s, back to back from the start of the rounds:
+# warm_up    the null child's warm-up batches, the output-copy measure, the secret signs;
+# inputs     per round: the busy probe, the new inputs made, staged into the candidate's slots, and the
+#            in-window checksums prepared;
+# baseline   the baseline's batch with its own staging or reference copies and the expected outputs it
+#            gives, and the torch.compile'd reference's batch;
+# calibration, candidate (its window), check (every slot after it).
 STAGES = ("warm_up", "inputs", "baseline", "calibration", "candidate", "check")
 
 

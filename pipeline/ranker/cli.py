@@ -57,12 +57,12 @@ def main(argv: list[str]) -> int:
 
 def _train(args, cfg, kinds, out: Path, families) -> int:
     from pipeline.ranker.checkpoint import save_checkpoint
-    from pipeline.ranker.train import prepare_data, train_split
+    from pipeline.ranker.train import prepare_data, train_split, trains_rankers
     data = prepare_data(args.data, cfg.ranker, cfg.compile, families, cfg.run.seed)
     trained = train_split(data, cfg.ranker, kinds, cfg.run.seed)
     test_families = sorted({im.family for im in data.impls if im.split == "test"})
     for kind, (ranker, metrics) in trained.items():
-        path = save_checkpoint(ranker, out / kind, data.subset(lambda im: im.split != "test").content_hash(),
+        path = save_checkpoint(ranker, out / kind, data.subset(trains_rankers).content_hash(),
                                metrics, {"data_source": data.source, "test_families": test_families,
                                          "min_gap": cfg.ranker.min_gap})
         print(f"{kind}: checkpoint {path}")

@@ -201,21 +201,25 @@ def fill_features(data: RankData, cache: FeatureCache) -> int:
 
 def assign_splits(data: RankData, test_families: list[str] | None = None, seed: int = 0) -> None:
     """Give every impl without a split one: 'test' for `test_families` when given, else the
-    project's split of its family (pipeline/data/splits.py)."""
+    project's split of its family (pipeline/data/splits.py); then the held-out tasks of the training
+    families are 'heldout' whatever their rows say (rows measured before that split existed say 'train'),
+    so a ranker never trains on the tasks a policy is evaluated on."""
     if test_families is not None:
         chosen = set(test_families)
         for im in data.impls:
             im.split = "test" if im.family in chosen else "train"
         return
-    if all(im.split for im in data.impls):
-        return
     try:
-        from pipeline.data.splits import split_of_family
+        from pipeline.data.splits import HELDOUT, is_heldout, split_of_family
     except ImportError:
+        if all(im.split for im in data.impls):
+            return
         raise RankDataError("rows have no split and pipeline.data.splits is not available; pass --test-families "
                             "or --cv K") from None
     for im in data.impls:
         im.split = im.split or split_of_family(im.family, seed)
+        if im.split == "train" and is_heldout(im.task_id, seed):
+            im.split = HELDOUT
 
 
 def family_folds(families: list[str], k: int, seed: int = 0) -> list[list[str]]:

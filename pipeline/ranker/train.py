@@ -55,9 +55,14 @@ def prepare_data(path, cfg, compile_cfg, test_families: list[str] | None = None,
     return data
 
 
+def trains_rankers(im) -> bool:
+    """Whether an implementation is in a ranker's training data: not of a test family, nor of a held-out task."""
+    return im.split not in ("test", "heldout")
+
+
 def train_split(data: RankData, cfg, kinds, seed: int = 0, log=print) -> dict[str, tuple[Ranker, dict]]:
-    """Fit each ranker in `kinds` on the pairs of the non-test families; {kind: (ranker, metrics)}."""
-    train = data.subset(lambda im: im.split != "test")
+    """Fit each ranker in `kinds` on the pairs of its training data (`trains_rankers`); {kind: (ranker, metrics)}."""
+    train = data.subset(trains_rankers)
     pairs = make_pairs(train, cfg.min_gap)
     out = {}
     for kind in kinds:

@@ -85,11 +85,13 @@ def live_tasks(reader: TaskReader, step: int, n: int) -> list:
     return out
 
 
-def live_metrics(outcomes, cfg: RunConfig, actors, tasks: dict) -> dict[str, float]:
-    """The live evaluation's rollout metrics (its episodes scored by the run's own reward), as live/<metric>."""
-    prefs = ranker_preferences(outcomes, tasks, actors.ranker_preferences) \
-        if actors.ranker_preferences is not None else None
-    return {f"live/{k}": v for k, v in rollout_metrics(outcomes, prepare_step(outcomes, cfg.reward, cfg.rl, prefs)).items()}
+def score(outcomes, cfg: RunConfig, actors, tasks: list) -> list:
+    """Episodes scored by the run's reward (`prepare_step`), with the ranker's preferences over each task's
+    baseline asked for all of them at once when the ranker term is on."""
+    prefs = None
+    if actors.ranker_preferences is not None:
+        prefs = ranker_preferences(outcomes, {t.id: t for t in tasks}, actors.ranker_preferences)
+    return prepare_step(outcomes, cfg.reward, cfg.rl, prefs)
 
 
 def check_placement(cfg: RunConfig, gpus: float) -> None:
@@ -127,13 +129,14 @@ def run_training(cfg: RunConfig, run_dir: Path, cluster, resume_from: Path | Non
     """Train for `train.steps` steps (from the checkpoint `resume_from`, if given) on `cluster`; returns
     each step's metrics."""
     reader = task_reader(cfg)
+    live = live_eval_reader(cfg, reader)  # a bad live source is reported before anything starts
     model_path = resolve_model_path(cfg.model)  # built here once, so actors find the tiny model ready
     check_placement(cfg, cluster.gpus)
     with StatusLine(f"starting {starting(cfg, cluster.evaluator_gpus())}") as status, \
             cluster.training(model_path) as actors:
         actors.wait_ready()
         status.done()
-        return _steps(cfg, run_dir, cluster, actors, reader, model_path, resume_from)
+        return _steps(cfg, run_dir, cluster, actors, reader, live, model_path, resume_from)
 
 
 def starting(cfg: RunConfig, evaluator_gpus: int) -> str:
@@ -146,7 +149,7 @@ def starting(cfg: RunConfig, evaluator_gpus: int) -> str:
             f"{n(cfg.learner.ranks, 'learner rank')}, {evaluators}, {n(cfg.compile.workers, 'compiler')}")
 
 
-def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, model_path,
+def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, live: TaskReader | None, model_path,
            resume_from: Path | None) -> list[dict]:
     learners = actors.learners
     state = RunState()
@@ -158,7 +161,6 @@ def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, m
         random.seed(cfg.run.seed)
         np.random.seed(cfg.run.seed)
         torch.manual_seed(cfg.run.seed)
-    live = live_eval_reader(cfg, reader)
     if state.reader:
         reader.restore(state.reader)
     stream = cluster.task_stream(reader)
@@ -181,19 +183,17 @@ def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, m
             held_ids = {t.id for t in held}
             outcomes = [o for o in everything if o.trajectory.task_id not in held_ids]
             samples.write_episodes(step + 1, outcomes)
-            prefs = None
-            if actors.ranker_preferences is not None:  # the ranker term: preference over the baseline
-                prefs = ranker_preferences(outcomes, {t.id: t for t in step_tasks}, actors.ranker_preferences)
-            episodes = prepare_step(outcomes, cfg.reward, cfg.rl, prefs)
+            episodes = score(outcomes, cfg, actors, step_tasks)
             metrics = rollout_metrics(outcomes, episodes)
-            if held:
-                metrics.update(live_metrics([o for o in everything if o.trajectory.task_id in held_ids], cfg, actors,
-                                            {t.id: t for t in held}))
+            if held:  # the live evaluation: scored like the step's own episodes, never trained on
+                live_outcomes = [o for o in everything if o.trajectory.task_id in held_ids]
+                metrics.update({f"live/{k}": v for k, v in
+                                rollout_metrics(live_outcomes, score(live_outcomes, cfg, actors, held)).items()})
             metrics.update({"time/rollout_s": stats.wall_s, "rollout/weight_version": float(actors.weight_version),
                             "rollout/tokens_generated": float(stats.tokens_generated),
                             "rollout/sequences_per_call": stats.mean_sequences_per_call,
                             "pool/restarts": float(actors.restarts())})
-            busy = {"generator": stats.generation_s, "evaluator": evaluator_busy_s(outcomes)}
+            busy = {"generator": stats.generation_s, "evaluator": evaluator_busy_s(everything)}
             finished = []
             if pending is not None:  # staleness >= 1: the previous step trained while this one rolled out
                 finished.append(finish(pending, actors, state))

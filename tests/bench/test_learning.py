@@ -62,6 +62,8 @@ def test_a_two_step_experiment_runs_end_to_end_on_the_tiny_cpu_policy(learning, 
 
     assert "sft" not in " ".join(" ".join(c[3:5]) for c in learning.plan(runs, common[3], "x.yaml", None, 0, small))
     assert learning.main(["ranker", *common, "--ranker-data", str(table), *small]) == 0
+    from pipeline.ranker.checkpoint import resolve
+    assert resolve(learning.ranker_checkpoint(runs)).name == "v0001"  # what the full arms' ranker.checkpoint names
     for arm in ("exec", "full"):
         assert learning.main(["rl", arm, *common, *small]) == 0
         from pipeline.rl.tracking import read_metrics
@@ -70,15 +72,22 @@ def test_a_two_step_experiment_runs_end_to_end_on_the_tiny_cpu_policy(learning, 
         assert all(r["rollout/episodes"] == 2 and r["live/rollout/episodes"] == 2 for r in steps)  # apart
         assert learning.arm_policy(runs, arm) is not None and (learning.arm_policy(runs, arm) / "config.json").is_file()
     assert learning.rl_command(runs, "exec", common[3], small) is None  # finished: a second call does nothing
-    bench = ["--splits", "heldout", "--kinds", "c2cuda", "--limit", "2"]
+    bench = ["--splits", "heldout", "--kinds", "c2cuda", "--limit", "2"]  # 2 shards of ~11, 1 sample, 1 turn
+    small += ["rollout.max_turns=1", "rollout.samples_per_task=1"]
     for arm in ("sft", "full"):
         assert learning.main(["bench", arm, *common, *bench, *small]) == 0
+    shards = sorted(learning.bench_dir(runs, "full", "heldout", "c2cuda").glob("shard_*/report.json"))
+    assert len(shards) == 2 and learning.bench_commands(runs, "full", common[3], 2, small, ["heldout"], ["c2cuda"]) == []
+    with pytest.raises(SystemExit):  # an unknown arm is a usage error, an override in its place is not an arm
+        learning.main(["bench", "nope", *common])
     assert learning.main(["report", *common]) == 0
     result = json.loads((runs / "learning.json").read_text())
+    per_shard = -(-sum(1 for _ in learning.load_tasks_of("heldout", "c2cuda")) // learning.shard_count("heldout", "c2cuda"))
     for arm in ("sft", "full"):
         m = result["arms"][arm]["heldout"]["c2cuda"]
-        assert m["tasks"] == 2 and m["samples"] == 4 and set(m["correct_rate"]) == {"value", "low", "high"}
+        assert m["shards"] == 2 and 2 * per_shard - 2 <= m["tasks"] == m["samples"] <= 2 * per_shard
+        assert set(m["correct_rate"]) == {"value", "low", "high"}
     diff = result["differences"]["full-sft"]["heldout"]["c2cuda"]["correct_rate"]
-    assert diff["tasks"] == 2 and diff["value"] is not None
+    assert diff["tasks"] == result["arms"]["full"]["heldout"]["c2cuda"]["tasks"] and diff["value"] is not None
     assert {"exec", "full"} <= set(result["curves"]) and len(result["curves"]["full"]) == 2
     assert (runs / "learning.png").stat().st_size > 1000

@@ -58,3 +58,21 @@ def test_threshold_is_configurable_and_checked():
     assert len(make_pairs(data, 3.0)) == 2
     with pytest.raises(ValueError, match="min_gap"):
         make_pairs(data, 0.9)
+
+
+def test_rankers_never_train_on_the_held_out_tasks_whatever_their_rows_say():
+    from pipeline.data.generate import cached_tasks
+    from pipeline.data.splits import split_of_task
+    from pipeline.ranker.dataset import Impl, RankData, assign_splits
+    from pipeline.ranker.train import trains_rankers
+    tasks = cached_tasks(0)
+    held = next(t for t in tasks if split_of_task(t) == "heldout")
+    kept = next(t for t in tasks if split_of_task(t) == "train" and t.family == held.family)
+    test = next(t for t in tasks if split_of_task(t) == "test")
+
+    def impl(task, split):  # rows measured before the held-out split say 'train' for its tasks
+        return Impl(task.id, task.family, split, task.kind, "naive", "naive", "c2cuda", "", {})
+    data = RankData([impl(held, "train"), impl(kept, "train"), impl(test, "")], {})
+    assign_splits(data)
+    assert [im.split for im in data.impls] == ["heldout", "train", "test"]
+    assert [trains_rankers(im) for im in data.impls] == [False, True, False]

@@ -11,7 +11,8 @@ def test_a_steps_live_tasks_depend_on_the_step_alone_and_wrap_around_epochs(buil
     reader = TaskReader(list(builtin_tasks.values()), seed=3)
     n, size = 3, len(reader)
     steps = [live_tasks(reader, step, n) for step in range(size)]  # 3 epochs' worth
-    assert [t.id for t in live_tasks(reader, 5, n)] == [t.id for t in steps[5]]  # a resumed run draws the same
+    again = TaskReader(list(builtin_tasks.values()), seed=3)  # a resumed run's own reader
+    assert [t.id for t in live_tasks(again, 5, n)] == [t.id for t in steps[5]]  # draws the same tasks
     flat = [t.id for s in steps for t in s]
     for epoch in range(n):  # each epoch is every task once, in that epoch's seeded order
         assert flat[epoch * size:(epoch + 1) * size] == [t.id for t in reader.order(epoch)]
