@@ -53,12 +53,19 @@ def save_checkpoint(ranker: Ranker, root: str | Path, data_hash: str, metrics: d
 
 
 def resolve(path: str | Path) -> Path:
-    """A version directory: `path` itself if it holds a manifest, else its highest version."""
+    """A version directory: `path` itself if it holds a manifest, else its highest version; a directory that
+    `cudaperf rank train --out` filled with a single kind's folder stands for that kind."""
     path = Path(path).expanduser()
     if (path / "manifest.json").is_file():
         return path
     versions = _versions(path)
     if not versions:
+        kinds = sorted(d.name for d in path.iterdir() if d.is_dir() and _versions(d)) if path.is_dir() else []
+        if len(kinds) == 1:  # `cudaperf rank train --out DIR` of one kind: DIR/<kind>/v0001
+            return resolve(path / kinds[0])
+        if kinds:
+            raise CheckpointError(f"{path} holds rankers of several kinds ({', '.join(kinds)}); name one, e.g. "
+                                  f"ranker.checkpoint={path / kinds[0]}")
         raise CheckpointError(f"{path}: no ranker checkpoint (manifest.json or v0001/...) there; train one with "
                               "`cudaperf rank train --out DIR`")
     return path / f"v{versions[-1]:04d}"

@@ -64,6 +64,14 @@ def test_checkpoint_round_trip_gives_identical_scores(tmp_path, synthetic, train
     assert read_manifest(first)["version"] == 1
 
 
+def test_the_out_directory_of_rank_train_names_its_one_kind_and_several_kinds_need_a_choice(tmp_path, trained):
+    save_checkpoint(trained["gbt"][0], tmp_path / "gbt", "h", {})  # `cudaperf rank train --out tmp_path`
+    assert load_ranker(tmp_path)[1]["kind"] == "gbt"
+    save_checkpoint(trained["neural"][0], tmp_path / "neural", "h", {})
+    with pytest.raises(CheckpointError, match=r"several kinds \(gbt, neural\).*ranker.checkpoint=.*gbt"):
+        load_ranker(tmp_path)
+
+
 def test_checkpoint_with_another_feature_list_is_refused(tmp_path, synthetic, trained):
     path = save_checkpoint(trained["gbt"][0], tmp_path, "h", {})
     manifest = json.loads((path / "manifest.json").read_text())
