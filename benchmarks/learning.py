@@ -61,6 +61,8 @@ KINDS = ("c2cuda", "torch2cuda")
 BENCH_SAMPLES = 4
 RESAMPLES = 1000
 COMPARED = "full"  # the arm every other is compared with
+CURVES = ("step", "reward/episode_mean", "correct/episode_fraction", "live/correct/episode_fraction",
+          "live/reward/episode_mean")  # training-log columns kept per RL arm
 
 
 # ---- where things are ------------------------------------------------------------------------------
@@ -144,6 +146,17 @@ class LearningError(Exception):
     """A stage that cannot run yet; the message says what to run first."""
 
 
+def drop_cut_off_checkpoints(run_dir: Path) -> None:
+    """An arm stopped while writing its first checkpoint has nothing to resume from: its unusable
+    checkpoints go, so that the stage starts the arm again (cudaperf train refuses to overwrite them)."""
+    from pipeline.rl.tracking import latest_checkpoint
+    if latest_checkpoint(run_dir) is None and (run_dir / "checkpoints").is_dir():
+        import shutil
+        print(f"learning: {run_dir / 'checkpoints'} holds only checkpoints cut off while written; "
+              f"starting {run_dir.name} again")
+        shutil.rmtree(run_dir / "checkpoints")
+
+
 def bench_commands(runs: Path, arm: str, config: str, limit: int, extra: list[str],
                    splits=SPLITS, kinds=KINDS) -> list[list[str]]:
     """The bench shards of an arm still to run; LearningError while its policy is not final."""
@@ -218,7 +231,8 @@ def measures(report: dict) -> tuple[dict, list[Outcome], dict]:
         vals = [struct.get((o.task_id.split("#")[0], o.sample, o.turn)) for o in final(outs) if o.correct]
         vals = [v for v in vals if v is not None]
         return sum(vals) / len(vals) if vals else None
-    stats = {"compile_rate": lambda o: _rate("compiled")(final(o)), "execute_rate": lambda o: _rate("executed")(final(o)),
+    stats = {"compile_rate": lambda o: _rate("compiled")(final(o)),
+             "execute_rate": lambda o: _rate("executed")(final(o)),
              "correct_rate": lambda o: _rate("correct")(final(o)), "fast_1": lambda o: _fast(1.0)(final(o)),
              "fast_1.5": lambda o: _fast(1.5)(final(o)), "geomean_speedup_correct": lambda o: _geomean(final(o)),
              "turn2_over_turn1_correct": _turn_gain, "struct_score_correct": struct_mean}
@@ -244,9 +258,7 @@ def build_report(runs: Path) -> dict:
                     kept[(arm, split, kind)] = (outcomes, stats)
         if ARMS[arm] is not None and (runs / arm / "metrics.jsonl").is_file():
             rows = read_metrics(runs / arm)
-            result["curves"][arm] = [{k: r.get(k) for k in ("step", "reward/episode_mean", "correct/episode_fraction",
-                                                             "live/correct/episode_fraction", "live/reward/episode_mean")}
-                                     for r in rows]
+            result["curves"][arm] = [{k: r.get(k) for k in CURVES} for r in rows]
     for (arm, split, kind), (outcomes, stats) in kept.items():
         base = kept.get((COMPARED, split, kind))
         if arm == COMPARED or base is None:
@@ -351,6 +363,7 @@ def stage_commands(args, runs: Path, extra: list[str]) -> list:
     if args.stage == "ranker":
         return [ranker_command(runs, args.config, args.ranker_data, extra)]
     if args.stage == "rl":
+        drop_cut_off_checkpoints(runs / args.arm)
         return [rl_command(runs, args.arm, args.config, extra)]
     return bench_commands(runs, args.arm, args.config, args.limit, extra, args.splits.split(","),
                           args.kinds.split(","))

@@ -63,6 +63,10 @@ def main(argv: list[str], open_cluster) -> int:
     resume = resolve_resume(args.resume) if args.resume else None
     run_dir = Path(cfg.run.output_dir) / cfg.run.name
     if resume is None and (run_dir / "checkpoints").is_dir():
+        from pipeline.rl.tracking import latest_checkpoint
+        if latest_checkpoint(run_dir) is None:
+            raise UserError(f"run directory {run_dir} holds only incomplete checkpoints (a run stopped while writing "
+                            f"one); delete {run_dir / 'checkpoints'} to start it again, or choose another run.name")
         raise UserError(f"run directory {run_dir} already holds checkpoints; pass --resume {run_dir} to continue "
                         "it, or choose another run.name")
     run_dir.mkdir(parents=True, exist_ok=True)
