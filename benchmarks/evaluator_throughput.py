@@ -14,7 +14,9 @@
    (the task's implementations in turn, each copy marked by a comment), one group.
 3. Verdict agreement on the 8 shared candidates.
 4. Timing stability: one kernel timed in 10 separate evaluations; spread of the medians.
-5. Where the time goes: per run, the seconds of each stage summed over its candidates (EvalResult.stage_s:
+5. The adaptive stop (`--timing-ci`, eval.timing_ci): the 4-evaluator run and the stability check again with
+   it, the rate side by side and each candidate's speedup against the run without it.
+6. Where the time goes: per run, the seconds of each stage summed over its candidates (EvalResult.stage_s:
    gate, compile, load, check, timing, and within timing the lock wait and each part of the rounds),
    per candidate and as a share of the top-level stages (`stage_breakdown`).
 Figures go to JSON with the machine, versions and date.
@@ -143,9 +145,19 @@ def stage_breakdown(per_candidate: dict) -> dict:
             for stage, total in sorted(totals.items(), key=lambda kv: -kv[1])}
 
 
+def speedup_ratios(per: dict, reference: dict) -> dict:
+    """Each candidate's speedup in `per` over its speedup in `reference` (both correct), and their spread."""
+    ratios = {k: r["speedup"] / reference[k]["speedup"] for k, r in per.items()
+              if r.get("speedup") and reference.get(k, {}).get("speedup")}
+    values = sorted(ratios.values())
+    return {"n": len(values), "median": statistics.median(values) if values else None,
+            "within_3pct": sum(abs(v - 1) <= 0.03 for v in values), "per_candidate": ratios}
+
+
 def headline(run: dict) -> dict:
     """A run's figures without its per-candidate rows and breakdown, for printing."""
-    return {k: v for k, v in run.items() if k not in ("per_candidate", "stage_breakdown")}
+    return {k: v for k, v in run.items() if k not in ("per_candidate", "stage_breakdown", "speedup_ratio_to_ours",
+                                                       "stability")}
 
 
 def sample_group(task, size: int) -> list:
@@ -236,6 +248,7 @@ def main() -> None:
     ap.add_argument("--workers-per-gpu", type=int, default=4, help="evaluators sharing the GPU in the second run")
     ap.add_argument("--group-task", default="c2cuda/saxpy", help="the task of the GRPO-shaped group ('' skips it)")
     ap.add_argument("--group-size", type=int, default=64)
+    ap.add_argument("--timing-ci", type=float, default=0.01, help="eval.timing_ci of the side-by-side run (0 skips it)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="cudaperf-bench-"))
     def config(cache: str):  # each run starts from an empty compile cache
@@ -244,6 +257,11 @@ def main() -> None:
     cfg = config("cache")
     tasks = {t.id: t for t in load_tasks("builtin")}
     report = {"machine": machine()}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save(report: dict) -> None:  # after every part: a run stopped by its time limit keeps what it measured
+        out.write_text(json.dumps(report, indent=2))
     report["ours_one_worker"] = ours(tasks, config("cache-1"), 1)
     print("ours, 1 evaluator:", headline(report["ours_one_worker"]), flush=True)
     report["ours"] = ours(tasks, cfg, args.workers_per_gpu)
@@ -257,12 +275,22 @@ def main() -> None:
         print(f"ours, one group of {args.group_size} ({args.group_task}), {args.workers_per_gpu} evaluators:",
               headline(report["ours_group"]),
               flush=True)
-    for run in ("ours_one_worker", "ours", "ours_group"):
-        if run in report:
-            print(f"stages of {run} (s per candidate, share):", ", ".join(
-                f"{s} {v['mean_s']:.3f} ({100 * v['share']:.0f} %)" for s, v in report[run]["stage_breakdown"].items()
-                if v["share"] is not None), flush=True)
+    save(report)
     report["stability"] = [stability(tasks, cfg, "c2cuda/saxpy"), stability(tasks, cfg, "c2cuda/sgemm")]
+    save(report)
+    if args.timing_ci:
+        ci_cfg = config("cache-ci")
+        ci_cfg = ci_cfg.model_copy(update={"eval": ci_cfg.eval.model_copy(update={"timing_ci": args.timing_ci})})
+        run = report["ours_timing_ci"] = ours(tasks, ci_cfg, args.workers_per_gpu)
+        run["speedup_ratio_to_ours"] = speedup_ratios(run["per_candidate"], report["ours"]["per_candidate"])
+        run["stability"] = [stability(tasks, ci_cfg, "c2cuda/saxpy"), stability(tasks, ci_cfg, "c2cuda/sgemm")]
+        print(f"ours with eval.timing_ci={args.timing_ci}:", headline(run), flush=True)
+        save(report)
+    for name in ("ours_one_worker", "ours", "ours_group", "ours_timing_ci"):
+        if name in report:
+            print(f"stages of {name} (s per candidate, share):", ", ".join(
+                f"{s} {v['mean_s']:.3f} ({100 * v['share']:.0f} %)" for s, v in report[name]["stage_breakdown"].items()
+                if v["share"] is not None), flush=True)
     print("stability:", json.dumps(report["stability"])[:1500], flush=True)
     if not args.skip_conventional:
         report["conventional"] = conventional(tasks, work / "conventional")
@@ -282,8 +310,7 @@ def main() -> None:
         report["rate_ratio_one_worker"] = (report["ours_one_worker"]["candidates_per_minute_per_gpu"] /
                                            conv["candidates_per_minute_per_gpu"])
         print("rate ratio:", report["rate_ratio"], "agreement:", sum(v["agree"] for v in agree.values()), "/", len(agree))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2))
+    save(report)
 
 
 if __name__ == "__main__":

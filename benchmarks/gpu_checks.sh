@@ -14,6 +14,8 @@
 # kernelbench_bench: `cudaperf bench --answers` over benchmarks/kernelbench_answers under the kernelbench gate
 #   profile, levels KB_LEVELS (default 1; the 40 answers of levels 1-3 take about 15 minutes: one call per
 #   level), at most KB_BENCH_S seconds (default 540); judged rows are kept in rows.partial.jsonl as they come.
+# bench: evaluator throughput (benchmarks/evaluator_throughput.py: 1 and 4 evaluators, the 64-sample group, the
+#   stage breakdown, eval.timing_ci side by side, the conventional path), at most BENCH_S seconds (560): a call alone.
 # trust: honest speedups before/after and against the conventional single-call time, and stability, under the
 #   trusted clock (benchmarks/trusted_timing.py), then the timing hacks with the static checks off and the sandbox tests from the child's side.
 # protocols: the same kernels timed by several procedures, in this process and in a candidate's child
@@ -57,7 +59,7 @@ for step in $steps; do
                nvcc -O2 -arch=sm_90 -o /tmp/ipc_mapping benchmarks/ipc_mapping.cu -lcuda \
                  && { timeout 60 /tmp/ipc_mapping; ODD_SIZE=1 timeout 60 /tmp/ipc_mapping; } > "$OUT/ipc_mapping_h200.jsonl" 2>> "$OUT/protocols.log"
                timeout 90 python3 benchmarks/reference_batch.py --out "$OUT/reference_batch_h200.json" >> "$OUT/protocols.log" 2>&1 ;;
-    bench) timeout 300 python3 benchmarks/evaluator_throughput.py --out "$OUT/evaluator_h200.json" > "$OUT/bench.log" 2>&1 ;;
+    bench) timeout ${BENCH_S:-560} python3 benchmarks/evaluator_throughput.py --out "$OUT/evaluator_h200.json" > "$OUT/bench.log" 2>&1 ;;
     structure) timeout 200 python3 -m pipeline.structure.validate_gpu --out "$OUT/structure_h200.json" > "$OUT/structure.log" 2>&1 ;;
     generation) timeout 300 python3 benchmarks/generation_throughput.py --out "$OUT/generation_h200.json" \
                   > "$OUT/generation.log" 2>&1 ;;
@@ -86,7 +88,7 @@ for step in $steps; do printf '%-10s %s\n' "$step" "${status[$step]}"; done
 [ -f "$OUT/kernelbench.log" ] && grep -E "^(memory|baseline|ratio|outside|verdicts|compile|report|cudaperf)|GiB|tasks," "$OUT/kernelbench.log" | tail -40
 [ -f "$OUT/kernelbench_bench.log" ] && grep -E "^\[[0-9]+/[0-9]+\]|^(compile|verdicts|report|against|speedup)" "$OUT/kernelbench_bench.log" | tail -50
 [ -f "$OUT/protocols.log" ] && grep -A30 "^implementation" "$OUT/protocols.log"
-[ -f "$OUT/bench.log" ] && tail -8 "$OUT/bench.log"
+[ -f "$OUT/bench.log" ] && tail -14 "$OUT/bench.log"
 [ -f "$OUT/structure.log" ] && tail -30 "$OUT/structure.log"
 [ -f "$OUT/generation.log" ] && grep -E "tokens/s|wrote|Error" "$OUT/generation.log" | tail -8
 [ -f "$OUT/train.log" ] && grep -E "^step |Error|error:|run directory" "$OUT/train.log" | tail -12

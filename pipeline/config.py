@@ -64,6 +64,10 @@ class EvalSection(Section):
                                "baseline batch and a candidate batch on fresh inputs")
     timing_budget_s: float = Field(2.0, description="stop starting new rounds of a configuration after this long "
                                    "(once timing_rounds are done)")
+    timing_ci: float = Field(0.0, ge=0, description="stop a configuration's rounds early, once timing_rounds are "
+                             "done, when the 95 % confidence interval of the candidate/baseline time ratio (from "
+                             "the rounds' per-call ratios) lies within +- this fraction; 0 keeps timing to "
+                             "timing_trials calls or timing_budget_s")
     timing_batch_s: float = Field(0.002, gt=0, description="aim of one timed batch's length: calls per batch are "
                                   "chosen from the baseline's time so a batch lasts about this long")
     timing_slots_max: int = Field(32, ge=1, description="most calls in one timed batch, each on its own set of "

@@ -265,7 +265,8 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
                 times.compiled.append(per_call(compiled_s))
         rounds += 1
         timed = rounds - 1
-        enough = timed * n_calls >= cfg.timing_trials or time.perf_counter() > deadline
+        enough = (timed * n_calls >= cfg.timing_trials or time.perf_counter() > deadline
+                  or (cfg.timing_ci > 0 and ratio_settled(trusted, times.baseline, cfg.timing_ci)))
         if timed >= cfg.timing_rounds and enough:
             break
     # the first warm-up calibration is the configuration's first in-window checksum (cold): never a sample
@@ -277,6 +278,22 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
     times.disagreements = sum(c < t - noise_ms for c, t in zip(claims, trusted))
     times.candidate, times.claims_believed = believed_times(claims, trusted, noise_ms)
     return times
+
+
+T_975 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23)  # Student's t, 97.5 %, 1-10 degrees
+
+
+def ratio_settled(candidate_ms: list[float], baseline_ms: list[float], ci: float) -> bool:
+    """Whether the rounds' candidate/baseline ratios pin the ratio down to +- `ci` (a fraction) at 95 %:
+    the t interval of the mean log ratio, half-width t * sd / sqrt(n), below log(1 + ci). At least two
+    rounds; the baseline is timed in the same rounds, so a drift of the GPU's clocks cancels in each ratio."""
+    import statistics
+    logs = [math.log(c / b) for c, b in zip(candidate_ms, baseline_ms) if c > 0 and b > 0]
+    n = len(logs)
+    if n < 2:
+        return False
+    t = T_975[n - 2] if n - 2 < len(T_975) else 1.96
+    return t * statistics.stdev(logs) / math.sqrt(n) <= math.log1p(ci)
 
 
 def _busy(cd: ConfigData, busy: int, where: str) -> int:

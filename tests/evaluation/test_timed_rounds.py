@@ -153,6 +153,25 @@ def test_the_rounds_wall_time_is_broken_down_into_its_parts():
     assert sleeping < times.stage_s["candidate"] < sleeping + 0.5 * wall
 
 
+def test_a_settled_ratio_ends_the_rounds_early_only_when_asked():
+    from pipeline.evaluation.timed_rounds import ratio_settled
+    assert ratio_settled([2.0, 2.02, 1.98], [1.0, 1.0, 1.0], 0.05)  # +-1 %: settled at 5 %
+    assert not ratio_settled([2.0, 2.02, 1.98], [1.0, 1.0, 1.0], 0.01)  # t(2) = 4.3 widens three rounds
+    assert not ratio_settled([2.0, 3.0, 1.5], [1.0, 1.0, 1.0], 0.05)
+    assert ratio_settled([2.0, 4.0], [1.0, 2.0], 0.001)  # a clock change hits both sides of a round alike
+    assert not ratio_settled([2.0], [1.0], 0.5)  # one round tells nothing
+    many = {"timing_trials": 160, "timing_budget_s": 30.0}
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002)
+    ev.cfg = ev.cfg.model_copy(update=many)
+    full = time_config(ev, group, 0, cd, child, "c2cuda")
+    assert len(full.candidate) == 20  # 160 calls at 8 per batch
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002)
+    ev.cfg = ev.cfg.model_copy(update={**many, "timing_ci": 0.5})
+    early = time_config(ev, group, 0, cd, child, "c2cuda")
+    assert len(early.candidate) == 3  # timing_rounds, then the ratio was settled
+    assert 0.8 < np.median(early.candidate) / np.median(early.baseline) < 1.25
+
+
 def test_every_timed_call_is_checked_so_skipping_later_calls_fails():
     ev, group, cd, child = make(lambda n, x, y: saxpy(x, y) if n <= 3 else None)
     with pytest.raises(Stop) as stop:
