@@ -225,8 +225,17 @@ def resample_tasks(outcomes: Sequence[Outcome], rng) -> list[Outcome]:
     """One bootstrap sample: as many tasks as there are, drawn with replacement, each drawn copy with all its
     outcomes under a task id of its own (so a task drawn twice counts twice in every per-task mean)."""
     tasks = by_task(outcomes)
-    ids = sorted(tasks)
-    return [o for k in range(len(ids)) for o in _renamed(tasks[ids[rng.randrange(len(ids))]], k)]
+    return _outcomes_of(tasks, _draw(sorted(tasks), rng))
+
+
+def _draw(ids: list[str], rng) -> list[str]:
+    """As many task ids as there are, drawn from them with replacement."""
+    return [ids[rng.randrange(len(ids))] for _ in ids]
+
+
+def _outcomes_of(tasks: dict[str, list[Outcome]], drawn: list[str]) -> list[Outcome]:
+    """The outcomes of the drawn tasks, each drawn copy under a task id of its own."""
+    return [o for k, t in enumerate(drawn) for o in _renamed(tasks[t], k)]
 
 
 def _percentiles(values: list[float], level: float) -> tuple[float | None, float | None]:
@@ -275,12 +284,10 @@ def paired_difference(a: Sequence[Outcome], b: Sequence[Outcome], statistic, res
     shared = sorted(set(ta) & set(tb))
 
     def diff(ids: list[str]) -> float | None:
-        sa = statistic([o for k, t in enumerate(ids) for o in _renamed(ta[t], k)])
-        sb = statistic([o for k, t in enumerate(ids) for o in _renamed(tb[t], k)])
+        sa, sb = statistic(_outcomes_of(ta, ids)), statistic(_outcomes_of(tb, ids))
         return None if sa is None or sb is None else sa - sb
     rng = random.Random(seed)
-    draws = [v for v in (diff([shared[rng.randrange(len(shared))] for _ in shared]) for _ in range(resamples))
-             if v is not None] if shared else []
+    draws = [v for v in (diff(_draw(shared, rng)) for _ in range(resamples)) if v is not None] if shared else []
     low, high = _percentiles(draws, level)
     return {"value": diff(shared) if shared else None, "low": low, "high": high, "tasks": len(shared)}
 
