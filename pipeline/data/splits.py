@@ -42,14 +42,19 @@ def _unit(family: str, seed: int) -> float:
     return int.from_bytes(digest[:8], "big") / 2.0 ** 64
 
 
-@functools.lru_cache(maxsize=8)
-def _dataset_splits(seed: int) -> dict[str, str]:
-    """family -> split for the generated dataset's families, by rank at exact shares."""
+def _generated_tasks() -> list[Task]:
+    """The generated dataset's tasks ([] where the generators are not available)."""
     try:
         from pipeline.data.generate import cached_tasks
     except ImportError:
-        return {}
-    return assign_splits({t.family for t in cached_tasks(0)}, seed)
+        return []
+    return cached_tasks(0)
+
+
+@functools.lru_cache(maxsize=8)
+def _dataset_splits(seed: int) -> dict[str, str]:
+    """family -> split for the generated dataset's families, by rank at exact shares."""
+    return assign_splits({t.family for t in _generated_tasks()}, seed)
 
 
 def assign_splits(families, seed: int = 0) -> dict[str, str]:
@@ -98,11 +103,7 @@ def heldout_ids(tasks: Iterable[Task], seed: int = 0) -> set[str]:
 @functools.lru_cache(maxsize=8)
 def _dataset_heldout(seed: int) -> tuple[frozenset, frozenset]:
     """(the generated dataset's task ids, its held-out ids) under `seed`."""
-    try:
-        from pipeline.data.generate import cached_tasks
-    except ImportError:
-        return frozenset(), frozenset()
-    tasks = cached_tasks(0)
+    tasks = _generated_tasks()
     return frozenset(t.id for t in tasks), frozenset(heldout_ids(tasks, seed))
 
 
