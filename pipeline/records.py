@@ -191,7 +191,7 @@ class EvalResult(Record):
     stage_s: dict[str, float] = Field(default_factory=dict, description="seconds per stage: gate, compile, load, check, timing")
     timing_parts_s: dict[str, float] = Field(default_factory=dict, description="the timing stage's seconds by part: "
                                              "lock_wait (for the GPU's exclusive lock) and each part of the rounds "
-                                             "(timed_rounds.STAGES); they add up to about stage_s['timing']")
+                                             "(timed_rounds.TIMING_PARTS); they add up to about stage_s['timing']")
     gpu: str = ""
     peak_memory_bytes: int | None = Field(None, description="device memory the evaluator's trusted process held at "
                                           "its peak for this candidate's group (buffers, references, slots); the "

@@ -124,7 +124,7 @@ def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult]
     """Every timing configuration in rounds of baseline and candidate batches (timed_rounds.py), under the
     GPU's exclusive lock; returns the geomean speedups over the baseline and over the torch.compile'd
     reference (None unless it built for every timed config). Adds to `parts` the seconds spent waiting
-    for the lock (`lock_wait`) and in each part of the rounds (timed_rounds.STAGES)."""
+    for the lock (`lock_wait`) and in each part of the rounds (timed_rounds.TIMING_PARTS)."""
     logs, compiled_logs = [], []
     for ci, cd in enumerate(group.configs):
         if not cd.time:
@@ -133,7 +133,7 @@ def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult]
         with ev.gpu_lock.exclusive():
             parts["lock_wait"] = parts.get("lock_wait", 0.0) + time.perf_counter() - t0
             times = time_config(ev, group, ci, cd, child, fmt)
-        for part, seconds in times.stage_s.items():
+        for part, seconds in times.parts_s.items():
             parts[part] = parts.get(part, 0.0) + seconds
         calls = times.calls_per_batch  # one time per round (per call of its batch); trials count the calls
         cand, base = summarize(times.candidate, calls), summarize(times.baseline, calls)

@@ -62,23 +62,23 @@ class Times:
         self.overhead_ms = 0.0
         self.disagreements = 0  # rounds whose claimed time lay below what the trusted clock allows
         self.claims_believed = True  # False: the candidate's own times were not believed (see believed_times)
-        self.stage_s: dict[str, float] = {}  # wall seconds per part of the rounds (STAGES), for the breakdown
+        self.parts_s: dict[str, float] = {}  # wall seconds per part of the rounds (TIMING_PARTS), for the breakdown
 
-    def spent(self, stage: str, since: float) -> float:
-        """Add the seconds from `since` to now to `stage`; returns now."""
+    def spent(self, part: str, since: float) -> float:
+        """Add the seconds from `since` to now to `part`; returns now."""
         now = time.perf_counter()
-        self.stage_s[stage] = self.stage_s.get(stage, 0.0) + now - since
+        self.parts_s[part] = self.parts_s.get(part, 0.0) + now - since
         return now
 
 
-# The parts of a configuration's rounds in Times.stage_s, back to back from the start of the rounds:
+# The parts of a configuration's rounds in Times.parts_s, back to back from the start of the rounds:
 # warm_up    the null child's warm-up batches, the output-copy measure, the secret signs;
 # inputs     per round: the busy probe, the new inputs made, staged into the candidate's slots, and the
 #            in-window checksums prepared;
 # baseline   the baseline's batch with its own staging or reference copies and the expected outputs it
 #            gives, and the torch.compile'd reference's batch;
 # calibration, candidate (its window), check (every slot after it).
-STAGES = ("warm_up", "inputs", "baseline", "calibration", "candidate", "check")
+TIMING_PARTS = ("warm_up", "inputs", "baseline", "calibration", "candidate", "check")
 
 
 def stage(driver, group: GroupData, slot_buffers: list[list[int]], fresh_sets: list[dict]) -> None:

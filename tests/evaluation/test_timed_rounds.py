@@ -10,7 +10,7 @@ import torch
 from pipeline.config import EvalSection
 from pipeline.evaluation.outcome import Stop
 from pipeline.evaluation.reference import Buffer, ConfigData, GroupData, add_timing_slots
-from pipeline.evaluation.timed_rounds import STAGES, time_config
+from pipeline.evaluation.timed_rounds import TIMING_PARTS, time_config
 from pipeline.evaluation.timing import TrustedClock
 from pipeline.tasks import load_tasks
 
@@ -146,11 +146,11 @@ def test_the_rounds_wall_time_is_broken_down_into_its_parts():
     t0 = time.perf_counter()
     times = time_config(ev, group, 0, cd, child, "c2cuda")
     wall = time.perf_counter() - t0
-    assert set(times.stage_s) == set(STAGES)
-    assert all(v > 0 for v in times.stage_s.values())
-    assert 0.9 * wall < sum(times.stage_s.values()) <= wall  # every part counted once, little left out
+    assert set(times.parts_s) == set(TIMING_PARTS)
+    assert all(v > 0 for v in times.parts_s.values())
+    assert 0.9 * wall < sum(times.parts_s.values()) <= wall  # every part counted once, little left out
     sleeping = len(times.candidate) * times.calls_per_batch * 0.002  # the timed rounds' calls sleep 2 ms each
-    assert sleeping < times.stage_s["candidate"] < sleeping + 0.5 * wall
+    assert sleeping < times.parts_s["candidate"] < sleeping + 0.5 * wall
 
 
 def test_a_settled_ratio_ends_the_rounds_early_only_when_asked():
