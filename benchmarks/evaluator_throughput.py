@@ -256,6 +256,8 @@ def main() -> None:
                                   f"compile.workers={max(2, (os.cpu_count() or 4) - 4)}"])
     cfg = config("cache")
     tasks = {t.id: t for t in load_tasks("builtin")}
+    if args.group_task and args.group_task not in tasks:  # said before any run starts
+        raise SystemExit(f"--group-task {args.group_task} is not a built-in task; name one of {', '.join(sorted(tasks))}")
     report = {"machine": machine()}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -267,8 +269,6 @@ def main() -> None:
     report["ours"] = ours(tasks, cfg, args.workers_per_gpu)
     print(f"ours, {args.workers_per_gpu} evaluators:",
           headline(report["ours"]), flush=True)
-    if args.group_task and args.group_task not in tasks:
-        raise SystemExit(f"--group-task {args.group_task} is not a built-in task; name one of {', '.join(sorted(tasks))}")
     if args.group_task:
         group = [(tasks[args.group_task], sample_group(tasks[args.group_task], args.group_size))]
         report["ours_group"] = ours(tasks, config("cache-group"), args.workers_per_gpu, groups=group)

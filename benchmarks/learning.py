@@ -44,8 +44,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.bench_metrics import (Outcome, fast_p, final_outcomes, geomean, paired_difference,  # noqa: E402
-                                    task_intervals)
+from pipeline.bench_metrics import (Outcome, fast_p, final_outcomes, paired_difference,  # noqa: E402
+                                    speedup_stats, task_intervals)
+from pipeline.config import parse_command_line  # noqa: E402
 
 FULL_REWARD = ["reward.w_struct=0.2", "reward.w_ranker=0.3"]
 ARMS: dict[str, list[str] | None] = {
@@ -203,10 +204,6 @@ def _fast(p: float):
     return lambda outs: fast_p(outs, p)[0] if outs else None
 
 
-def _geomean(outs: list[Outcome]) -> float | None:
-    return geomean(o.speedup for o in outs if o.correct and o.speedup)
-
-
 def _turn_gain(all_turns: list[Outcome]) -> float | None:
     one, two = final_outcomes(all_turns, 0), final_outcomes(all_turns, 1)
     return _rate("correct")(two) - _rate("correct")(one) if one and two else None
@@ -224,8 +221,12 @@ def measures(report: dict) -> tuple[dict, list[Outcome], dict]:
     outcomes = [o for o in outcomes if not o.evaluator_failure]
     struct = {(r["task"], r["sample"], r["turn"]): r.get("struct_score") for r in report["rows"]}
 
+    last: list = [None, None]  # (a sample, its final outcomes): every statistic of one resample shares them
+
     def final(outs: list[Outcome]) -> list[Outcome]:
-        return final_outcomes(outs)
+        if last[0] is not outs:
+            last[:] = [outs, final_outcomes(outs)]
+        return last[1]
 
     def struct_mean(outs: list[Outcome]) -> float | None:
         vals = [struct.get((o.task_id.split("#")[0], o.sample, o.turn)) for o in final(outs) if o.correct]
@@ -234,7 +235,7 @@ def measures(report: dict) -> tuple[dict, list[Outcome], dict]:
     stats = {"compile_rate": lambda o: _rate("compiled")(final(o)),
              "execute_rate": lambda o: _rate("executed")(final(o)),
              "correct_rate": lambda o: _rate("correct")(final(o)), "fast_1": lambda o: _fast(1.0)(final(o)),
-             "fast_1.5": lambda o: _fast(1.5)(final(o)), "geomean_speedup_correct": lambda o: _geomean(final(o)),
+             "fast_1.5": lambda o: _fast(1.5)(final(o)), "geomean_speedup_correct": lambda o: speedup_stats(final(o))["geomean"],
              "turn2_over_turn1_correct": _turn_gain, "struct_score_correct": struct_mean}
     out = task_intervals(outcomes, stats, resamples=RESAMPLES)
     out["tasks"] = len({o.task_id for o in outcomes})
@@ -321,14 +322,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--limit", type=int, default=0, help="bench only the first N shards of each split and kind")
     p.add_argument("--splits", default=",".join(SPLITS), help="splits to bench (default all)")
     p.add_argument("--kinds", default=",".join(KINDS), help="kinds to bench (default both)")
-    args, extra = p.parse_known_args(argv)
+    args, extra = parse_command_line(p, argv)
     if args.arm and "=" in args.arm:  # an override in the arm's place
         extra, args.arm = [args.arm, *extra], None
     if args.arm and args.arm not in ARMS:
         p.error(f"arm {args.arm!r} is not one of {', '.join(ARMS)}")
-    bad = [x for x in extra if "=" not in x or x.startswith("-")]
-    if bad:
-        p.error(f"{bad[0]!r} is not a section.key=value override")
     runs = Path(args.runs)
     if args.stage in ("rl", "bench") and not args.arm:
         p.error(f"stage {args.stage} needs an arm: one of {', '.join(ARMS)}")
