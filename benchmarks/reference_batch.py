@@ -17,6 +17,8 @@ this trusted process, per-call milliseconds from CUDA events, the L2 flushed bef
   round_fresh        as a timed round does it: k new input sets made from a new seed and copied for the
                      reference just before, then the evaluator's own batch (timed_rounds._in_process_batch)
   round_fresh_idle   as round_fresh, the host idle for 20 ms before the window (a round's other work)
+  round_fresh_idle_warm  as round_fresh_idle, the same batch run once untimed just before (the evaluator's
+                     baseline since version 11: timed_rounds.BASELINE_WARM_S)
   round_fresh_busy   as round_fresh, the GPU busy with a large matmul (some ms) just before the window:
                      whether a GPU that idled during the host's work runs the first calls at lower clocks
   child_alive        as round_fresh, with a trusted child of the evaluator (a second process with its own
@@ -79,7 +81,8 @@ def main() -> None:
                 k = max(1, min(len(cd.slots), math.ceil(ev.cfg.timing_batch_s / max(one, 1e-7))))
                 sets = [cd.reference_copy(cd.fresh(100 + s)) for s in range(k)]
                 cols = ("single", "batch", "batch_drop", "batch_same", "batch_same_drop", "batch_warm_alloc",
-                        "single_queued", "batch_queued", "round_fresh", "round_fresh_idle", "round_fresh_busy",
+                        "single_queued", "batch_queued", "round_fresh", "round_fresh_idle", "round_fresh_idle_warm",
+                        "round_fresh_busy",
                         "child_alive", "child_frozen", "after_child_batch")
                 res: dict[str, list[float]] = {p: [] for p in cols}
 
@@ -103,11 +106,13 @@ def main() -> None:
                     res["single_queued"].append(window(sets[:1], False, queued=True))
                     res["batch_queued"].append(window(sets, True, queued=True))
                     for n, (col, idle_s) in enumerate((("round_fresh", 0.0), ("round_fresh_idle", 0.02),
-                                                       ("round_fresh_busy", 0.0))):
+                                                       ("round_fresh_idle_warm", 0.02), ("round_fresh_busy", 0.0))):
                         seed = len(res[col]) * 64 + (n << 20)
                         fresh = [cd.fresh(seed + s) for s in range(k)]
                         if idle_s:
                             time.sleep(idle_s)
+                        if col == "round_fresh_idle_warm":
+                            _in_process_batch(ev, cd.run_reference, [cd.reference_copy(f) for f in fresh])
                         if col == "round_fresh_busy":
                             heat @ heat
                             clock.driver.synchronize()
@@ -145,7 +150,8 @@ def main() -> None:
             print(f"{task_id}: {type(e).__name__}: {e}", flush=True)
         finally:
             ev.release_group(group)
-    cols = ("single", "single_queued", "batch_queued", "round_fresh", "round_fresh_idle", "round_fresh_busy",
+    cols = ("single", "single_queued", "batch_queued", "round_fresh", "round_fresh_idle", "round_fresh_idle_warm",
+            "round_fresh_busy",
             "child_alive", "child_frozen", "after_child_batch")
     print(f"{'task config':36s} {'k':>3s} " + " ".join(f"{c[-12:]:>12s}" for c in cols))
     for r in rows:

@@ -43,13 +43,15 @@ from pipeline.evaluation.timed_rounds import CALIBRATION_FILL_MAX
 from pipeline.evaluation.timing import TrustedClock, time_calls
 from pipeline.records import Candidate, EvalResult, Finding, Task
 
-EVALUATOR_VERSION = "9"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list;
+EVALUATOR_VERSION = "11"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list;
 # 4: check sets made on the device from seeds, events believed within the noise, chunked checksums;
 # 5: the batch overhead from trusted calibration batches that do GPU work and the in-window checksum;
 # 6: KernelBench output copies taken off per call, busy calibrations repeated;
 # 7: device allocations in whole 2 MiB pages (children map them with large pages);
 # 8: a PyTorch reference's batch opens with the L2 flush queued, not an idle GPU;
-# 9: a KernelBench-format candidate's process runs in the reference's full-float32 mode (TF32 off)
+# 9: a KernelBench-format candidate's process runs in the reference's full-float32 mode (TF32 off);
+# 10 (not released: the GPU warmed by products before the baseline); 11: a short PyTorch baseline batch runs once
+# untimed just before its timed run
 
 
 @dataclass

@@ -297,3 +297,29 @@ def test_a_cold_first_calibration_does_not_widen_the_noise_for_a_false_claim():
     ev.null_child("c2cuda").request = calibration
     times = time_config(ev, group, 0, cd, child, "c2cuda")
     assert not times.claims_believed  # a claim 20 % below its work is not made believable by one cold sample
+
+
+def test_a_short_pytorch_baseline_runs_once_untimed_right_before_its_timed_batch():
+    """A PyTorch reference launched from a host that idled through the round's other work ran slower per
+    call than back to back; the warm batch runs the same calls first, and only the second batch is timed."""
+    from types import SimpleNamespace
+
+    from pipeline.evaluation.timed_rounds import _baseline_batch
+    calls, windows = [], []
+
+    class Clock:
+        def events(self, run, flush_first=False):
+            before = len(calls)
+            run()
+            windows.append((len(calls) - before, flush_first))
+            return 1e-3 * len(windows)
+
+    cd = SimpleNamespace(run_reference=lambda f: calls.append(f["x"]) or [f["x"] * 2],
+                         reference_copy=lambda f: dict(f))
+    fresh = [{"x": torch.tensor([1.0])}, {"x": torch.tensor([2.0])}]
+    seconds, expected = _baseline_batch(SimpleNamespace(clock=Clock()), None, 0, cd, [0, 1], fresh, [1])
+    assert windows == [(2, True), (2, True)] and seconds == 2e-3  # the second window is the time
+    assert [float(e[1]) for e in expected] == [2.0, 4.0]
+    windows.clear()
+    seconds, _ = _baseline_batch(SimpleNamespace(clock=Clock()), None, 0, cd, [0, 1], fresh, [1], warm=False)
+    assert windows == [(2, True)] and seconds == 1e-3
