@@ -197,10 +197,11 @@ class Cluster:
         with self._evaluation_pools() as (compilers, evaluators, n_gpus):
             yield CompileThenEvaluate(compilers, evaluators), n_gpus
 
-    def evaluate_groups(self, groups: list[tuple]) -> tuple[list, int, int]:
-        """Every (task, candidates) group through fresh pools: (results per group, GPUs used, actor restarts)."""
+    def evaluate_groups(self, groups: list[tuple], on_group=None) -> tuple[list, int, int]:
+        """Every (task, candidates) group through fresh pools: (results per group, GPUs used, actor restarts);
+        `on_group(index, results)` as each group finishes."""
         with self._evaluation_pools() as (compilers, evaluators, n_gpus):
-            results = evaluate_groups(compilers, evaluators, groups)
+            results = evaluate_groups(compilers, evaluators, groups, on_group)
             return results, n_gpus, compilers.restarts + evaluators.restarts
 
     def task_stream(self, reader) -> TaskStream:

@@ -131,16 +131,20 @@ def make_compiler_pool(compile_cfg: CompileSection, max_retries: int) -> Supervi
 
 
 def evaluate_groups(compilers: SupervisedPool, evaluators: SupervisedPool,
-                    groups: list[tuple[Task, list[Candidate]]]) -> list[list]:
+                    groups: list[tuple[Task, list[Candidate]]], on_group=None) -> list[list]:
     """Compile every candidate in the CPU pool and evaluate each group as soon as its last
     candidate compiled (a `CompileThenEvaluate` queue), so GPUs start while other groups still
-    compile. Results per group, in order (an `ItemFailed` record stands for work lost on every retry)."""
+    compile. Results per group, in order (an `ItemFailed` record stands for work lost on every retry);
+    `on_group(index, results)` is called as each group finishes (progress for the user)."""
     queue = CompileThenEvaluate(compilers, evaluators)
     index = {queue.submit(task, cands): g for g, (task, cands) in enumerate(groups)}
     results: list[list | None] = [None] * len(groups)
     while index:
         ticket, value = queue.next_completed()
-        results[index.pop(ticket)] = value
+        g = index.pop(ticket)
+        results[g] = value
+        if on_group is not None:
+            on_group(g, value)
     return results
 
 

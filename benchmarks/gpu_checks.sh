@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check of the project in one script, for the H200 test machine:
-#   bash benchmarks/gpu_checks.sh [verify] [tests] [trust] [protocols] [kernelbench] [kernelbench_bench] [bench]
+#   bash benchmarks/gpu_checks.sh [verify] [tests] [trust] [protocols] [kernelbench] [kernelbench_memory]
+#                                 [kernelbench_baseline] [kernelbench_bench] [bench]
 #                                 [structure] [generation] [train] [sft] [train_sft] [sft_bench] [measure] [multi_gpu]
 # sft: a short warm start, SFT_S seconds of training; train_sft: two RL steps starting from it, on the
 #   train split it was fitted to; sft_bench: SFT then `cudaperf bench` of it on LIMIT held-out tasks
@@ -9,8 +10,9 @@
 #   scaling, NCCL bandwidth and weight sync, two RL steps of configs/h200x8.yaml; needs 2+ GPUs, says so
 #   in one line otherwise; MULTI_GPU_PARTS=evaluators,sync,train picks parts.
 # kernelbench: KernelBench at today's sizes (needs .kernelbench/ from benchmarks/kernelbench_carry.sh and Ray in
-#   .carry-site/): peak memory of KernelBench's harness and ours on the 10 largest level-1/2 problems with our answers,
-#   then the eager baseline of level-1 problems against the published H100 one (about 560 s).
+#   .carry-site/): kernelbench_memory, peak memory of KernelBench's harness and ours on the 10 largest level-1/2
+#   problems with our answers (answers compiled in parallel first; at most KB_MEMORY_S seconds, default 200), then
+#   kernelbench_baseline, the eager baseline of level-1 problems against the published H100 one (about 280 s).
 # kernelbench_bench: `cudaperf bench --answers` over benchmarks/kernelbench_answers under the kernelbench gate
 #   profile, levels KB_LEVELS (default 1; the 40 answers of levels 1-3 take about 15 minutes: one call per
 #   level), at most KB_BENCH_S seconds (default 540); judged rows are kept in rows.partial.jsonl as they come.
@@ -38,18 +40,19 @@ declare -A status
 for step in $steps; do
   t0=$(date +%s)
   case $step in
-    verify) timeout 150 python3 -m pipeline.cli verify --config configs/h200.yaml --out "$OUT/verify_h200.json" \
+    verify) timeout 280 python3 -m pipeline.cli verify --config configs/h200.yaml --out "$OUT/verify_h200.json" \
               compile.cache_dir=$CUDAPERF_TEST_COMPILE_CACHE eval.result_cache_dir= > "$OUT/verify.log" 2>&1 ;;
     tests) CUDAPERF_TEST_FAILURES="$OUT/test_failures.log" timeout 540 python3 -m pytest -m gpu -q -p no:cacheprovider ${GPU_TESTS:-tests} > "$OUT/tests.log" 2>&1 ;;
     trust) timeout 300 python3 benchmarks/trusted_timing.py --out "$OUT/trusted_timing_h200.json" > "$OUT/trust.log" 2>&1
            timeout 280 python3 -m pytest -m gpu -q -p no:cacheprovider -s tests/evaluation/test_trusted_timing_gpu.py \
              tests/evaluation/test_sandbox.py >> "$OUT/trust.log" 2>&1 ;;
-    kernelbench) kb=.kernelbench/KernelBench
-           timeout 200 python3 benchmarks/kernelbench_memory.py --kernelbench-dir .kernelbench --levels 1,2 --top 10 \
-             --answers benchmarks/kernelbench_answers --ours --config configs/h200.yaml --budget-s 170 --perf-trials 5 \
+    kernelbench|kernelbench_memory|kernelbench_baseline)
+           [ $step = kernelbench_baseline ] || timeout ${KB_MEMORY_S:-200} python3 benchmarks/kernelbench_memory.py \
+             --kernelbench-dir .kernelbench --levels 1,2 --top 10 --answers benchmarks/kernelbench_answers --ours \
+             --config configs/h200.yaml --budget-s $(( ${KB_MEMORY_S:-200} - 30 )) --correct-trials 2 --perf-trials 5 \
              --out "$OUT/kernelbench_memory_h200.json" > "$OUT/kernelbench.log" 2>&1
-           timeout 340 python3 benchmarks/kernelbench_baseline.py --kernelbench-dir .kernelbench --level 1 --budget-s 320 \
-             --out "$OUT/kernelbench_baseline_h200.json" >> "$OUT/kernelbench.log" 2>&1 ;;
+           [ $step = kernelbench_memory ] || timeout 340 python3 benchmarks/kernelbench_baseline.py --kernelbench-dir .kernelbench \
+             --level 1 --budget-s 320 --out "$OUT/kernelbench_baseline_h200.json" >> "$OUT/kernelbench.log" 2>&1 ;;
     kernelbench_bench) timeout ${KB_BENCH_S:-540} python3 -m pipeline.cli bench --answers benchmarks/kernelbench_answers \
              --suite kernelbench --kernelbench-dir .kernelbench --levels ${KB_LEVELS:-1} --config configs/h200.yaml \
              --baseline-json .kernelbench/results/timing --baseline-hardware H100_Modal --out "$OUT/kernelbench_bench" \

@@ -27,7 +27,19 @@ def verify_tasks(cfg: RunConfig, cluster, out_path: str | None = None) -> dict:
     tasks = [t for t in select_tasks(cfg.tasks, cfg.data.split_seed) if t.implementations]
     t0 = time.perf_counter()
     groups = [(t, [Candidate(task_id=t.id, code=i.code, format=i.format) for i in t.implementations]) for t in tasks]
-    results, n_gpus, restarts = cluster.evaluate_groups(groups)
+    print(f"verifying {sum(len(c) for _, c in groups)} implementations of {len(groups)} tasks; "
+          "each task's verdicts come once all of its implementations compiled and ran", flush=True)
+    finished = 0
+
+    def progress(g: int, value) -> None:
+        nonlocal finished
+        finished += 1
+        rows = [value] if isinstance(value, ItemFailed) else value
+        verdicts = Counter("lost" if isinstance(r, ItemFailed) else r.verdict for r in rows)
+        print(f"[{finished}/{len(groups)}] {groups[g][0].id}: "
+              f"{', '.join(f'{v} {n}' for v, n in sorted(verdicts.items()))} ({time.perf_counter() - t0:.0f} s)",
+              flush=True)
+    results, n_gpus, restarts = cluster.evaluate_groups(groups, progress)
     wall = time.perf_counter() - t0
     expected = "correct" if n_gpus else "not_executed"
     rows = []

@@ -212,8 +212,10 @@ def test_evaluate_groups_compiles_then_evaluates_in_order(tmp_path, builtin_task
     groups.insert(1, (builtin_tasks["c2cuda/saxpy"], []))  # an empty group gives an empty result list
     with make_compiler_pool(compile_cfg, 1) as compilers, \
             make_evaluator_pool(EvalSection(gpus=0, result_cache_dir=""), compile_cfg, 0) as evaluators:
-        results = evaluate_groups(compilers, evaluators, groups)
+        seen = []
+        results = evaluate_groups(compilers, evaluators, groups, lambda g, value: seen.append((g, len(value))))
     assert [len(r) for r in results] == [2, 0, 2]
+    assert sorted(seen) == [(0, 2), (1, 0), (2, 2)]  # each group reported once, as it finished
     for (task, cands), rs in zip(groups, results):
         assert [r.task_id for r in rs] == [task.id] * len(cands)
         assert [r.verdict for r in rs] == ["not_executed", "compile_error"][:len(rs)]

@@ -82,3 +82,23 @@ def test_inputs_are_made_on_the_device_itself_not_copied_there(scripts):
     inputs = baseline.make_inputs(torch, context, torch.device("meta"), on_gpu=True)
     assert [x.device.type for x in inputs if isinstance(x, torch.Tensor)] == ["meta"]
     assert inputs[0].shape == (4096, 393216)
+
+
+def test_the_memory_script_compiles_every_answer_once_before_measuring(scripts, tmp_path):
+    _, memory = scripts
+    problems = sorted((KB / "level1").glob("*.py"))[:2]
+    answers = tmp_path / "answers"
+    answers.mkdir()
+    first = problems[0]
+    (answers / f"level_1_problem_{first.name.split('_')[0]}_sample_0_kernel.py").write_text("class ModelNew: pass\n")
+    assert memory.answer_path(answers, 1, first) is not None and memory.answer_path(answers, 1, problems[1]) is None
+    compiled = []
+
+    class Evaluator:
+        def gate_and_compile(self, task, cand, comp):
+            compiled.append((task.id, cand.format, cand.code))
+            if len(compiled) > 1:
+                raise AssertionError("one answer, one compile")
+    memory.precompile(Evaluator(), [(1, p) for p in problems], answers)
+    assert [(fmt, code) for _, fmt, code in compiled] == [("kernelbench", "class ModelNew: pass\n")]
+    assert compiled[0][0].endswith(first.stem)
