@@ -1,14 +1,17 @@
 """`cudaperf bench`: sample a policy (or read ready answers) on a suite, evaluate everything, report.
 
-    cudaperf bench --model PATH --suite kernelbench|c2cuda [--kernelbench-dir DIR] [--levels 1,2]
+    cudaperf bench --model PATH --suite kernelbench|c2cuda|torch2cuda [--kernelbench-dir DIR] [--levels 1,2]
                    [--tasks SOURCE] [--turns K] [--samples N] [--limit N] [--shard K/N] [--out DIR] [--config FILE]
                    [section.key=value ...]
-    cudaperf bench --answers DIR --suite ...      (score a directory of ready answers, no model)
+    cudaperf bench --answers DIR --suite ...      (score a directory of ready answers, no model; pareval: only so)
 
 Suites: `kernelbench` is a KernelBench checkout (pipeline.tasks.load_kernelbench; torch2cuda,
 answered in the light format, or KernelBench `ModelNew` files with --answers); `c2cuda` and `torch2cuda`
 are the tasks of that kind in `--tasks` (default the dataset's test split, `generated:test`;
-`generated:heldout` and `builtin` work too).
+`generated:heldout`, `builtin` and `pareval`, ParEval's problems to translate from C, work too);
+`pareval` scores answers in ParEval's own form (`--answers DIR` holding `<problem>.cu`, e.g.
+`03_dense_la_axpy.cu`: the `__global__` kernel of ParEval's prompt, launched by the harness as
+ParEval's driver launches it; pipeline/tasks/pareval.py).
 Every sample is an episode of up to `--turns` turns (rollout settings from the config: the
 evaluator's feedback is the next turn's message, as in RL), evaluated by the compile and evaluator
 pools (actors/cluster.py). Speedups are against the naive CUDA baseline (c2cuda) or eager PyTorch
@@ -49,8 +52,9 @@ from pipeline.errors import UserError
 from pipeline.lost_work import ItemFailed
 from pipeline.kernelbench_results import (BaselineTimes, eval_results_by_level, load_baseline_times,
                                           published_comparison, write_eval_results)
-from pipeline.records import EvalResult, Task
+from pipeline.records import Candidate, EvalResult, Task
 from pipeline.tasks import load_candidate_file, load_kernelbench, load_tasks
+from pipeline.tasks.pareval import kernel_candidate
 
 ANSWER_SUFFIXES = (".cu", ".py")
 
@@ -89,6 +93,8 @@ def suite_tasks(suite: str, kernelbench_dir: str | None, levels: list[int], sour
             raise BenchError("--suite kernelbench needs --kernelbench-dir DIR, a clone of "
                              "github.com/ScalingIntelligence/KernelBench")
         tasks = load_kernelbench(kernelbench_dir, levels)
+    elif suite == "pareval":
+        tasks = load_tasks("pareval")
     else:
         tasks = [t for t in load_tasks(source, split_seed=split_seed) if t.kind == suite]
     if not tasks:
@@ -102,7 +108,8 @@ def suite_tasks(suite: str, kernelbench_dir: str | None, levels: list[int], sour
 def answer_files(answers_dir: Path, task: Task) -> list[Path]:
     """The answer files of one task (module docstring), sorted."""
     found: list[Path] = []
-    for key in {task.id, task.id.replace("/", "__")}:
+    keys = {task.id, task.id.replace("/", "__")} | ({task.pareval.problem} if task.pareval else set())
+    for key in keys:
         found += [answers_dir / f"{key}{s}" for s in ANSWER_SUFFIXES if (answers_dir / f"{key}{s}").is_file()]
         if (answers_dir / key).is_dir():
             found += [f for f in (answers_dir / key).iterdir() if f.suffix in ANSWER_SUFFIXES and f.is_file()]
@@ -131,11 +138,18 @@ def run_model(cfg: RunConfig, tasks: list[Task], queue) -> list:
     return episodes
 
 
-def run_answers(tasks: list[Task], answers_dir: Path, queue, progress: Path | None = None
-                ) -> tuple[list[Outcome], list[dict], list[EvalResult]]:
+def answer_candidate(path: Path, task: Task, kernel_form: bool) -> Candidate:
+    """One answer file as a candidate. kernel_form (suite pareval): the file holds a kernel in ParEval's
+    form, which the harness launches as ParEval's driver does (`pipeline/tasks/pareval.py`)."""
+    cand = load_candidate_file(path, task)
+    return kernel_candidate(task, cand.code) if kernel_form and task.pareval is not None else cand
+
+
+def run_answers(tasks: list[Task], answers_dir: Path, queue, progress: Path | None = None,
+                kernel_form: bool = False) -> tuple[list[Outcome], list[dict], list[EvalResult]]:
     """Evaluate every answer file; tasks without one get a `missing` outcome (and no result). As each
     task's answers are judged, one line goes to stderr and their rows are appended to `progress`
-    (JSON lines), so a run that is stopped keeps what it finished."""
+    (JSON lines), so a run that is stopped keeps what it finished. kernel_form: `answer_candidate`."""
     outcomes, rows, evaluated, tickets = [], [], [], {}
     t0, done = time.perf_counter(), 0
     for task in tasks:
@@ -144,7 +158,7 @@ def run_answers(tasks: list[Task], answers_dir: Path, queue, progress: Path | No
             outcomes.append(Outcome(task.id, 0, 0, "missing"))
             rows.append({"task": task.id, "sample": 0, "turn": 0, "verdict": "missing", "file": None})
             continue
-        cands = [load_candidate_file(f, task) for f in files]
+        cands = [answer_candidate(f, task, kernel_form) for f in files]
         tickets[queue.submit(task, cands)] = (task, files)
     print(f"judging {sum(len(f) for _, f in tickets.values())} answers of {len(tickets)} tasks "
           f"(tasks without an answer: {len(tasks) - len(tickets)}); the first results come once they compile",
@@ -254,7 +268,7 @@ def run_bench(cfg: RunConfig, tasks: list[Task], out_dir: Path, *, suite: str, a
         out_dir.mkdir(parents=True, exist_ok=True)
         progress = out_dir / "rows.partial.jsonl"
         progress.unlink(missing_ok=True)
-        outcomes, rows, results = run_answers(tasks, answers_dir, queue, progress)
+        outcomes, rows, results = run_answers(tasks, answers_dir, queue, progress, kernel_form=suite == "pareval")
     else:
         episodes = run_model(cfg, tasks, queue)
         outcomes = outcomes_from_episodes(episodes)
@@ -327,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--model", help="policy directory (Hugging Face model + tokenizer), or 'tiny'")
     what.add_argument("--answers", help="directory of ready answers named after task ids (no model)")
-    p.add_argument("--suite", required=True, choices=["kernelbench", "c2cuda", "torch2cuda"])
+    p.add_argument("--suite", required=True, choices=["kernelbench", "c2cuda", "torch2cuda", "pareval"])
     p.add_argument("--kernelbench-dir", help="KernelBench checkout (suite kernelbench)")
     p.add_argument("--levels", default=None, help="KernelBench levels, e.g. 1,2 (default tasks.kernelbench_levels)")
     p.add_argument("--tasks", default="generated:test", help="task source of the c2cuda and torch2cuda suites "
@@ -367,6 +381,9 @@ def main(argv: list[str], open_cluster=None) -> int:
     answers = Path(args.answers).expanduser() if args.answers else None
     if answers is not None and not answers.is_dir():
         raise BenchError(f"--answers {args.answers} is not a directory; pass the directory holding the answers")
+    if args.suite == "pareval" and answers is None:
+        raise BenchError("--suite pareval scores answers in ParEval's kernel form (--answers DIR); to benchmark a "
+                         "policy on ParEval's problems, translate their serial functions: --suite c2cuda --tasks pareval")
     if args.baseline_json and args.suite != "kernelbench":
         raise BenchError("--baseline-json holds KernelBench baseline times; use it with --suite kernelbench or "
                          "leave it out")

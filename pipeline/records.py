@@ -91,6 +91,27 @@ class Tolerance(Record):
         return data
 
 
+class ParEvalFill(Record):
+    """One output ParEval's driver fills before it launches the kernel: `count` elements (a C expression over
+    the function's arguments) set to `value` (a C literal)."""
+    arg: str
+    count: str
+    value: str = "0"
+
+
+class ParEvalSpec(Record):
+    """What makes a c2cuda task one of ParEval's CUDA problems (pipeline/tasks/pareval.py): the candidate writes only
+    the `__global__` kernel of ParEval's prompt, and the harness launches it as ParEval's driver does."""
+    problem: str = Field(description="ParEval's problem name, e.g. 03_dense_la_axpy")
+    problem_type: str = Field(description="ParEval's problem type, e.g. dense_la")
+    kernel: str = Field(description="the __global__ kernel's name; its parameters are the task's args, in order")
+    grid: list[str] = Field(description="gridDim, 1-3 C expressions over the arguments (the driver's compute())")
+    block: list[int] = Field(description="blockDim, 1-3 numbers (the driver's compute())")
+    fill: list[ParEvalFill] = Field(default_factory=list, description="outputs the driver fills before the launch")
+    prompt: str = Field(description="ParEval's CUDA generation prompt (a comment and the kernel's opening line)")
+    helpers: str = Field(default="", description="device code the driver provides beside the kernel")
+
+
 class Task(Record):
     version: int = RECORD_VERSION
     id: str
@@ -105,6 +126,15 @@ class Task(Record):
     tolerance: Tolerance = Field(default_factory=Tolerance)
     implementations: list[Implementation] = Field(default_factory=list)
     source_path: str = Field(default="", description="file the task was loaded from, for messages")
+    pareval: ParEvalSpec | None = Field(default=None, description="ParEval problems only (pipeline/tasks/pareval.py)")
+
+    @model_serializer(mode="wrap")
+    def _without_unused_pareval(self, handler):
+        """`pareval` is written only when set, so other tasks keep their content and measured hashes."""
+        data = handler(self)
+        if self.pareval is None and isinstance(data, dict):
+            data.pop("pareval", None)
+        return data
 
     def baseline(self) -> Implementation | None:
         """The task's naive implementation: the GPU baseline of c2cuda tasks."""

@@ -11,6 +11,7 @@ from typing import Iterable
 from pipeline.records import Candidate, InputConfig, Task, Tolerance, WorkModel
 from pipeline.tasks.errors import TaskError
 from pipeline.tasks.reference_module import REQUIRED_DEFS, module_names
+from pipeline.tasks.pareval import load_pareval
 from pipeline.tasks.validation import load_task_file
 
 log = logging.getLogger(__name__)
@@ -39,13 +40,16 @@ def is_kernelbench_checkout(path: str | Path) -> bool:
 
 
 def load_tasks(source: str | Path, kernelbench_levels: Iterable[int] = (1, 2), split_seed: int = 0) -> list[Task]:
-    """Tasks from 'builtin' (pipeline/builtin_tasks/), 'generated' or 'generated:<split>' (the
+    """Tasks from 'builtin' (pipeline/builtin_tasks/), 'pareval' (ParEval's CUDA problems as c2cuda tasks,
+    pipeline/pareval_tasks/), 'generated' or 'generated:<split>' (the
     generated dataset, pipeline/data/generate.py, optionally one split: train, val or test, the
     families split by `split_seed`, i.e. `data.split_seed`), a directory of task YAML files
     (recursively), a single task YAML file, or a KernelBench checkout; sorted by id. Duplicate ids
     are an error."""
     if str(source) == "generated" or str(source).startswith("generated:"):
         return load_generated(str(source).partition(":")[2], split_seed)
+    if str(source) == "pareval":
+        return load_pareval()
     if str(source) == "builtin":
         files = _task_files(BUILTIN_DIR)
         if not files:

@@ -1,0 +1,117 @@
+"""ParEval's CUDA problems as c2cuda tasks (the `pareval` task source and bench suite).
+
+ParEval (Nichols et al., HPDC'24, BSD-3; `pipeline/pareval_tasks/LICENSE`) gives each problem a serial
+reference and a CUDA driver that launches the candidate's `__global__` kernel with a fixed launch
+configuration. Here each problem is a c2cuda task (`pipeline/pareval_tasks/<type>/<problem>.yaml`):
+- `reference`: the serial reference of ParEval's `baseline.hpp`, rewritten over pointers, named
+  `function` (`run_<kernel>`: the kernel keeps its own name);
+- `args`: the kernel's parameters in order, with ParEval's input distributions;
+- `pareval`: the kernel's name, the driver's launch (`grid`, `block`), the outputs the driver fills
+  before the launch (`fill`), ParEval's prompt, and device helpers the driver provides;
+- `pareval.kernels` in the file (not in the task record): kernels in ParEval's form, at least a
+  `naive` one. The loader turns each into a c2cuda implementation by `launch_wrapper`.
+So one problem serves two uses. In ParEval's form (`cudaperf bench --suite pareval`) the candidate
+writes only the kernel, and `kernel_candidate` appends the harness's launch, as ParEval's driver
+makes it. In the c2cuda form (the `pareval` task source) the candidate translates the serial function
+and chooses its own launch. Either way the evaluator's protocol applies unchanged: fresh inputs,
+poisoned outputs, inputs checked unchanged, every configuration checked, trusted timing.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from pipeline.records import Candidate, Task
+from pipeline.tasks.errors import TaskError
+from pipeline.tasks.validation import task_from_dict
+
+PAREVAL_DIR = Path(__file__).resolve().parents[1] / "pareval_tasks"
+WRAPPER_MARK = "// ---- the harness's launch, as ParEval's driver makes it (not part of the answer) ----"
+
+
+def launch_wrapper(task: Task) -> str:
+    """The c2cuda entry point that launches `task.pareval.kernel` as ParEval's driver does: the listed
+    outputs filled first (ParEval's drivers fill them before every launch), then one launch with the
+    driver's grid and block."""
+    spec = task.pareval
+    if spec is None:
+        raise TaskError(f"task {task.id} is not a ParEval problem (it has no 'pareval' section)")
+    params = ", ".join(f"{a.ctype} {a.name}" for a in task.args)
+    lines = [WRAPPER_MARK, f'extern "C" void {task.function}({params}) {{']
+    ctypes = {a.name: a.ctype for a in task.args}
+    for f in spec.fill:
+        if f.arg not in ctypes:
+            raise TaskError(f"{task.source_path or task.id}: field 'pareval.fill' names '{f.arg}', which is not "
+                            f"one of the arguments; fill an argument of the kernel.")
+        elem = ctypes[f.arg].replace("*", "").replace("const", "").strip()
+        if f.value.strip() in ("0", "0.0", "0.0f"):
+            lines.append(f"    cudaMemsetAsync({f.arg}, 0, (size_t)({f.count}) * sizeof({elem}), 0);")
+        else:
+            lines.append(f"    pareval_fill<{elem}><<<1024, 256>>>({f.arg}, (size_t)({f.count}), ({elem})({f.value}));")
+    grid = ", ".join(f"(unsigned)({g})" for g in spec.grid)
+    block = ", ".join(str(b) for b in spec.block)
+    lines.append(f"    {spec.kernel}<<<dim3({grid}), dim3({block})>>>({', '.join(a.name for a in task.args)});")
+    lines.append("}")
+    fill_kernel = ("template <typename T> __global__ void pareval_fill(T* p, size_t n, T v) {\n"
+                   "    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;"
+                   " i += (size_t)gridDim.x * blockDim.x) p[i] = v;\n}\n"
+                   if any(f.value.strip() not in ("0", "0.0", "0.0f") for f in spec.fill) else "")
+    return fill_kernel + "\n".join(lines) + "\n"
+
+
+def kernel_code(task: Task, kernel: str) -> str:
+    """c2cuda code of a kernel in ParEval's form: the driver's helpers, the kernel, the harness's launch."""
+    helpers = task.pareval.helpers.strip() + "\n\n" if task.pareval and task.pareval.helpers.strip() else ""
+    return f"{helpers}{kernel.rstrip()}\n\n{launch_wrapper(task)}"
+
+
+def kernel_candidate(task: Task, kernel: str, turn: int = 0) -> Candidate:
+    """An answer in ParEval's form (the `__global__` kernel, helpers of its own allowed) as the c2cuda
+    candidate the evaluator runs. An answer that defines the task's entry point itself fails to compile
+    (the harness defines it), so the launch is always the driver's."""
+    return Candidate(task_id=task.id, code=kernel_code(task, kernel), format="c2cuda", turn=turn)
+
+
+def problem_kernels(task: Task) -> dict[str, str]:
+    """The kernels of a ParEval problem's file in ParEval's form, by name (answers to test the harness with)."""
+    raw = yaml.safe_load(Path(task.source_path).read_text())
+    return {k["name"]: k["code"] for k in raw["pareval"]["kernels"]}
+
+
+def task_from_file(path: Path) -> Task:
+    """One ParEval problem file as a task: its `pareval.kernels` become c2cuda implementations."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise TaskError(f"{path}: cannot be read as a YAML task file ({' '.join(str(e).split())}); fix it.") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("pareval"), dict):
+        raise TaskError(f"{path}: a ParEval problem file needs a 'pareval' section (kernel, grid, block, prompt, "
+                        f"kernels); see pipeline/tasks/pareval.py.")
+    spec = dict(raw["pareval"])
+    kernels = spec.pop("kernels", None) or []
+    if not isinstance(kernels, list) or not all(isinstance(k, dict) and {"name", "strategy", "code"} <= set(k)
+                                                for k in kernels):
+        raise TaskError(f"{path}: field 'pareval.kernels' must list kernels with name, strategy and code; "
+                        f"give at least the naive one.")
+    raw = {**raw, "pareval": spec, "implementations": []}
+    shell = task_from_dict({**raw, "implementations": [{"name": "x", "strategy": "naive", "format": "c2cuda",
+                                                        "code": f'extern "C" void {raw.get("function", "")}()'}]},
+                           str(path))  # the fields checked before the kernels can be wrapped
+    raw["implementations"] = [{"name": k["name"], "strategy": k["strategy"], "format": "c2cuda",
+                               "code": kernel_code(shell, k["code"])} for k in kernels]
+    return task_from_dict(raw, str(path))
+
+
+def load_pareval(directory: Path = PAREVAL_DIR) -> list[Task]:
+    """Every ParEval problem file under `directory`, sorted by id."""
+    files = sorted(directory.rglob("*.yaml"))
+    if not files:
+        raise TaskError(f"the ParEval task directory {directory} holds no problem files; reinstall cudaperf.")
+    tasks = [task_from_file(f) for f in files]
+    seen: set[str] = set()
+    for t in tasks:
+        if t.id in seen:
+            raise TaskError(f"{t.source_path}: task id '{t.id}' is used twice; give each problem its own id.")
+        seen.add(t.id)
+    return sorted(tasks, key=lambda t: t.id)

@@ -1,0 +1,160 @@
+"""ParEval's CUDA problems as tasks (pipeline/tasks/pareval.py) on CPU: every problem loads, its C reference and
+every kernel of its own compile, the kernels pass the gate, the prompt's kernel matches the task's arguments,
+and an answer in ParEval's form becomes a c2cuda candidate whose launch is the driver's."""
+import concurrent.futures as cf
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from pipeline.config import CompileSection, EvalSection
+from pipeline.evaluation.evaluator import Evaluator
+from pipeline.evaluation.gate import check_candidate
+from pipeline.tasks.pareval import WRAPPER_MARK, kernel_candidate, launch_wrapper, load_pareval, task_from_file
+from pipeline.records import Candidate
+from pipeline.tasks.c_types import split_ctype
+from pipeline.tasks.errors import TaskError
+
+TASKS = load_pareval()
+
+
+def test_problems_load_with_ids_types_and_a_naive_kernel_each():
+    assert TASKS, "no ParEval problems"
+    for t in TASKS:
+        assert t.id == f"pareval/{t.pareval.problem}" and t.kind == "c2cuda"
+        assert t.family == f"pareval_{t.pareval.problem_type}"
+        assert t.function == f"run_{t.pareval.kernel}"
+        assert t.baseline() is not None and WRAPPER_MARK in t.baseline().code
+
+
+def _params(signature: str) -> list[tuple[str, str]]:
+    """(type without spaces or array bounds, name) of each parameter of a C declaration's parameter list."""
+    out = []
+    for part in signature.split(","):
+        part = re.sub(r"\[[^\]]*\]", "*", part.strip())  # size_t bins[256] -> size_t* bins
+        m = re.fullmatch(r"(.*?)([A-Za-z_]\w*)\s*(\*?)", part)
+        base, ptr, const = split_ctype((m.group(1) + m.group(3)).strip())
+        out.append((("const " if const else "") + base + ("*" if ptr else ""), m.group(2)))
+    return out
+
+
+@pytest.mark.parametrize("task", TASKS, ids=[t.id for t in TASKS])
+def test_the_prompts_kernel_takes_the_tasks_arguments_in_order(task):
+    m = re.search(rf"__global__\s+void\s+{task.pareval.kernel}\s*\(([^)]*)\)\s*{{\s*$", task.pareval.prompt.strip())
+    assert m, "the prompt ends with the kernel's opening line"
+    want = []
+    for a in task.args:
+        base, ptr, const = split_ctype(a.ctype)
+        want.append((("const " if const else "") + base + ("*" if ptr else ""), a.name))
+    assert _params(m.group(1)) == want
+
+
+def test_every_reference_and_kernel_compiles_and_passes_the_gate(tmp_path):
+    assert shutil.which("nvcc") and shutil.which("gcc"), "nvcc and gcc are needed on PATH (install the CUDA toolkit)"
+    jobs = []
+    for t in TASKS:
+        jobs.append((f"{t.id}:reference", ["gcc", "-O2", "-std=c11", "-shared", "-fPIC"], t.reference, "c"))
+        for impl in t.implementations:
+            findings = check_candidate(Candidate(task_id=t.id, code=impl.code, format="c2cuda"), t)
+            assert not [f.message for f in findings if f.severity == "error"], (t.id, impl.name)
+            jobs.append((f"{t.id}:{impl.name}", ["nvcc", "-arch=sm_90", "-O3", "-shared", "-Xcompiler", "-fPIC"],
+                         impl.code, "cu"))
+
+    def build(job):
+        name, cmd, code, ext = job
+        d = tmp_path / name.replace("/", "_").replace(":", "__")
+        d.mkdir()
+        (d / f"src.{ext}").write_text(code)
+        proc = subprocess.run([*cmd, "-o", str(d / "lib.so"), str(d / f"src.{ext}"), "-lm"],
+                              capture_output=True, text=True, timeout=300)
+        return name, proc.returncode, proc.stderr[-1500:]
+    with cf.ThreadPoolExecutor(2) as pool:
+        failures = [f"{n}:\n{log}" for n, rc, log in pool.map(build, jobs) if rc]
+    assert not failures, "\n\n".join(failures)
+
+
+def test_an_answer_in_pareval_form_is_launched_by_the_harness(tmp_path):
+    task = next(t for t in TASKS if t.pareval.problem == "03_dense_la_axpy")
+    kernel = task.pareval.prompt.splitlines()[-1] + "\n    size_t i = blockIdx.x * blockDim.x + threadIdx.x;\n" \
+        "    if (i < N) z[i] = alpha * x[i] + y[i];\n}\n"
+    cand = kernel_candidate(task, kernel)
+    assert cand.format == "c2cuda" and cand.code.startswith(kernel.rstrip())
+    assert "axpy<<<dim3((unsigned)((N + 1023) / 1024)), dim3(1024)>>>(alpha, x, y, z, N);" in cand.code
+    ev = Evaluator(EvalSection(result_cache_dir=""), CompileSection(cache_dir=str(tmp_path)), use_gpu=False)
+    assert ev.evaluate(task, [cand])[0].verdict == "not_executed"  # gated and compiled; no GPU here
+    # an answer that brings its own entry point collides with the harness's: the launch stays the driver's
+    own = kernel + f'extern "C" void {task.function}(double a, const double* x, const double* y, double* z, ' \
+                   f'size_t N) {{ axpy<<<1, 1>>>(a, x, y, z, N); }}\n'
+    assert ev.evaluate(task, [kernel_candidate(task, own)])[0].verdict == "compile_error"
+
+
+def test_outputs_the_driver_fills_are_filled_before_the_launch():
+    task = next(t for t in TASKS if t.pareval.problem == "03_dense_la_axpy").model_copy(deep=True)
+    from pipeline.records import ParEvalFill
+    task.pareval.fill = [ParEvalFill(arg="z", count="N"), ParEvalFill(arg="z", count="N", value="-1.0")]
+    code = launch_wrapper(task)
+    zero, other, launch = (code.index("cudaMemsetAsync(z, 0, (size_t)(N) * sizeof(double), 0);"),
+                           code.index("pareval_fill<double><<<1024, 256>>>(z, (size_t)(N), (double)(-1.0));"),
+                           code.index("axpy<<<"))
+    assert zero < other < launch and "template <typename T> __global__ void pareval_fill" in code
+    task.pareval.fill = [ParEvalFill(arg="w", count="N")]
+    with pytest.raises(TaskError, match="names 'w', which is not one of the arguments"):
+        launch_wrapper(task)
+
+
+def test_a_problem_file_without_kernels_names_the_fix(tmp_path):
+    src = (next(t for t in TASKS if t.pareval.problem == "03_dense_la_axpy")).source_path
+    text = open(src).read()
+    bad = tmp_path / "p.yaml"
+    bad.write_text(text.split("  kernels:")[0])
+    with pytest.raises(TaskError, match="has no 'strategy: naive' c2cuda implementation"):
+        task_from_file(bad)
+    bad.write_text("id: x\n")
+    with pytest.raises(TaskError, match="needs a 'pareval' section"):
+        task_from_file(bad)
+
+
+def test_bench_scores_answers_in_pareval_form(tmp_path):
+    """`cudaperf bench --answers DIR --suite pareval`: DIR/<problem>.cu holds a kernel; without a GPU every one
+    that gates and compiles is not_executed, one that defines the harness's entry fails to compile, and a
+    problem without a file is missing."""
+    import json
+
+    from pipeline.bench import answer_files, main
+    from pipeline.cli import open_cluster
+    from pipeline.tasks.pareval import problem_kernels
+    task = next(t for t in TASKS if t.pareval.problem == "03_dense_la_axpy")
+    (tmp_path / "answers").mkdir()
+    (tmp_path / "answers" / "03_dense_la_axpy.cu").write_text(problem_kernels(task)["naive"])
+    assert answer_files(tmp_path / "answers", task) == [tmp_path / "answers" / "03_dense_la_axpy.cu"]
+    out = tmp_path / "report"
+    assert main(["--answers", str(tmp_path / "answers"), "--suite", "pareval", "--out", str(out),
+                 "--config", "configs/local.yaml", "compile.workers=1"], open_cluster) == 0
+    rows = json.loads((out / "report.json").read_text())["rows"]
+    by_task = {r["task"]: r["verdict"] for r in rows}
+    assert by_task[task.id] == "not_executed"
+    assert set(by_task.values()) - {"not_executed"} <= {"missing"} and len(by_task) == len(TASKS)
+
+
+def test_bench_pareval_without_answers_names_the_way_to_benchmark_a_policy():
+    from pipeline.bench import main
+    from pipeline.errors import UserError
+    with pytest.raises(UserError, match="--suite c2cuda --tasks pareval"):
+        main(["--model", "tiny", "--suite", "pareval"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("task", TASKS, ids=[t.id for t in TASKS])
+def test_on_the_gpu_every_kernel_of_ours_passes_in_pareval_form_and_an_empty_one_fails(eval_cfg, compile_cfg, task):
+    """The harness checked with answers of its own: each problem's kernels, launched as ParEval's driver
+    launches them, are correct under the evaluator's protocol; a kernel that writes nothing is not."""
+    from pipeline.tasks.pareval import problem_kernels
+    ev = Evaluator(eval_cfg, compile_cfg, use_gpu=True)
+    kernels = problem_kernels(task)
+    empty = task.pareval.prompt.strip().splitlines()[-1] + "\n}\n"
+    results = ev.evaluate(task, [kernel_candidate(task, k) for k in kernels.values()] + [kernel_candidate(task, empty)])
+    for name, r in zip(kernels, results):
+        assert r.verdict == "correct", f"{task.id}/{name}: {r.verdict}: {r.reason}"
+        assert r.speedup and r.speedup > 0
+    assert results[-1].verdict == "incorrect", results[-1].reason
