@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check of the project in one script, for the H200 test machine:
 #   bash benchmarks/gpu_checks.sh [verify] [tests] [trust] [protocols] [kernelbench] [kernelbench_memory]
-#                                 [kernelbench_baseline] [kernelbench_bench] [bench]
+#                                 [kernelbench_baseline] [kernelbench_bench] [pareval] [bench]
 #                                 [structure] [generation] [train] [sft] [train_sft] [sft_bench] [measure] [multi_gpu]
 # sft: a short warm start, SFT_S seconds of training; train_sft: two RL steps starting from it, on the
 #   train split it was fitted to; sft_bench: SFT then `cudaperf bench` of it on LIMIT held-out tasks
@@ -16,6 +16,8 @@
 # kernelbench_bench: `cudaperf bench --answers` over benchmarks/kernelbench_answers under the kernelbench gate
 #   profile, levels KB_LEVELS (default 1; the 40 answers of levels 1-3 take about 15 minutes: one call per
 #   level), at most KB_BENCH_S seconds (default 540); judged rows are kept in rows.partial.jsonl as they come.
+# pareval: every kernel of ParEval's problems (pipeline/pareval_tasks/) in ParEval's form, launched as its driver
+#   launches them, correct under the evaluator; a kernel that writes nothing incorrect (tests/test_pareval.py).
 # bench: evaluator throughput (benchmarks/evaluator_throughput.py: 1 and 4 evaluators, the 64-sample group, the
 #   stage breakdown, eval.timing_ci side by side, the conventional path), at most BENCH_S seconds (560): a call alone.
 # trust: honest speedups before/after and against the conventional single-call time, and stability, under the
@@ -62,6 +64,8 @@ for step in $steps; do
                nvcc -O2 -arch=sm_90 -o /tmp/ipc_mapping benchmarks/ipc_mapping.cu -lcuda \
                  && { timeout 60 /tmp/ipc_mapping; ODD_SIZE=1 timeout 60 /tmp/ipc_mapping; } > "$OUT/ipc_mapping_h200.jsonl" 2>> "$OUT/protocols.log"
                timeout 90 python3 benchmarks/reference_batch.py --out "$OUT/reference_batch_h200.json" >> "$OUT/protocols.log" 2>&1 ;;
+    pareval) timeout ${PAREVAL_S:-540} python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_pareval.py \
+               > "$OUT/pareval.log" 2>&1 ;;
     bench) timeout ${BENCH_S:-560} python3 benchmarks/evaluator_throughput.py --out "$OUT/evaluator_h200.json" > "$OUT/bench.log" 2>&1 ;;
     structure) timeout 200 python3 -m pipeline.structure.validate_gpu --out "$OUT/structure_h200.json" > "$OUT/structure.log" 2>&1 ;;
     generation) timeout 300 python3 benchmarks/generation_throughput.py --out "$OUT/generation_h200.json" \

@@ -286,6 +286,8 @@ def run_bench(cfg: RunConfig, tasks: list[Task], out_dir: Path, *, suite: str, a
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     report = build_report(outcomes, rows, meta)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if suite == "pareval":
+        report["pareval"] = pareval_report(cfg, tasks, outcomes, results)
     if suite == "kernelbench":
         selected = final_results(outcomes, results)
         written = write_eval_results(out_dir, eval_results_by_level(selected))
@@ -299,6 +301,44 @@ def run_bench(cfg: RunConfig, tasks: list[Task], out_dir: Path, *, suite: str, a
             f.writelines(json.dumps(row) + "\n" for ep in episodes for row in turn_rows(ep))
     report["plots"] = [str(p) for p in write_plots(report, out_dir)]
     return report
+
+
+def pareval_report(cfg: RunConfig, tasks: list[Task], outcomes: list[Outcome], results: list[EvalResult]) -> dict:
+    """ParEval's own numbers beside ours: pass@1, speedup@1 and efficiency@1 per problem type and over all
+    (`bench_metrics.pareval_metrics`, ParEval's definitions). Its speedups are against the serial reference:
+    each problem's C reference (`baseline.hpp` over pointers) is timed here, on this host's CPU, on the
+    problem's timed configuration (ParEval's problem size), and a correct answer's runtime is its trusted
+    time there. A missing answer counts as one sample that failed."""
+    from pipeline.bench_metrics import ParEvalProblem, pareval_metrics
+    from pipeline.evaluation.compile import Compiler
+    from pipeline.evaluation.reference import build_c2cuda, time_c_reference
+    by_task: dict[str, list[EvalResult]] = {}
+    for r in results:
+        by_task.setdefault(r.task_id, []).append(r)
+    missing = {o.task_id for o in outcomes if o.verdict == "missing"}
+    compiler, problems, per_problem = Compiler(cfg.compile), [], {}
+    for task in tasks:
+        timed = [c.name for c in task.configs if c.time]
+        if task.pareval is None or not timed:
+            continue
+        config = timed[-1]
+        ref = compiler.compile_c_reference(task.reference)
+        serial_s = time_c_reference(build_c2cuda(task, seed=0), ref.artifact, config) if ref.ok else None
+        rs = by_task.get(task.id, [])
+        valid = [r.verdict == "correct" for r in rs] + [False] * (task.id in missing)
+        runtimes: list[float | None] = []
+        for r in rs:
+            times = [c.time.median_ms for c in r.configs if c.name == config and c.time is not None]
+            runtimes.append(times[0] / 1e3 if r.verdict == "correct" and times else None)
+        runtimes += [None] * (task.id in missing)
+        per_problem[task.pareval.problem] = {"type": task.pareval.problem_type, "config": config,
+                                             "serial_s": serial_s, "valid": valid, "runtimes_s": runtimes}
+        if serial_s:
+            problems.append(ParEvalProblem(task.pareval.problem, task.pareval.problem_type, valid, runtimes,
+                                           serial_s, task.pareval.problem_size or 1))
+    return {"per_problem": per_problem, "metrics": pareval_metrics(problems, ks=(1,)),
+            "efficiency_defined": all(t.pareval.problem_size for t in tasks if t.pareval is not None),
+            "serial_host": platform.processor() or platform.machine()}
 
 
 def print_summary(report: dict) -> None:
@@ -325,6 +365,13 @@ def print_summary(report: dict) -> None:
     if pub:
         print(f"against the published {pub['variant']} times of {pub['hardware']} ({pub['problems_with_time']} "
               "problems with a time): " + "  ".join(f"fast_{k} {v:.1%}" for k, v in pub["fast_p"].items()))
+    par = report.get("pareval")
+    if par:
+        every = par["metrics"].get("all", {})
+        print(f"ParEval's numbers over {int(every.get('problems', 0))} problems (speedups against the serial "
+              f"reference on this host's CPU): pass@1 {every.get('pass@1') or 0:.3f}  speedup@1 "
+              f"{every.get('speedup@1') or 0:.2f}" + (f"  efficiency@1 {every.get('efficiency@1') or 0:.2e}"
+                                                      if par["efficiency_defined"] else ""))
     for level, path in meta.get("kernelbench_eval_results", {}).items():
         print(f"KernelBench eval_results ({level}): {path}")
 

@@ -109,6 +109,8 @@ class ParEvalSpec(Record):
     block: list[int] = Field(description="blockDim, 1-3 numbers (the driver's compute())")
     fill: list[ParEvalFill] = Field(default_factory=list, description="outputs the driver fills before the launch")
     prompt: str = Field(description="ParEval's CUDA generation prompt (a comment and the kernel's opening line)")
+    problem_size: int = Field(default=0, description="ParEval's DRIVER_PROBLEM_SIZE for CUDA (its efficiency@k's "
+                              "resources); 0: not given, efficiency is then left out")
     helpers: str = Field(default="", description="device code the driver provides beside the kernel")
 
 

@@ -131,10 +131,15 @@ def test_bench_scores_answers_in_pareval_form(tmp_path):
     out = tmp_path / "report"
     assert main(["--answers", str(tmp_path / "answers"), "--suite", "pareval", "--out", str(out),
                  "--config", "configs/local.yaml", "compile.workers=1"], open_cluster) == 0
-    rows = json.loads((out / "report.json").read_text())["rows"]
-    by_task = {r["task"]: r["verdict"] for r in rows}
+    report = json.loads((out / "report.json").read_text())
+    by_task = {r["task"]: r["verdict"] for r in report["rows"]}
     assert by_task[task.id] == "not_executed"
     assert set(by_task.values()) - {"not_executed"} <= {"missing"} and len(by_task) == len(TASKS)
+    # ParEval's numbers: the serial reference timed on this CPU; nothing ran on a GPU, so nothing passed
+    par = report["pareval"]
+    axpy = par["per_problem"]["03_dense_la_axpy"]
+    assert axpy["config"] == "timed" and axpy["serial_s"] > 0 and axpy["valid"] == [False]
+    assert par["metrics"]["all"]["pass@1"] == 0.0 and par["metrics"]["all"]["speedup@1"] == 0.0
 
 
 def test_bench_pareval_without_answers_names_the_way_to_benchmark_a_policy():
@@ -158,3 +163,24 @@ def test_on_the_gpu_every_kernel_of_ours_passes_in_pareval_form_and_an_empty_one
         assert r.verdict == "correct", f"{task.id}/{name}: {r.verdict}: {r.reason}"
         assert r.speedup and r.speedup > 0
     assert results[-1].verdict == "incorrect", results[-1].reason
+
+
+def test_parevals_speedup_is_against_the_serial_reference_timed_here(tmp_path):
+    from pipeline.bench import pareval_report
+    from pipeline.bench_metrics import Outcome
+    from pipeline.config import RunConfig
+    from pipeline.records import ConfigResult, EvalResult, Timing
+    task = next(t for t in TASKS if t.pareval.problem == "03_dense_la_axpy")
+    t = Timing(median_ms=2.0, iqr_ms=0.0, min_ms=2.0, trials=10)
+    good = EvalResult(task_id=task.id, candidate_hash="a", format="c2cuda", verdict="correct",
+                      configs=[ConfigResult(name="odd", time=Timing(median_ms=9.0, iqr_ms=0, min_ms=9, trials=1)),
+                               ConfigResult(name="timed", time=t)])
+    wrong = good.model_copy(update={"verdict": "incorrect", "candidate_hash": "b"})
+    cfg = RunConfig.model_validate({"compile": {"cache_dir": str(tmp_path)}})
+    report = pareval_report(cfg, [task], [Outcome(task.id, 0, 0, "correct"), Outcome(task.id, 1, 0, "incorrect")],
+                            [good, wrong])
+    row = report["per_problem"]["03_dense_la_axpy"]
+    assert row["valid"] == [True, False] and row["runtimes_s"] == [0.002, None]
+    # one of two samples valid: pass@1 1/2; speedup@1 over the valid one only (ParEval's definition)
+    m = report["metrics"]["all"]
+    assert m["pass@1"] == 0.5 and m["speedup@1"] == pytest.approx(row["serial_s"] / 0.002)

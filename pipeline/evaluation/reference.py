@@ -315,29 +315,53 @@ _NP_CTYPES = {"float32": ctypes.c_float, "float64": ctypes.c_double, "int32": ct
               "uint32": ctypes.c_uint32, "int64": ctypes.c_int64, "uint64": ctypes.c_uint64}
 
 
+def _c_function(group: GroupData, library_path: str):
+    fn = getattr(ctypes.CDLL(library_path), group.task.function)
+    fn.restype = None
+    return fn
+
+
+def _c_call(group: GroupData, cd: ConfigData, inputs: dict) -> tuple[dict, list]:
+    """Host copies of one input set (outputs zeroed) and the ctypes arguments of one C call on them."""
+    host, args = {}, []
+    for (kind, *rest), arg in zip(cd.calls["c2cuda"]["args"], group.task.args):
+        if kind == "scalar":
+            args.append(_NP_CTYPES[arg_dtype(arg)](rest[1]))
+            continue
+        b = rest[0]
+        buf = group.buffers[b]
+        host[b] = inputs[b].copy() if b in inputs else np.zeros(buf.shape, buf.dtype)
+        args.append(ctypes.c_void_p(host[b].ctypes.data))
+    return host, args
+
+
 def run_c_reference(group: GroupData, library_path: str) -> None:
     """Outputs of every check configuration that is not a timing one, from the C reference."""
-    task = group.task
-    fn = getattr(ctypes.CDLL(library_path), task.function)
-    fn.restype = None
+    fn = _c_function(group, library_path)
     for cd in group.configs:
         if cd.time:
             continue
         cd.expected = []
         for inputs in cd.input_sets:
-            host, args = {}, []
-            spec = cd.calls["c2cuda"]["args"]
-            for (kind, *rest), arg in zip(spec, task.args):
-                if kind == "scalar":
-                    ctype, value = rest
-                    args.append(_NP_CTYPES[arg_dtype(arg)](value))
-                    continue
-                b = rest[0]
-                buf = group.buffers[b]
-                host[b] = inputs[b].copy() if b in inputs else np.zeros(buf.shape, buf.dtype)
-                args.append(ctypes.c_void_p(host[b].ctypes.data))
+            host, args = _c_call(group, cd, inputs)
             fn(*args)
             cd.expected.append({b: host[b] for b in cd.buffers if group.buffers[b].role in ("out", "inout")})
+
+
+def time_c_reference(group: GroupData, library_path: str, config: str, trials: int = 3) -> float:
+    """Seconds of one call of the C reference on configuration `config` (the median of `trials`, each on a
+    fresh copy of the first input set): the serial time ParEval's speedups are against."""
+    import statistics
+    import time
+    fn = _c_function(group, library_path)
+    cd = next(c for c in group.configs if c.name == config)
+    times = []
+    for _ in range(trials):
+        _, args = _c_call(group, cd, cd.input_sets[0])
+        t0 = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 # --- torch2cuda ----------------------------------------------------------------------------------
