@@ -308,7 +308,8 @@ def pareval_report(cfg: RunConfig, tasks: list[Task], outcomes: list[Outcome], r
     (`bench_metrics.pareval_metrics`, ParEval's definitions). Its speedups are against the serial reference:
     each problem's C reference (`baseline.hpp` over pointers) is timed here, on this host's CPU, on the
     problem's timed configuration (ParEval's problem size), and a correct answer's runtime is its trusted
-    time there. A missing answer counts as one sample that failed."""
+    time there (measured only for problems with a valid sample). A missing answer counts as one sample
+    that failed."""
     from pipeline.bench_metrics import ParEvalProblem, pareval_metrics
     from pipeline.evaluation.compile import Compiler
     from pipeline.evaluation.reference import build_c2cuda, time_c_reference
@@ -322,10 +323,12 @@ def pareval_report(cfg: RunConfig, tasks: list[Task], outcomes: list[Outcome], r
         if task.pareval is None or not timed:
             continue
         config = timed[-1]
-        ref = compiler.compile_c_reference(task.reference)
-        serial_s = time_c_reference(build_c2cuda(task, seed=0), ref.artifact, config) if ref.ok else None
         rs = by_task.get(task.id, [])
         valid = [r.verdict == "correct" for r in rs] + [False] * (task.id in missing)
+        serial_s = None  # needed only for a speedup, i.e. where some sample is valid
+        if any(valid):
+            ref = compiler.compile_c_reference(task.reference)
+            serial_s = time_c_reference(build_c2cuda(task, seed=0), ref.artifact, config) if ref.ok else None
         runtimes: list[float | None] = []
         for r in rs:
             times = [c.time.median_ms for c in r.configs if c.name == config and c.time is not None]
@@ -333,9 +336,9 @@ def pareval_report(cfg: RunConfig, tasks: list[Task], outcomes: list[Outcome], r
         runtimes += [None] * (task.id in missing)
         per_problem[task.pareval.problem] = {"type": task.pareval.problem_type, "config": config,
                                              "serial_s": serial_s, "valid": valid, "runtimes_s": runtimes}
-        if serial_s:
+        if serial_s or not any(valid):
             problems.append(ParEvalProblem(task.pareval.problem, task.pareval.problem_type, valid, runtimes,
-                                           serial_s, task.pareval.problem_size or 1))
+                                           serial_s or 0.0, task.pareval.problem_size or 1))
     return {"per_problem": per_problem, "metrics": pareval_metrics(problems, ks=(1,)),
             "efficiency_defined": all(t.pareval.problem_size for t in tasks if t.pareval is not None),
             "serial_host": platform.processor() or platform.machine()}

@@ -112,6 +112,8 @@ class ParEvalSpec(Record):
     problem_size: int = Field(default=0, description="ParEval's DRIVER_PROBLEM_SIZE for CUDA (its efficiency@k's "
                               "resources); 0: not given, efficiency is then left out")
     helpers: str = Field(default="", description="device code the driver provides beside the kernel")
+    casts: dict[str, str] = Field(default_factory=dict, description="arguments the kernel takes as another type "
+                                  "(e.g. a double* of interleaved pairs as cuDoubleComplex*): argument -> its type")
 
 
 class Task(Record):

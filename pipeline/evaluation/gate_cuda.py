@@ -55,12 +55,12 @@ def finding(rule: str, line: int, what: str, advice: str | None = None) -> Findi
 
 # --- includes -----------------------------------------------------------------------------------
 # cuda.h declares the driver API, whose calls stay refused by name (driver-api) and, once built, as
-# symbols; vector, limits and math_constants.h are header-only.
+# symbols; vector, limits, math_constants.h and cuComplex.h are header-only.
 _INCLUDES = {"cuda_runtime.h", "cuda_runtime_api.h", "device_launch_parameters.h", "cuda_fp16.h",
              "cuda_bf16.h", "cuda_fp8.h", "mma.h", "cooperative_groups.h", "cuda/pipeline", "cuda/barrier",
              "stdint.h", "cstdint", "cstddef", "stddef.h", "math.h", "cmath", "cfloat", "float.h", "climits",
              "limits.h", "algorithm", "type_traits", "utility", "cstdio", "stdio.h", "assert.h", "cassert",
-             "vector_types.h", "cuda.h", "math_constants.h", "vector", "limits"}
+             "vector_types.h", "cuda.h", "math_constants.h", "vector", "limits", "cuComplex.h"}
 _INCLUDE_PREFIXES = ("cooperative_groups/", "cub/", "cuda/std/")
 # parts of what torch/extension.h includes anyway
 _TORCH_INCLUDES = {"torch/extension.h", "ATen/cuda/CUDAContext.h", "c10/cuda/CUDAStream.h", "ATen/ATen.h",

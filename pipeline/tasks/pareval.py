@@ -7,7 +7,10 @@ configuration. Here each problem is a c2cuda task (`pipeline/pareval_tasks/<type
   `function` (`run_<kernel>`: the kernel keeps its own name);
 - `args`: the kernel's parameters in order, with ParEval's input distributions;
 - `pareval`: the kernel's name, the driver's launch (`grid`, `block`), the outputs the driver fills
-  before the launch (`fill`), ParEval's prompt, and device helpers the driver provides;
+  before the launch (`fill`), ParEval's prompt, device helpers the driver provides (`helpers`: a
+  struct such as `Point`, `#include <cuComplex.h>`), and the arguments the kernel takes as another
+  type (`casts`: complex numbers and structs travel as flat arrays of their doubles, the layout
+  they have in memory, and the kernel receives them as ParEval declares them);
 - `pareval.kernels` in the file (not in the task record): kernels in ParEval's form, at least a
   `naive` one. The loader turns each into a c2cuda implementation by `launch_wrapper`.
 So one problem serves two uses. In ParEval's form (`cudaperf bench --suite pareval`) the candidate
@@ -51,7 +54,13 @@ def launch_wrapper(task: Task) -> str:
             lines.append(f"    pareval_fill<{elem}><<<1024, 256>>>({f.arg}, (size_t)({f.count}), ({elem})({f.value}));")
     grid = ", ".join(f"(unsigned)({g})" for g in spec.grid)
     block = ", ".join(str(b) for b in spec.block)
-    lines.append(f"    {spec.kernel}<<<dim3({grid}), dim3({block})>>>({', '.join(a.name for a in task.args)});")
+    for name in spec.casts:
+        if name not in ctypes:
+            raise TaskError(f"{task.source_path or task.id}: field 'pareval.casts' names '{name}', which is not one "
+                            f"of the arguments; cast an argument of the kernel.")
+    call = ", ".join(f"({spec.casts[a.name]}){a.name}" if a.name in spec.casts else a.name for a in task.args)
+    # `::` because ParEval names some kernels as one of their own parameters (ranks(..., size_t *ranks, ...))
+    lines.append(f"    ::{spec.kernel}<<<dim3({grid}), dim3({block})>>>({call});")
     lines.append("}")
     fill_kernel = ("template <typename T> __global__ void pareval_fill(T* p, size_t n, T v) {\n"
                    "    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;"
