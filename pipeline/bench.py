@@ -1,17 +1,18 @@
 """`cudaperf bench`: sample a policy (or read ready answers) on a suite, evaluate everything, report.
 
-    cudaperf bench --model PATH --suite kernelbench|c2cuda|torch2cuda [--kernelbench-dir DIR] [--levels 1,2]
+    cudaperf bench --model PATH --suite kernelbench|c2cuda|torch2cuda|pareval [--kernelbench-dir DIR] [--levels 1,2]
                    [--tasks SOURCE] [--turns K] [--samples N] [--limit N] [--shard K/N] [--out DIR] [--config FILE]
                    [section.key=value ...]
-    cudaperf bench --answers DIR --suite ...      (score a directory of ready answers, no model; pareval: only so)
+    cudaperf bench --answers DIR --suite ...      (score a directory of ready answers, no model)
 
 Suites: `kernelbench` is a KernelBench checkout (pipeline.tasks.load_kernelbench; torch2cuda,
 answered in the light format, or KernelBench `ModelNew` files with --answers); `c2cuda` and `torch2cuda`
 are the tasks of that kind in `--tasks` (default the dataset's test split, `generated:test`;
 `generated:heldout`, `builtin` and `pareval`, ParEval's problems to translate from C, work too);
-`pareval` scores answers in ParEval's own form (`--answers DIR` holding `<problem>.cu`, e.g.
-`03_dense_la_axpy.cu`: the `__global__` kernel of ParEval's prompt, launched by the harness as
-ParEval's driver launches it; pipeline/tasks/pareval.py).
+`pareval` is ParEval's problems in its own form (task source `pareval:kernel`): the policy completes
+the `__global__` kernel of ParEval's prompt, answers are `DIR/<problem>.cu` (e.g.
+`03_dense_la_axpy.cu`), and the harness launches the kernel as ParEval's driver does
+(pipeline/tasks/pareval.py); report.json adds ParEval's own numbers (`pareval_report`).
 Every sample is an episode of up to `--turns` turns (rollout settings from the config: the
 evaluator's feedback is the next turn's message, as in RL), evaluated by the compile and evaluator
 pools (actors/cluster.py). Speedups are against the naive CUDA baseline (c2cuda) or eager PyTorch
@@ -94,7 +95,7 @@ def suite_tasks(suite: str, kernelbench_dir: str | None, levels: list[int], sour
                              "github.com/ScalingIntelligence/KernelBench")
         tasks = load_kernelbench(kernelbench_dir, levels)
     elif suite == "pareval":
-        tasks = load_tasks("pareval")
+        tasks = load_tasks("pareval:kernel")
     else:
         tasks = [t for t in load_tasks(source, split_seed=split_seed) if t.kind == suite]
     if not tasks:
@@ -138,18 +139,18 @@ def run_model(cfg: RunConfig, tasks: list[Task], queue) -> list:
     return episodes
 
 
-def answer_candidate(path: Path, task: Task, kernel_form: bool) -> Candidate:
-    """One answer file as a candidate. kernel_form (suite pareval): the file holds a kernel in ParEval's
-    form, which the harness launches as ParEval's driver does (`pipeline/tasks/pareval.py`)."""
+def answer_candidate(path: Path, task: Task) -> Candidate:
+    """One answer file as a candidate. A ParEval problem in its own form (suite pareval): the file holds
+    the kernel, which the harness launches as ParEval's driver does (`pipeline/tasks/pareval.py`)."""
     cand = load_candidate_file(path, task)
-    return kernel_candidate(task, cand.code) if kernel_form and task.pareval is not None else cand
+    return kernel_candidate(task, cand.code) if task.pareval is not None and task.pareval.kernel_form else cand
 
 
-def run_answers(tasks: list[Task], answers_dir: Path, queue, progress: Path | None = None,
-                kernel_form: bool = False) -> tuple[list[Outcome], list[dict], list[EvalResult]]:
+def run_answers(tasks: list[Task], answers_dir: Path, queue, progress: Path | None = None
+                ) -> tuple[list[Outcome], list[dict], list[EvalResult]]:
     """Evaluate every answer file; tasks without one get a `missing` outcome (and no result). As each
     task's answers are judged, one line goes to stderr and their rows are appended to `progress`
-    (JSON lines), so a run that is stopped keeps what it finished. kernel_form: `answer_candidate`."""
+    (JSON lines), so a run that is stopped keeps what it finished. Files become candidates by `answer_candidate`."""
     outcomes, rows, evaluated, tickets = [], [], [], {}
     t0, done = time.perf_counter(), 0
     for task in tasks:
@@ -158,7 +159,7 @@ def run_answers(tasks: list[Task], answers_dir: Path, queue, progress: Path | No
             outcomes.append(Outcome(task.id, 0, 0, "missing"))
             rows.append({"task": task.id, "sample": 0, "turn": 0, "verdict": "missing", "file": None})
             continue
-        cands = [answer_candidate(f, task, kernel_form) for f in files]
+        cands = [answer_candidate(f, task) for f in files]
         tickets[queue.submit(task, cands)] = (task, files)
     print(f"judging {sum(len(f) for _, f in tickets.values())} answers of {len(tickets)} tasks "
           f"(tasks without an answer: {len(tasks) - len(tickets)}); the first results come once they compile",
@@ -268,7 +269,7 @@ def run_bench(cfg: RunConfig, tasks: list[Task], out_dir: Path, *, suite: str, a
         out_dir.mkdir(parents=True, exist_ok=True)
         progress = out_dir / "rows.partial.jsonl"
         progress.unlink(missing_ok=True)
-        outcomes, rows, results = run_answers(tasks, answers_dir, queue, progress, kernel_form=suite == "pareval")
+        outcomes, rows, results = run_answers(tasks, answers_dir, queue, progress)
     else:
         episodes = run_model(cfg, tasks, queue)
         outcomes = outcomes_from_episodes(episodes)
@@ -431,9 +432,6 @@ def main(argv: list[str], open_cluster=None) -> int:
     answers = Path(args.answers).expanduser() if args.answers else None
     if answers is not None and not answers.is_dir():
         raise BenchError(f"--answers {args.answers} is not a directory; pass the directory holding the answers")
-    if args.suite == "pareval" and answers is None:
-        raise BenchError("--suite pareval scores answers in ParEval's kernel form (--answers DIR); to benchmark a "
-                         "policy on ParEval's problems, translate their serial functions: --suite c2cuda --tasks pareval")
     if args.baseline_json and args.suite != "kernelbench":
         raise BenchError("--baseline-json holds KernelBench baseline times; use it with --suite kernelbench or "
                          "leave it out")

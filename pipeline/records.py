@@ -114,6 +114,9 @@ class ParEvalSpec(Record):
     helpers: str = Field(default="", description="device code the driver provides beside the kernel")
     casts: dict[str, str] = Field(default_factory=dict, description="arguments the kernel takes as another type "
                                   "(e.g. a double* of interleaved pairs as cuDoubleComplex*): argument -> its type")
+    kernel_form: bool = Field(default=False, description="the policy writes the kernel of ParEval's prompt, which "
+                              "the harness launches (task source 'pareval:kernel'); otherwise it translates the "
+                              "serial function as any c2cuda task")
 
 
 class Task(Record):

@@ -143,11 +143,24 @@ def test_bench_scores_answers_in_pareval_form(tmp_path):
     assert par["metrics"]["all"]["pass@1"] == 0.0 and par["metrics"]["all"]["speedup@1"] == 0.0
 
 
-def test_bench_pareval_without_answers_names_the_way_to_benchmark_a_policy():
-    from pipeline.bench import main
-    from pipeline.errors import UserError
-    with pytest.raises(UserError, match="--suite c2cuda --tasks pareval"):
-        main(["--model", "tiny", "--suite", "pareval"])
+def test_in_parevals_own_form_the_policy_sees_parevals_prompt_and_its_kernel_is_launched_for_it():
+    from pipeline.rollout.parsing import parse_response
+    from pipeline.rollout.prompts import entry_point, task_prompt
+    from pipeline.tasks import load_tasks
+    kernel_tasks = {t.id: t for t in load_tasks("pareval:kernel")}
+    task = kernel_tasks["pareval/03_dense_la_axpy"]
+    assert task.pareval.kernel_form and entry_point(task) == "axpy"
+    assert not next(t for t in load_tasks("pareval") if t.id == task.id).pareval.kernel_form
+    prompt = task_prompt(task)
+    assert task.pareval.prompt.strip() in prompt and "axpy<<<dim3((N + 1023) / 1024), dim3(1024)>>>" in prompt
+    assert "run_axpy" not in prompt  # the harness's entry is not the policy's business
+    body = "    size_t i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < N) z[i] = alpha * x[i] + y[i];\n}"
+    cand = parse_response(task, f"Here:\n```cuda\n{task.pareval.prompt.strip()}\n{body}\n```\n", turn=1)
+    assert isinstance(cand, Candidate) and cand.format == "c2cuda" and cand.turn == 1
+    assert WRAPPER_MARK in cand.code and 'extern "C" void run_axpy(' in cand.code
+    wrong = parse_response(task, "```cuda\n__global__ void other(float* p) { }\n```", turn=0)
+    assert wrong.verdict == "format_error" and "__global__ void axpy" in wrong.reason
+
 
 
 @pytest.mark.gpu

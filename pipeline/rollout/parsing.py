@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from pipeline.records import Candidate, EvalResult, Task
 from pipeline.rollout.prompts import candidate_format, entry_point
+from pipeline.tasks.pareval import kernel_candidate
 
 _FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[^\s`~]*)[^\n]*\n"  # opening line
                     r"(?P<body>.*?)^[ \t]*(?P=fence)[ \t]*$", re.M | re.S)     # body, then the same fence
@@ -41,8 +42,9 @@ def defines(code: str, name: str) -> bool:
     return re.search(definition, _COMMENTS.sub(" ", code)) is not None
 
 
-def extract_code(text: str, entry: str, finish_reason: str = "stop") -> Extracted:
-    """The answer's code per the module's rules; `entry` is the function the code must define."""
+def extract_code(text: str, entry: str, finish_reason: str = "stop", kernel: bool = False) -> Extracted:
+    """The answer's code per the module's rules; `entry` is the function the code must define (kernel: a
+    `__global__` kernel the harness launches, not a C-linkage entry)."""
     cut = (" The answer was cut off at the token limit: write less text and shorter code."
            if finish_reason == "length" else "")
     if not text.strip():
@@ -60,8 +62,8 @@ def extract_code(text: str, entry: str, finish_reason: str = "stop") -> Extracte
     if not defining:
         which = ("the code block does not define" if len(code_blocks) == 1
                  else f"none of the {len(code_blocks)} code blocks defines")
-        return Extracted(None, f"{which} the function {entry}(...); the file must define "
-                               f"extern \"C\" {entry} with its body.{cut}")
+        must = f"the kernel __global__ void {entry} with its body" if kernel else f"extern \"C\" {entry} with its body"
+        return Extracted(None, f"{which} the function {entry}(...); the file must define {must}.{cut}")
     return Extracted(defining[-1].strip("\n") + "\n")
 
 
@@ -73,8 +75,11 @@ def answer_text(code: str) -> str:
 def parse_response(task: Task, text: str, turn: int, finish_reason: str = "stop") -> Candidate | EvalResult:
     """A Candidate for the evaluator, or the `format_error` result of an answer without usable code."""
     fmt = candidate_format(task)
-    found = extract_code(text, entry_point(task), finish_reason)
+    kernel_form = task.pareval is not None and task.pareval.kernel_form
+    found = extract_code(text, entry_point(task), finish_reason, kernel=kernel_form)
     if found.code is not None:
+        if kernel_form:  # ParEval's own form: the harness launches the kernel as ParEval's driver does
+            return kernel_candidate(task, found.code, turn)
         return Candidate(task_id=task.id, code=found.code, format=fmt, turn=turn)
     raw = Candidate(task_id=task.id, code=text, format=fmt, turn=turn)
     return EvalResult(task_id=task.id, candidate_hash=raw.content_hash(), format=fmt, turn=turn,

@@ -5,6 +5,8 @@ parsing.py reads back:
 - c2cuda: the C reference, the exact `extern "C"` signature to define, what each argument holds
   (device pointers, which are read, written or both, their element counts) and the sizes used;
   the last line states the signature again, next to where the answer starts.
+- a ParEval problem in its own form (task source `pareval:kernel`): ParEval's prompt, the launch the
+  harness gives the kernel, and the request for the complete kernel (pipeline/tasks/pareval.py);
 - torch2cuda: the PyTorch reference and the light calling convention (light_abi.py, the one
   definition), with the tensor list and shapes of one small configuration, computed by running
   the reference module on CPU, and the reminder that shapes change between configurations.
@@ -20,6 +22,7 @@ from pipeline.errors import UserError
 from pipeline.evaluation import light_abi
 from pipeline.records import CandidateFormat, Task
 from pipeline.tasks import config_params
+from pipeline.tasks.pareval import launch_text
 
 SYSTEM_PROMPT = (
     "You are an expert CUDA engineer. You write CUDA code for NVIDIA GPUs (sm_90) that is correct first "
@@ -41,7 +44,10 @@ def candidate_format(task: Task) -> CandidateFormat:
 
 
 def entry_point(task: Task) -> str:
-    """The C-linkage function a candidate must define."""
+    """The function a candidate must define: the task's C-linkage function, `launch` for the light format,
+    or the kernel of a ParEval problem in its own form."""
+    if task.pareval is not None and task.pareval.kernel_form:
+        return task.pareval.kernel
     return task.function if task.kind == "c2cuda" else light_abi.ENTRY_POINT
 
 
@@ -127,8 +133,27 @@ def light_prompt(task: Task) -> str:
     return "\n".join(lines)
 
 
+def pareval_kernel_prompt(task: Task) -> str:
+    """ParEval's own prompt (a comment stating the problem and the kernel's opening line), with the launch it
+    gets and this project's answer format around it."""
+    show = lambda cs: "; ".join(", ".join(f"{k}={v}" for k, v in c.params.items()) for c in cs)  # noqa: E731
+    lines = ["Complete this CUDA kernel.", "", _fenced("cuda", task.pareval.prompt), "",
+             f"The harness launches it on the default stream as {launch_text(task)}. Pointer arguments are device "
+             "pointers."]
+    checked, timed = [c for c in task.configs if c.check], [c for c in task.configs if c.time]
+    if checked:
+        lines.append(f"Checked against a serial C version on: {show(checked)}.")
+    if timed:
+        lines.append(f"Timed against a simple CUDA kernel on: {show(timed)}.")
+    lines.append("Reply with the complete kernel, its first line included, in one ```cuda block; __device__ helper "
+                 "functions may come before it. Write no host code and launch nothing: the harness does.")
+    return "\n".join(lines)
+
+
 def task_prompt(task: Task) -> str:
     """The user message that states a task."""
+    if task.pareval is not None and task.pareval.kernel_form:
+        return pareval_kernel_prompt(task)
     return c2cuda_prompt(task) if task.kind == "c2cuda" else light_prompt(task)
 
 

@@ -1,6 +1,6 @@
 """ParEval's CUDA problems as c2cuda tasks (the `pareval` task source and bench suite).
 
-ParEval (Nichols et al., HPDC'24, BSD-3; `pipeline/pareval_tasks/LICENSE`) gives each problem a serial
+ParEval (Nichols et al., HPDC'24; its licence in `pipeline/pareval_tasks/LICENSE`) gives each problem a serial
 reference and a CUDA driver that launches the candidate's `__global__` kernel with a fixed launch
 configuration. Here each problem is a c2cuda task (`pipeline/pareval_tasks/<type>/<problem>.yaml`):
 - `reference`: the serial reference of ParEval's `baseline.hpp`, rewritten over pointers, named
@@ -75,6 +75,14 @@ def kernel_code(task: Task, kernel: str) -> str:
     return f"{helpers}{kernel.rstrip()}\n\n{launch_wrapper(task)}"
 
 
+def launch_text(task: Task) -> str:
+    """How the harness launches the kernel, in words, for the prompt."""
+    spec = task.pareval
+    fills = "; ".join(f"{f.arg} is first set to {f.value} ({f.count} elements)" for f in spec.fill)
+    return (f"{spec.kernel}<<<dim3({', '.join(spec.grid)}), dim3({', '.join(map(str, spec.block))})>>>"
+            f"({', '.join(a.name for a in task.args)})" + (f"; before the launch {fills}" if fills else ""))
+
+
 def kernel_candidate(task: Task, kernel: str, turn: int = 0) -> Candidate:
     """An answer in ParEval's form (the `__global__` kernel, helpers of its own allowed) as the c2cuda
     candidate the evaluator runs. An answer that defines the task's entry point itself fails to compile
@@ -112,12 +120,15 @@ def task_from_file(path: Path) -> Task:
     return task_from_dict(raw, str(path))
 
 
-def load_pareval(directory: Path = PAREVAL_DIR) -> list[Task]:
-    """Every ParEval problem file under `directory`, sorted by id."""
+def load_pareval(directory: Path = PAREVAL_DIR, kernel_form: bool = False) -> list[Task]:
+    """Every ParEval problem file under `directory`, sorted by id; kernel_form: in ParEval's own form (the
+    policy completes the kernel of ParEval's prompt, `ParEvalSpec.kernel_form`)."""
     files = sorted(directory.rglob("*.yaml"))
     if not files:
         raise TaskError(f"the ParEval task directory {directory} holds no problem files; reinstall cudaperf.")
     tasks = [task_from_file(f) for f in files]
+    for t in tasks:
+        t.pareval.kernel_form = kernel_form
     seen: set[str] = set()
     for t in tasks:
         if t.id in seen:

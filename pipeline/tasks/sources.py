@@ -41,15 +41,15 @@ def is_kernelbench_checkout(path: str | Path) -> bool:
 
 def load_tasks(source: str | Path, kernelbench_levels: Iterable[int] = (1, 2), split_seed: int = 0) -> list[Task]:
     """Tasks from 'builtin' (pipeline/builtin_tasks/), 'pareval' (ParEval's CUDA problems as c2cuda tasks,
-    pipeline/pareval_tasks/), 'generated' or 'generated:<split>' (the
+    pipeline/pareval_tasks/; 'pareval:kernel' in ParEval's own form), 'generated' or 'generated:<split>' (the
     generated dataset, pipeline/data/generate.py, optionally one split: train, val or test, the
     families split by `split_seed`, i.e. `data.split_seed`), a directory of task YAML files
     (recursively), a single task YAML file, or a KernelBench checkout; sorted by id. Duplicate ids
     are an error."""
     if str(source) == "generated" or str(source).startswith("generated:"):
         return load_generated(str(source).partition(":")[2], split_seed)
-    if str(source) == "pareval":
-        return load_pareval()
+    if str(source) in ("pareval", "pareval:kernel"):
+        return load_pareval(kernel_form=str(source) == "pareval:kernel")
     if str(source) == "builtin":
         files = _task_files(BUILTIN_DIR)
         if not files:
