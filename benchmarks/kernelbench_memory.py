@@ -228,10 +228,12 @@ def answer_path(answers: Path, level: int, problem: Path) -> Path | None:
     return path if path.is_file() else None
 
 
-def precompile(evaluator, problems: list[tuple[int, Path]], answers: Path, workers: int = 8) -> None:
+def precompile(evaluator, problems: list[tuple[int, Path]], answers: Path, workers: int = 8,
+               timeout_s: float | None = None) -> None:
     """Gate and compile every answer at once (load_inline takes 30-90 s each on the GPU host), so the memory
-    measurements that follow find them in the compile cache; a failure here shows again in its own row."""
-    from concurrent.futures import ThreadPoolExecutor
+    measurements that follow find them in the compile cache; a failure here shows again in its own row.
+    After `timeout_s` the measurements start anyway (builds still running finish in the background)."""
+    from concurrent.futures import ThreadPoolExecutor, wait
 
     from pipeline.records import Candidate
     from pipeline.tasks import kernelbench_task
@@ -247,8 +249,11 @@ def precompile(evaluator, problems: list[tuple[int, Path]], answers: Path, worke
                                        None)
         except Exception as e:  # noqa: BLE001 - the row measures it again and records the error
             print(f"compile {problem.name}: {type(e).__name__}: {e}", flush=True)
-    with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(one, problems))
+    pool = ThreadPoolExecutor(workers)
+    try:
+        wait([pool.submit(one, item) for item in problems], timeout=timeout_s)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def measure_ours(torch, evaluator, problem: Path, answer: Path, device) -> dict:
@@ -309,7 +314,8 @@ def main(argv: list[str]) -> int:
           + ", ".join(f"L{lv}/{f.stem} {s['total'] / GiB:.2f} GiB" for lv, f, s in ranked), flush=True)
     rows, started = [], time.monotonic()
     if evaluator is not None and answers is not None:
-        precompile(evaluator, [(level, problem) for level, problem, _ in ranked], answers)
+        precompile(evaluator, [(level, problem) for level, problem, _ in ranked], answers,
+                   timeout_s=args.budget_s / 2 if args.budget_s else None)
         print(f"answers compiled in {time.monotonic() - started:.0f} s", flush=True)
     for level, problem, size in ranked:
         if args.budget_s and time.monotonic() - started > args.budget_s:

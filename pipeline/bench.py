@@ -314,10 +314,9 @@ def pareval_report(cfg: RunConfig, tasks: list[Task], outcomes: list[Outcome], r
     from pipeline.bench_metrics import ParEvalProblem, pareval_metrics
     from pipeline.evaluation.compile import Compiler
     from pipeline.evaluation.reference import build_c2cuda, time_c_reference
-    by_task: dict[str, list[EvalResult]] = {}
-    for r in results:
-        by_task.setdefault(r.task_id, []).append(r)
-    missing = {o.task_id for o in outcomes if o.verdict == "missing"}
+    by_task: dict[str, list[EvalResult | None]] = {}  # each sample's final turn (None: a missing answer)
+    for r, o in final_results(outcomes, results):
+        by_task.setdefault(o.task_id, []).append(r)
     compiler, problems, per_problem = Compiler(cfg.compile), [], {}
     for task in tasks:
         timed = [c.name for c in task.configs if c.time]
@@ -325,21 +324,21 @@ def pareval_report(cfg: RunConfig, tasks: list[Task], outcomes: list[Outcome], r
             continue
         config = timed[-1]
         rs = by_task.get(task.id, [])
-        valid = [r.verdict == "correct" for r in rs] + [False] * (task.id in missing)
-        serial_s = None  # needed only for a speedup, i.e. where some sample is valid
-        if any(valid):
-            ref = compiler.compile_c_reference(task.reference)
-            serial_s = time_c_reference(build_c2cuda(task, seed=0), ref.artifact, config) if ref.ok else None
+        valid = [r is not None and r.verdict == "correct" for r in rs]
         runtimes: list[float | None] = []
-        for r in rs:
-            times = [c.time.median_ms for c in r.configs if c.name == config and c.time is not None]
-            runtimes.append(times[0] / 1e3 if r.verdict == "correct" and times else None)
-        runtimes += [None] * (task.id in missing)
+        for r, ok in zip(rs, valid):
+            times = [c.time.median_ms for c in r.configs if c.name == config and c.time is not None] if ok else []
+            runtimes.append(times[0] / 1e3 if times else None)
+        serial_s = None  # needed only for a speedup, i.e. where some sample is valid
+        if any(valid):  # ParEval's serial baseline: built with -O3, the mean of 5 runs
+            ref = compiler.compile_c_reference(task.reference, optimize="-O3")
+            serial_s = time_c_reference(build_c2cuda(task, seed=0), ref.artifact, config) if ref.ok else None
         per_problem[task.pareval.problem] = {"type": task.pareval.problem_type, "config": config,
                                              "serial_s": serial_s, "valid": valid, "runtimes_s": runtimes}
-        if serial_s or not any(valid):
-            problems.append(ParEvalProblem(task.pareval.problem, task.pareval.problem_type, valid, runtimes,
-                                           serial_s or 0.0, task.pareval.problem_size or 1))
+        # a problem whose serial time could not be taken still counts for pass@k, with no speedup
+        problems.append(ParEvalProblem(task.pareval.problem, task.pareval.problem_type, valid,
+                                       runtimes if serial_s else [None] * len(runtimes), serial_s or 0.0,
+                                       task.pareval.problem_size or 1))
     return {"per_problem": per_problem, "metrics": pareval_metrics(problems, ks=(1,)),
             "efficiency_defined": all(t.pareval.problem_size for t in tasks if t.pareval is not None),
             "serial_host": platform.processor() or platform.machine()}

@@ -11,7 +11,8 @@ import pytest
 from pipeline.config import CompileSection, EvalSection
 from pipeline.evaluation.evaluator import Evaluator
 from pipeline.evaluation.gate import check_candidate
-from pipeline.tasks.pareval import WRAPPER_MARK, kernel_candidate, launch_wrapper, load_pareval, task_from_file
+from pipeline.tasks.pareval import (WRAPPER_MARK, kernel_candidate, launch_prologue, launch_wrapper, load_pareval,
+                                   task_from_file)
 from pipeline.records import Candidate
 from pipeline.tasks.c_types import split_ctype
 from pipeline.tasks.errors import TaskError
@@ -84,10 +85,35 @@ def test_an_answer_in_pareval_form_is_launched_by_the_harness(tmp_path):
     assert "::axpy<<<dim3((unsigned)((N + 1023) / 1024)), dim3(1024)>>>(alpha, x, y, z, N);" in cand.code
     ev = Evaluator(EvalSection(result_cache_dir=""), CompileSection(cache_dir=str(tmp_path)), use_gpu=False)
     assert ev.evaluate(task, [cand])[0].verdict == "not_executed"  # gated and compiled; no GPU here
-    # an answer that brings its own entry point collides with the harness's: the launch stays the driver's
+    # an answer that brings its own entry point collides with the harness's: the launch stays the driver's,
+    # also when a macro of the answer renames the harness's entry or redefines what its launch uses
     own = kernel + f'extern "C" void {task.function}(double a, const double* x, const double* y, double* z, ' \
                    f'size_t N) {{ axpy<<<1, 1>>>(a, x, y, z, N); }}\n'
     assert ev.evaluate(task, [kernel_candidate(task, own)])[0].verdict == "compile_error"
+    renamed = own + f"#define {task.function} {task.function}_of_the_harness\n"
+    assert ev.evaluate(task, [kernel_candidate(task, renamed)])[0].verdict == "compile_error"
+    grid = kernel + "#define dim3(...) dim3(1)\n#define N 1\n"
+    cand = kernel_candidate(task, grid)
+    assert cand.code.index("#undef dim3") > cand.code.index("#define dim3") and "#undef N\n" in cand.code
+    assert ev.evaluate(task, [cand])[0].verdict == "not_executed"  # compiles, with the driver's launch
+
+
+def test_an_answer_may_repeat_the_helpers_parevals_prompt_shows(tmp_path):
+    """ParEval's prompt shows the driver's helpers (a device function, a struct, a constant table); an answer
+    that repeats them compiles, and one that leaves them out gets them from the harness."""
+    from pipeline.tasks.pareval import driver_helpers, problem_kernels
+    ev = Evaluator(EvalSection(result_cache_dir=""), CompileSection(cache_dir=str(tmp_path)), use_gpu=False)
+    with_helpers = [t for t in TASKS if t.pareval.helpers.strip() and not t.pareval.helpers.strip().startswith("#")]
+    assert with_helpers
+    cands = []
+    for task in with_helpers:
+        kernel = problem_kernels(task)["naive"]
+        assert driver_helpers(task, kernel).strip()  # the kernels of the files leave them out
+        assert len(driver_helpers(task, task.pareval.helpers + kernel)) < len(driver_helpers(task, kernel))
+        cands.append((task, kernel_candidate(task, task.pareval.helpers + "\n" + kernel)))
+    for task, cand in cands:
+        r = ev.evaluate(task, [cand])[0]
+        assert r.verdict == "not_executed", (task.id, r.verdict, r.reason[:300], r.compile_log[-800:])
 
 
 def test_outputs_the_driver_fills_are_filled_before_the_launch():
@@ -96,9 +122,14 @@ def test_outputs_the_driver_fills_are_filled_before_the_launch():
     task.pareval.fill = [ParEvalFill(arg="z", count="N"), ParEvalFill(arg="z", count="N", value="-1.0")]
     code = launch_wrapper(task)
     zero, other, launch = (code.index("cudaMemsetAsync(z, 0, (size_t)(N) * sizeof(double), 0);"),
-                           code.index("pareval_fill<double><<<1024, 256>>>(z, (size_t)(N), (double)(-1.0));"),
+                           code.index("pareval_fill<double><<<1024, 256>>>(z, (size_t)(N), "
+                                      "pareval_fill_value_1(alpha, x, y, z, N));"),
                            code.index("::axpy<<<"))
-    assert zero < other < launch and "template <typename T> __global__ void pareval_fill" in code
+    assert zero < other < launch
+    prologue = launch_prologue(task)  # before the answer: its macros cannot change the value
+    assert "template <typename T> __global__ void pareval_fill" in prologue
+    assert ("static double pareval_fill_value_1(double alpha, const double* x, const double* y, double* z, "
+            "size_t N) { return (double)(-1.0); }") in prologue
     task.pareval.fill = [ParEvalFill(arg="w", count="N")]
     with pytest.raises(TaskError, match="names 'w', which is not one of the arguments"):
         launch_wrapper(task)
@@ -109,7 +140,13 @@ def test_a_problem_file_without_kernels_names_the_fix(tmp_path):
     text = open(src).read()
     bad = tmp_path / "p.yaml"
     bad.write_text(text.split("  kernels:")[0])
-    with pytest.raises(TaskError, match="has no 'strategy: naive' c2cuda implementation"):
+    with pytest.raises(TaskError, match="'pareval.kernels' has no kernel with 'strategy: naive'"):
+        task_from_file(bad)
+    bad.write_text(text.replace("  kernels:", "  kernel_form: true\n  kernels:"))
+    with pytest.raises(TaskError, match="set by the task source"):
+        task_from_file(bad)
+    bad.write_text(text + "implementations: []\n")
+    with pytest.raises(TaskError, match="under 'pareval.kernels'"):
         task_from_file(bad)
     bad.write_text("id: x\n")
     with pytest.raises(TaskError, match="needs a 'pareval' section"):
@@ -198,3 +235,52 @@ def test_parevals_speedup_is_against_the_serial_reference_timed_here(tmp_path):
     # one of two samples valid: pass@1 1/2; speedup@1 over the valid one only (ParEval's definition)
     m = report["metrics"]["all"]
     assert m["pass@1"] == 0.5 and m["speedup@1"] == pytest.approx(row["serial_s"] / 0.002)
+
+
+def test_no_configuration_can_be_passed_by_a_kernel_that_does_nothing(tmp_path):
+    """In every configuration, timed ones included, each output differs beyond the tolerance from what a
+    kernel that writes nothing leaves there (the value the harness fills it with, or an in-place input), so
+    no answer can skip its work at one size and pass: ParEval's absolute bounds are loose beside some
+    results (a closest-pair distance of 1e-5 under an allowance of 1e-4). Where the answer is a coin flip
+    (is a value present), doing nothing may pass one input set, never four seeds' worth of them."""
+    import numpy as np
+    import torch
+
+    from pipeline.evaluation.compile import Compiler
+    from pipeline.evaluation.reference import _c_call, _c_function, build_c2cuda, compare
+    compiler = Compiler(CompileSection(cache_dir=str(tmp_path)))
+
+    def idle_passes(task, fn, seed: int, only=None) -> set[tuple[str, str]]:
+        """(config, output) pairs where doing nothing passes on every input set of this seed."""
+        group = build_c2cuda(task, seed=seed)
+        fills = {f.arg: f.value.strip() for f in task.pareval.fill}
+        pointer_args = [a for a in task.args if split_ctype(a.ctype)[1]]
+        found = set()
+        for cd in group.configs:
+            for a, b in zip(pointer_args, cd.buffers):
+                if only is not None and (cd.name, a.name) not in only:
+                    continue
+                if a.role != "inout" and fills.get(a.name) not in ("0", "0.0"):
+                    continue  # poisoned before every call, or a fill (INT_MAX, N + 1) meaning "none found"
+                passes = 0
+                for inputs in cd.input_sets:
+                    host, args = _c_call(group, cd, inputs)
+                    fn(*args)
+                    idle = inputs[b] if a.role == "inout" else np.zeros_like(host[b])
+                    passes += compare(torch.from_numpy(np.ascontiguousarray(idle)), torch.from_numpy(host[b]),
+                                      task.tolerance)[0]
+                if passes == len(cd.input_sets):
+                    found.add((cd.name, a.name))
+        return found
+
+    weak = []
+    for task in TASKS:
+        ref = compiler.compile_c_reference(task.reference)
+        assert ref.ok, (task.id, ref.log[-500:])
+        fn = _c_function(build_c2cuda(task, seed=0), ref.artifact)
+        suspects = idle_passes(task, fn, 1)
+        for seed in (2, 3, 4):
+            if suspects:
+                suspects = idle_passes(task, fn, seed, suspects)
+        weak += [f"{task.id} {config} {arg}" for config, arg in sorted(suspects)]
+    assert not weak, weak

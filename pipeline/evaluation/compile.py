@@ -241,8 +241,10 @@ class Compiler:
                                           cached=built.cached, seconds=share), batch_symbol(i, entry))
                 for i, (log, entry) in enumerate(zip(logs, entries))]
 
-    def compile_c_reference(self, source: str) -> CompileResult:
-        flags = ["-O2", "-shared", "-fPIC", "-std=c11"]
+    def compile_c_reference(self, source: str, optimize: str = "-O2") -> CompileResult:
+        """The task's C reference as a shared library (gcc, C11); `optimize` as ParEval builds its serial
+        baseline (-O3) where its time is compared."""
+        flags = [optimize, "-shared", "-fPIC", "-std=c11"]
         key = self._key("c", source, flags, "gcc")
         return self._cached(key, lambda scratch: self._run_compiler(
             ["gcc", *flags, "-o", "artifact.so", "reference.c", "-lm"], scratch, source, "reference.c"))

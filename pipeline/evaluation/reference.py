@@ -348,9 +348,10 @@ def run_c_reference(group: GroupData, library_path: str) -> None:
             cd.expected.append({b: host[b] for b in cd.buffers if group.buffers[b].role in ("out", "inout")})
 
 
-def time_c_reference(group: GroupData, library_path: str, config: str, trials: int = 3) -> float:
-    """Seconds of one call of the C reference on configuration `config` (the median of `trials`, each on a
-    fresh copy of the first input set): the serial time ParEval's speedups are against."""
+def time_c_reference(group: GroupData, library_path: str, config: str, trials: int = 5) -> float:
+    """Seconds of one call of the C reference on configuration `config` (the mean of `trials`, each on a
+    fresh copy of the first input set, as ParEval's driver times its serial baseline): the serial time
+    ParEval's speedups are against."""
     import statistics
     import time
     fn = _c_function(group, library_path)
@@ -361,7 +362,7 @@ def time_c_reference(group: GroupData, library_path: str, config: str, trials: i
         t0 = time.perf_counter()
         fn(*args)
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return statistics.mean(times)
 
 
 # --- torch2cuda ----------------------------------------------------------------------------------

@@ -199,6 +199,7 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
     deadline = time.perf_counter() + cfg.timing_budget_s
     rounds = busy = 0
     claims, trusted, overheads = [], [], []  # per call, ms, of the timed rounds; overhead seconds per batch
+    last_base_s = None  # the baseline batch's seconds in the round before (the warm-up round included)
     t = times.spent("warm_up", t_start)
     while True:
         slots = list(range(n_calls))
@@ -209,8 +210,8 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         seed = secrets.randbits(31)
         fresh_sets = [cd.fresh(seed * 64 + k) for k in slots]
         t = times.spent("inputs", t)
-        base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs,
-                                           warm=not times.baseline or times.baseline[-1] * len(slots) < 1e3 * BASELINE_WARM_S)
+        base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs, warm=warm_baseline(last_base_s))
+        last_base_s = base_s
         compiled_s = _in_process_batch(ev, cd.run_compiled, [cd.reference_copy(f) for f in fresh_sets])[0] \
             if cd.run_compiled else None
         t = times.spent("baseline", t)
@@ -384,6 +385,13 @@ class Checksums:
 
 
 BASELINE_WARM_S = 0.05  # an in-process baseline batch shorter than this runs once untimed just before it is timed
+
+
+def warm_baseline(last_batch_s: float | None) -> bool:
+    """Whether this round's baseline batch runs once untimed first: in the first round, and whenever the
+    batch before was short (for a long one, seconds of a KernelBench reference, the host's cold start is
+    a small share, and a warm batch would double the round)."""
+    return last_batch_s is None or last_batch_s < BASELINE_WARM_S
 
 
 def _baseline_batch(ev, group: GroupData, ci: int, cd: ConfigData, slots: list[int], fresh_sets: list[dict],

@@ -97,8 +97,6 @@ def test_the_memory_script_compiles_every_answer_once_before_measuring(scripts, 
     class Evaluator:
         def gate_and_compile(self, task, cand, comp):
             compiled.append((task.id, cand.format, cand.code))
-            if len(compiled) > 1:
-                raise AssertionError("one answer, one compile")
     memory.precompile(Evaluator(), [(1, p) for p in problems], answers)
     assert [(fmt, code) for _, fmt, code in compiled] == [("kernelbench", "class ModelNew: pass\n")]
     assert compiled[0][0].endswith(first.stem)

@@ -323,3 +323,9 @@ def test_a_short_pytorch_baseline_runs_once_untimed_right_before_its_timed_batch
     windows.clear()
     seconds, _ = _baseline_batch(SimpleNamespace(clock=Clock()), None, 0, cd, [0, 1], fresh, [1], warm=False)
     assert windows == [(2, True)] and seconds == 1e-3
+
+
+def test_only_short_baseline_batches_are_warmed():
+    from pipeline.evaluation.timed_rounds import BASELINE_WARM_S, warm_baseline
+    assert warm_baseline(None)  # the first round: nothing known yet
+    assert warm_baseline(0.002) and not warm_baseline(BASELINE_WARM_S) and not warm_baseline(1.5)
