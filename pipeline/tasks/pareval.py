@@ -171,7 +171,8 @@ def kernel_code(task: Task, kernel: str) -> str:
 def launch_text(task: Task) -> str:
     """How the harness launches the kernel, in words, for the prompt."""
     spec = task.pareval
-    fills = "; ".join(f"{f.arg} is first set to {f.value} ({f.count} elements)" for f in spec.fill)
+    fills = "; ".join(f"the first {f.count} elements of {f.arg} are set to {f.value}" if f.count.strip() != "1"
+                      else f"{f.arg}[0] is set to {f.value}" for f in spec.fill)
     return (f"{spec.kernel}<<<dim3({', '.join(spec.grid)}), dim3({', '.join(map(str, spec.block))})>>>"
             f"({', '.join(a.name for a in task.args)})" + (f"; before the launch {fills}" if fills else ""))
 
