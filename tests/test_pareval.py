@@ -98,6 +98,21 @@ def test_an_answer_in_pareval_form_is_launched_by_the_harness(tmp_path):
     assert ev.evaluate(task, [cand])[0].verdict == "not_executed"  # compiles, with the driver's launch
 
 
+def test_a_completion_of_parevals_prompt_is_an_answer_too(tmp_path):
+    """ParEval's own generated outputs are the kernel's body, completing its prompt; they are scored as
+    ParEval's harness scores them, the prompt before the completion."""
+    task = next(t for t in TASKS if t.pareval.problem == "14_geometry_closest_pair_1d")
+    body = ("    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;\n"
+            "    if (i == 0) { double best = 1e300; for (size_t a = 0; a < N; ++a) for (size_t b = a + 1; b < N; ++b)\n"
+            "        best = fmin(best, distanceBetweenPoints(x[a], x[b])); *distance = N < 2 ? 0 : best; }\n}\n")
+    cand = kernel_candidate(task, body)
+    assert cand.code.count(task.pareval.prompt.strip().splitlines()[-1]) == 1
+    assert cand.code.count("distanceBetweenPoints(double x1, double x2)") == 1  # from the prompt, not twice
+    ev = Evaluator(EvalSection(result_cache_dir=""), CompileSection(cache_dir=str(tmp_path)), use_gpu=False)
+    r = ev.evaluate(task, [cand])[0]
+    assert r.verdict == "not_executed", (r.verdict, r.reason[:300], r.compile_log[-800:])
+
+
 def test_an_answer_may_repeat_the_helpers_parevals_prompt_shows(tmp_path):
     """ParEval's prompt shows the driver's helpers (a device function, a struct, a constant table); an answer
     that repeats them compiles, and one that leaves them out gets them from the harness."""

@@ -180,7 +180,10 @@ def launch_text(task: Task) -> str:
 def kernel_candidate(task: Task, kernel: str, turn: int = 0) -> Candidate:
     """An answer in ParEval's form (the `__global__` kernel, helpers of its own allowed) as the c2cuda
     candidate the evaluator runs. An answer that defines the task's entry point itself fails to compile
-    (the harness defines it), so the launch is always the driver's."""
+    (the harness defines it), so the launch is always the driver's. An answer that does not define the
+    kernel is taken as ParEval's own outputs are, a completion of its prompt: the prompt goes before it."""
+    if not _answer_defines(kernel, "function", _spec(task).kernel):
+        kernel = task.pareval.prompt.rstrip() + "\n" + kernel
     return Candidate(task_id=task.id, code=kernel_code(task, kernel), format="c2cuda", turn=turn)
 
 
