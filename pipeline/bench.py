@@ -55,7 +55,7 @@ from pipeline.kernelbench_results import (BaselineTimes, eval_results_by_level, 
                                           published_comparison, write_eval_results)
 from pipeline.records import Candidate, EvalResult, Task
 from pipeline.tasks import load_candidate_file, load_kernelbench, load_tasks
-from pipeline.tasks.pareval import kernel_candidate
+from pipeline.tasks.pareval import in_kernel_form, kernel_candidate
 
 ANSWER_SUFFIXES = (".cu", ".py")
 
@@ -143,7 +143,7 @@ def answer_candidate(path: Path, task: Task) -> Candidate:
     """One answer file as a candidate. A ParEval problem in its own form (suite pareval): the file holds
     the kernel, which the harness launches as ParEval's driver does (`pipeline/tasks/pareval.py`)."""
     cand = load_candidate_file(path, task)
-    return kernel_candidate(task, cand.code) if task.pareval is not None and task.pareval.kernel_form else cand
+    return kernel_candidate(task, cand.code) if in_kernel_form(task) else cand
 
 
 def run_answers(tasks: list[Task], answers_dir: Path, queue, progress: Path | None = None

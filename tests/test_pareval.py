@@ -292,7 +292,7 @@ def test_no_configuration_can_be_passed_by_a_kernel_that_does_nothing(tmp_path):
     for task in TASKS:
         ref = compiler.compile_c_reference(task.reference)
         assert ref.ok, (task.id, ref.log[-500:])
-        fn = _c_function(build_c2cuda(task, seed=0), ref.artifact)
+        fn = _c_function(task, ref.artifact)
         suspects = idle_passes(task, fn, 1)
         for seed in (2, 3, 4):
             if suspects:

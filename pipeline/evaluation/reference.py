@@ -315,8 +315,8 @@ _NP_CTYPES = {"float32": ctypes.c_float, "float64": ctypes.c_double, "int32": ct
               "uint32": ctypes.c_uint32, "int64": ctypes.c_int64, "uint64": ctypes.c_uint64}
 
 
-def _c_function(group: GroupData, library_path: str):
-    fn = getattr(ctypes.CDLL(library_path), group.task.function)
+def _c_function(task: Task, library_path: str):
+    fn = getattr(ctypes.CDLL(library_path), task.function)
     fn.restype = None
     return fn
 
@@ -337,7 +337,7 @@ def _c_call(group: GroupData, cd: ConfigData, inputs: dict) -> tuple[dict, list]
 
 def run_c_reference(group: GroupData, library_path: str) -> None:
     """Outputs of every check configuration that is not a timing one, from the C reference."""
-    fn = _c_function(group, library_path)
+    fn = _c_function(group.task, library_path)
     for cd in group.configs:
         if cd.time:
             continue
@@ -354,7 +354,7 @@ def time_c_reference(group: GroupData, library_path: str, config: str, trials: i
     ParEval's speedups are against."""
     import statistics
     import time
-    fn = _c_function(group, library_path)
+    fn = _c_function(group.task, library_path)
     cd = next(c for c in group.configs if c.name == config)
     times = []
     for _ in range(trials):

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.ranker.base import Ranker, pair_accuracy
+from pipeline.tasks.c_source import without_comments
 from pipeline.ranker.pairs import pair_arrays
 
 KEEP_WORDS = frozenset("""
@@ -46,13 +47,12 @@ cooperative_groups thread_block tile_partition unroll pragma INFINITY FLT_MAX
 _TOKEN = re.compile(r"[A-Za-z_]\w*|0[xX][0-9a-fA-F]+[uUlL]*|\d+\.\d*(?:[eE][-+]?\d+)?[fF]?|"
                     r"\d+(?:[eE][-+]?\d+)?[fFuUlL]*|<<<|>>>|<<=|>>=|<<|>>|\+\+|--|->|&&|\|\||"
                     r"[-+*/%&|^!<>=]=?|[{}()\[\];,.?:~#]")
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _INCLUDES = re.compile(r"^\s*#\s*include[^\n]*$", re.MULTILINE)
 
 
 def strip_code(code: str) -> str:
     """The code without comments and #include lines (neither says anything about speed)."""
-    return _INCLUDES.sub("", _COMMENTS.sub(" ", code))
+    return _INCLUDES.sub("", without_comments(code))
 
 
 def _number_token(text: str) -> str:

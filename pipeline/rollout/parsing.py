@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 from pipeline.records import Candidate, EvalResult, Task
 from pipeline.rollout.prompts import candidate_format, entry_point
-from pipeline.tasks.pareval import kernel_candidate
+from pipeline.tasks.c_source import defines
+from pipeline.tasks.pareval import in_kernel_form, kernel_candidate
 
 _FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[^\s`~]*)[^\n]*\n"  # opening line
                     r"(?P<body>.*?)^[ \t]*(?P=fence)[ \t]*$", re.M | re.S)     # body, then the same fence
 _OPEN_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})", re.M)
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 CODE_LANGS = {"", "cuda", "cu", "cuh", "c++", "cpp", "cxx", "cc", "c", "h", "hpp"}
 ANSWER_HINT = "put the complete .cu file between a line ```cuda and a line ```"
 
@@ -35,11 +35,6 @@ class Extracted:
     code: str | None
     problem: str = ""
 
-
-def defines(code: str, name: str) -> bool:
-    """Whether `code` defines function `name` with a body (comments ignored)."""
-    definition = rf"\b{re.escape(name)}\s*\([^;{{}}]*\)\s*(?:noexcept\s*)?\{{"
-    return re.search(definition, _COMMENTS.sub(" ", code)) is not None
 
 
 def extract_code(text: str, entry: str, finish_reason: str = "stop", kernel: bool = False) -> Extracted:
@@ -75,7 +70,7 @@ def answer_text(code: str) -> str:
 def parse_response(task: Task, text: str, turn: int, finish_reason: str = "stop") -> Candidate | EvalResult:
     """A Candidate for the evaluator, or the `format_error` result of an answer without usable code."""
     fmt = candidate_format(task)
-    kernel_form = task.pareval is not None and task.pareval.kernel_form
+    kernel_form = in_kernel_form(task)
     found = extract_code(text, entry_point(task), finish_reason, kernel=kernel_form)
     if found.code is not None:
         if kernel_form:  # ParEval's own form: the harness launches the kernel as ParEval's driver does

@@ -22,7 +22,7 @@ from pipeline.errors import UserError
 from pipeline.evaluation import light_abi
 from pipeline.records import CandidateFormat, Task
 from pipeline.tasks import config_params
-from pipeline.tasks.pareval import launch_text
+from pipeline.tasks.pareval import in_kernel_form, launch_text
 
 SYSTEM_PROMPT = (
     "You are an expert CUDA engineer. You write CUDA code for NVIDIA GPUs (sm_90) that is correct first "
@@ -46,7 +46,7 @@ def candidate_format(task: Task) -> CandidateFormat:
 def entry_point(task: Task) -> str:
     """The function a candidate must define: the task's C-linkage function, `launch` for the light format,
     or the kernel of a ParEval problem in its own form."""
-    if task.pareval is not None and task.pareval.kernel_form:
+    if in_kernel_form(task):
         return task.pareval.kernel
     return task.function if task.kind == "c2cuda" else light_abi.ENTRY_POINT
 
@@ -152,7 +152,7 @@ def pareval_kernel_prompt(task: Task) -> str:
 
 def task_prompt(task: Task) -> str:
     """The user message that states a task."""
-    if task.pareval is not None and task.pareval.kernel_form:
+    if in_kernel_form(task):
         return pareval_kernel_prompt(task)
     return c2cuda_prompt(task) if task.kind == "c2cuda" else light_prompt(task)
 

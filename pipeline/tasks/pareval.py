@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from pipeline.records import Candidate, Task
+from pipeline.tasks.c_source import defines, without_comments
 from pipeline.tasks.errors import TaskError
 from pipeline.tasks.validation import task_from_dict
 
@@ -36,6 +37,15 @@ WRAPPER_MARK = "// ---- the harness's launch, as ParEval's driver makes it (not 
 
 def _is_zero(value: str) -> bool:
     return value.strip() in ("0", "0.0", "0.0f")
+
+
+def in_kernel_form(task: Task) -> bool:
+    """Whether the policy (or an answer) writes the kernel of ParEval's prompt, which the harness launches."""
+    return task.pareval is not None and task.pareval.kernel_form
+
+
+def _c_params(task: Task) -> str:
+    return ", ".join(f"{a.ctype} {a.name}" for a in task.args)
 
 
 def _spec(task: Task):
@@ -56,8 +66,7 @@ def _elem(task: Task, arg: str, field: str) -> str:
 def launch_prologue(task: Task) -> str:
     """What the harness puts before the answer: the values the driver fills outputs with (evaluated here, so
     that no macro of the answer can change them) and the fill kernel."""
-    spec, lines = _spec(task), []
-    params = ", ".join(f"{a.ctype} {a.name}" for a in task.args)
+    spec, lines, params = _spec(task), [], _c_params(task)
     for k, f in enumerate(spec.fill):
         elem = _elem(task, f.arg, "fill")
         if not _is_zero(f.value):  # a value may use the arguments (N + 1) and the system's macros (INT_MAX)
@@ -75,8 +84,7 @@ def launch_wrapper(task: Task) -> str:
     driver's grid and block. It comes after the answer, preceded by an #undef of every identifier it
     uses, so no macro of the answer can change it."""
     spec = _spec(task)
-    params = ", ".join(f"{a.ctype} {a.name}" for a in task.args)
-    lines = [f'extern "C" void {task.function}({params}) {{']
+    lines = [f'extern "C" void {task.function}({_c_params(task)}) {{']
     for k, f in enumerate(spec.fill):
         elem = _elem(task, f.arg, "fill")
         if _is_zero(f.value):
@@ -129,7 +137,7 @@ def _top_level_items(code: str) -> list[str]:
 
 def _defined_name(item: str) -> tuple[str, str] | None:
     """(kind, name) of what one top-level item defines: a struct or class, a function, a variable."""
-    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", item, flags=re.S)
+    text = without_comments(item)
     m = re.match(r"\s*(?:typedef\s+)?(?:struct|class)\s+([A-Za-z_]\w*)", text)
     if m:
         return "struct", m.group(1)
@@ -142,12 +150,11 @@ def _defined_name(item: str) -> tuple[str, str] | None:
 
 
 def _answer_defines(answer: str, kind: str, name: str) -> bool:
-    code = re.sub(r"//[^\n]*|/\*.*?\*/", " ", answer, flags=re.S)
-    n = re.escape(name)
+    if kind == "function":
+        return defines(answer, name)
+    code, n = without_comments(answer), re.escape(name)
     if kind == "struct":
         return re.search(rf"\b(?:struct|class)\s+{n}\s*\{{", code) is not None
-    if kind == "function":
-        return re.search(rf"\b{n}\s*\([^;{{}}]*\)\s*(?:const\s*)?\{{", code) is not None
     return re.search(rf"\b{n}\s*(?:\[[^\]]*\]\s*)*=", code) is not None
 
 
@@ -182,7 +189,7 @@ def kernel_candidate(task: Task, kernel: str, turn: int = 0) -> Candidate:
     candidate the evaluator runs. An answer that defines the task's entry point itself fails to compile
     (the harness defines it), so the launch is always the driver's. An answer that does not define the
     kernel is taken as ParEval's own outputs are, a completion of its prompt: the prompt goes before it."""
-    if not _answer_defines(kernel, "function", _spec(task).kernel):
+    if not defines(kernel, _spec(task).kernel):
         kernel = task.pareval.prompt.rstrip() + "\n" + kernel
     return Candidate(task_id=task.id, code=kernel_code(task, kernel), format="c2cuda", turn=turn)
 
@@ -227,17 +234,13 @@ def task_from_file(path: Path) -> Task:
 
 
 def load_pareval(directory: Path = PAREVAL_DIR, kernel_form: bool = False) -> list[Task]:
-    """Every ParEval problem file under `directory`, sorted by id; kernel_form: in ParEval's own form (the
-    policy completes the kernel of ParEval's prompt, `ParEvalSpec.kernel_form`)."""
+    """Every ParEval problem file under `directory` (load_tasks('pareval') sorts them and refuses a duplicate
+    id); kernel_form: in ParEval's own form (the policy completes the kernel of ParEval's prompt,
+    `ParEvalSpec.kernel_form`)."""
     files = sorted(directory.rglob("*.yaml"))
     if not files:
         raise TaskError(f"the ParEval task directory {directory} holds no problem files; reinstall cudaperf.")
     tasks = [task_from_file(f) for f in files]
     for t in tasks:
         t.pareval.kernel_form = kernel_form
-    seen: set[str] = set()
-    for t in tasks:
-        if t.id in seen:
-            raise TaskError(f"{t.source_path}: task id '{t.id}' is used twice; give each problem its own id.")
-        seen.add(t.id)
-    return sorted(tasks, key=lambda t: t.id)
+    return tasks

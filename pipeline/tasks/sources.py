@@ -49,11 +49,12 @@ def load_tasks(source: str | Path, kernelbench_levels: Iterable[int] = (1, 2), s
     if str(source) == "generated" or str(source).startswith("generated:"):
         return load_generated(str(source).partition(":")[2], split_seed)
     if str(source) in ("pareval", "pareval:kernel"):
-        return load_pareval(kernel_form=str(source) == "pareval:kernel")
-    if str(source) == "builtin":
+        tasks = load_pareval(kernel_form=str(source) == "pareval:kernel")
+    elif str(source) == "builtin":
         files = _task_files(BUILTIN_DIR)
         if not files:
             raise TaskError(f"the built-in task directory {BUILTIN_DIR} holds no task files; reinstall cudaperf.")
+        tasks = [load_task_file(f) for f in files]
     else:
         path = Path(source).expanduser()
         if path.is_file():
@@ -69,7 +70,7 @@ def load_tasks(source: str | Path, kernelbench_levels: Iterable[int] = (1, 2), s
         else:
             raise TaskError(f"task source '{source}' is neither 'builtin' nor an existing file or directory; "
                             f"set tasks.source to 'builtin', a directory of task YAML files or a KernelBench checkout.")
-    tasks = [load_task_file(f) for f in files]
+        tasks = [load_task_file(f) for f in files]
     _check_unique(tasks)
     return sorted(tasks, key=lambda t: t.id)
 
