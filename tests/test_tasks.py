@@ -420,6 +420,34 @@ def test_parse_init():
         parse_init("randint(5, 5)", {})
 
 
+def test_parse_init_of_records():
+    text = "records(randint(0, m), randint(0, k), uniform(-1, 1), sorted_by=2)"
+    assert parse_init(text) == ("records", (("randint", "0", "m"), ("randint", "0", "k"), ("uniform", "-1", "1")), 2)
+    assert parse_init(text, {"m": 5, "k": 3}) == (
+        "records", (("randint", 0, 5), ("randint", 0, 3), ("uniform", -1, 1)), 2)
+    assert parse_init("records(uniform(0, 1))") == ("records", (("uniform", "0", "1"),), 0)
+    for bad, words in [("records()", "at least one field"), ("records(randint(0, 2), 5)", "each field"),
+                       ("records(randint(0, 2), order=1)", "one keyword"),
+                       ("records(uniform(0, 1), randint(0, 2), sorted_by=1)", "leading randint fields"),
+                       ("records(randint(0, 2), sorted_by=2)", "leading randint fields")]:
+        with pytest.raises(TaskError, match=words):
+            parse_init(bad)
+
+
+def _records_task(ctype: str = "const size_t*", size: str = "2*n") -> dict:
+    raw = _saxpy_raw()
+    raw["args"][2].update(ctype=ctype, size=size, init="records(randint(0, n), uniform(-1, 1), sorted_by=1)")
+    return raw
+
+
+def test_records_need_a_pointer_to_whole_records_of_4_or_8_byte_integers(tmp_path):
+    load_task_file(_write(tmp_path, _records_task()))
+    msg = _error(tmp_path, _records_task(ctype="const float*"))
+    assert "args[2] ('x').init" in msg and "draws records" in msg and "'const size_t*'" in msg
+    msg = _error(tmp_path, _records_task(size="2*n + 1"))
+    assert "config 'small'" in msg and "not a whole number of records of 2 fields" in msg
+
+
 # ---------------------------------------------------------------------------------------------
 # KernelBench
 # ---------------------------------------------------------------------------------------------

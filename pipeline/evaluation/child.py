@@ -41,7 +41,8 @@ CLONE_NEWNET = 0x40000000
 CTYPES = {"int": ctypes.c_int, "unsigned int": ctypes.c_uint, "unsigned": ctypes.c_uint, "long": ctypes.c_long,
           "int64_t": ctypes.c_int64, "long long": ctypes.c_longlong, "size_t": ctypes.c_size_t,
           "float": ctypes.c_float, "double": ctypes.c_double, "int32_t": ctypes.c_int32,
-          "uint32_t": ctypes.c_uint32, "uint64_t": ctypes.c_uint64}
+          "uint32_t": ctypes.c_uint32, "uint64_t": ctypes.c_uint64, "unsigned char": ctypes.c_ubyte,
+          "uint8_t": ctypes.c_uint8}
 
 
 def apply_sandbox(hello: dict) -> dict:

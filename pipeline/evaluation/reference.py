@@ -132,13 +132,60 @@ class GroupData:
     arena_bytes: int = 0  # their sizes together
 
 
+_FLOAT_OF_WIDTH = {4: "float32", 8: "float64"}  # records(...): a uniform field in a 4- or 8-byte element
+_DRAWS = "use uniform(lo,hi), randint(lo,hi) or records(...)"
+
+
 def _fill(rng: np.random.Generator, dtype: str, n: int, init: tuple) -> np.ndarray:
-    kind, lo, hi = init
+    """`n` elements of `dtype` drawn as `init` (parse_init's, evaluated) says, on the host."""
+    kind = init[0]
+    if kind == "records":
+        return _records(rng, dtype, n, init[1], init[2])
+    _, lo, hi = init
     if kind == "randint":
         return rng.integers(lo, hi, size=n).astype(dtype)
     if kind == "uniform":
         return rng.uniform(lo, hi, size=n).astype(dtype)
-    raise ValueError(f"pointer argument initialised with {kind!r}: use uniform(lo,hi) or randint(lo,hi)")
+    raise ValueError(f"pointer argument initialised with {kind!r}: {_DRAWS}")
+
+
+def _records(rng: np.random.Generator, dtype: str, n: int, fields: tuple, sort_keys: int) -> np.ndarray:
+    """n // len(fields) records of one element per field, interleaved as an array of structs lays them out;
+    a uniform field's floats are stored bit for bit in the element; sorted by the first `sort_keys` fields."""
+    dt = np.dtype(dtype)
+    rows = n // len(fields)
+    cols = [rng.integers(lo, hi, size=rows).astype(dt) if kind == "randint"
+            else rng.uniform(lo, hi, size=rows).astype(_FLOAT_OF_WIDTH[dt.itemsize]).view(dt)
+            for kind, lo, hi in fields]
+    if sort_keys:  # np.lexsort's last key is the most significant
+        order = np.lexsort(tuple(cols[j] for j in reversed(range(sort_keys))))
+        cols = [c[order] for c in cols]
+    return np.stack(cols, axis=1).reshape(-1)
+
+
+def draw_on_device(gen, dtype: str, n: int, init: tuple, device: str = "cuda"):
+    """As `_fill`, but a torch tensor made on `device` with the torch generator `gen`."""
+    import torch
+    kind = init[0]
+    if kind == "uniform":
+        return torch.empty(n, dtype=torch_dtype(dtype), device=device).uniform_(init[1], init[2], generator=gen)
+    if kind == "randint":
+        return torch.randint(int(init[1]), int(init[2]), (n,), generator=gen, device=device).to(torch_dtype(dtype))
+    if kind != "records":
+        raise ValueError(f"pointer argument initialised with {kind!r}: {_DRAWS}")
+    fields, sort_keys = init[1], init[2]
+    width = np.dtype(dtype).itemsize
+    ints, floats = {4: (torch.int32, torch.float32), 8: (torch.int64, torch.float64)}[width]
+    rows = n // len(fields)
+    cols = [torch.randint(int(lo), int(hi), (rows,), generator=gen, device=device).to(ints) if kind == "randint"
+            else torch.empty(rows, dtype=floats, device=device).uniform_(lo, hi, generator=gen).view(ints)
+            for kind, lo, hi in fields]
+    if sort_keys:  # stable sorts from the least significant key to the most
+        order = torch.arange(rows, device=device)
+        for j in reversed(range(sort_keys)):
+            order = order[torch.sort(cols[j][order], stable=True).indices]
+        cols = [c[order] for c in cols]
+    return torch.stack(cols, dim=1).reshape(-1).view(torch_dtype(dtype))
 
 
 def _work(task: Task, params: dict) -> tuple[float, float]:
@@ -179,7 +226,7 @@ def build_c2cuda(task: Task, seed: int) -> GroupData:
 
 
 def _c2cuda_fresh(task: Task, params: dict, bufs: list[Buffer]):
-    """Fresh inputs made on the GPU from the task's own initialisers (uniform/randint), seeded."""
+    """Fresh inputs made on the GPU from the task's own initialisers (uniform, randint, records), seeded."""
     inits = {}
     pointer_args = [a for a in task.args if is_pointer(a)]
     for j, (arg, buf) in enumerate(zip(pointer_args, bufs)):
@@ -190,16 +237,8 @@ def _c2cuda_fresh(task: Task, params: dict, bufs: list[Buffer]):
         import torch
         gen = torch.Generator(device="cuda")
         gen.manual_seed(seed)
-        out = {}
-        for j, (buf, (kind, lo, hi)) in inits.items():
-            if kind == "uniform":
-                t = torch.empty(buf.shape, dtype=torch_dtype(buf.dtype), device="cuda").uniform_(lo, hi, generator=gen)
-            elif kind == "randint":
-                t = torch.randint(int(lo), int(hi), buf.shape, generator=gen, device="cuda").to(torch_dtype(buf.dtype))
-            else:
-                raise ValueError(f"pointer argument initialised with {kind!r}: use uniform(lo,hi) or randint(lo,hi)")
-            out[j] = t
-        return out
+        return {j: draw_on_device(gen, buf.dtype, int(np.prod(buf.shape)), init).reshape(buf.shape)
+                for j, (buf, init) in inits.items()}
     return fresh
 
 
@@ -312,7 +351,8 @@ def _scalar_ctype(ctype: str) -> str:
 
 
 _NP_CTYPES = {"float32": ctypes.c_float, "float64": ctypes.c_double, "int32": ctypes.c_int32,
-              "uint32": ctypes.c_uint32, "int64": ctypes.c_int64, "uint64": ctypes.c_uint64}
+              "uint32": ctypes.c_uint32, "int64": ctypes.c_int64, "uint64": ctypes.c_uint64,
+              "uint8": ctypes.c_uint8}
 
 
 def _c_function(task: Task, library_path: str):

@@ -8,6 +8,7 @@ from pipeline.tasks.errors import TaskError
 # element type (qualifiers removed) -> numpy dtype name; one table for pointers and scalars
 CTYPE_DTYPES = {
     "float": "float32", "double": "float64",
+    "unsigned char": "uint8", "uint8_t": "uint8",
     "int": "int32", "int32_t": "int32", "unsigned": "uint32", "unsigned int": "uint32", "uint32_t": "uint32",
     "long long": "int64", "int64_t": "int64", "long": "int64", "size_t": "uint64", "uint64_t": "uint64",
 }

@@ -102,30 +102,67 @@ def eval_expr(text: str | int | float, params: dict[str, int | float]) -> int | 
     return ev(tree)
 
 
+def _parse_draw(tree: ast.expr, src: str, params: dict | None) -> tuple | None:
+    """("uniform"|"randint", lo, hi) for a call of uniform or randint, None for anything else."""
+    if not (isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id in ("uniform", "randint")):
+        return None
+    kind = tree.func.id
+    if len(tree.args) != 2 or tree.keywords:
+        raise TaskError(f"init '{src}': {kind} takes exactly two bounds, e.g. '{kind}(0, 10)'")
+    lo, hi = (ast.unparse(a) for a in tree.args)
+    for part in (lo, hi):
+        expr_names(part)  # syntax of each bound
+    if params is None:
+        return (kind, lo, hi)
+    lo_v, hi_v = eval_expr(lo, params), eval_expr(hi, params)
+    if not lo_v < hi_v:
+        raise TaskError(f"init '{src}': the lower bound {lo_v} must be below the upper bound {hi_v}")
+    if kind == "randint":
+        if lo_v != int(lo_v) or hi_v != int(hi_v):
+            raise TaskError(f"init '{src}': randint bounds must be whole numbers, got {lo_v} and {hi_v}")
+        lo_v, hi_v = int(lo_v), int(hi_v)
+    return (kind, lo_v, hi_v)
+
+
+def _parse_records(tree: ast.Call, src: str, params: dict | None) -> tuple:
+    """records(field, ..., sorted_by=k): ("records", ((kind, lo, hi), ...), k)."""
+    fields = []
+    for a in tree.args:
+        draw = _parse_draw(a, src, params)
+        if draw is None:
+            raise TaskError(f"init '{src}': each field of records(...) is uniform(lo, hi) or randint(lo, hi), "
+                            f"not '{ast.unparse(a)}'")
+        fields.append(draw)
+    if not fields:
+        raise TaskError(f"init '{src}': records(...) needs at least one field, e.g. 'records(randint(0, n), "
+                        f"uniform(-1, 1))'")
+    sort_keys = 0
+    for kw in tree.keywords:
+        if kw.arg != "sorted_by" or not (isinstance(kw.value, ast.Constant) and type(kw.value.value) is int):
+            raise TaskError(f"init '{src}': records(...) takes one keyword, sorted_by=<number of leading fields>, "
+                            f"not '{ast.unparse(kw)}'")
+        sort_keys = kw.value.value
+    if not 0 <= sort_keys <= len(fields) or any(f[0] != "randint" for f in fields[:sort_keys]):
+        raise TaskError(f"init '{src}': sorted_by={sort_keys} must count leading randint fields (0 to "
+                        f"{len(fields)}); records are sorted by those fields, the first most significant")
+    return ("records", tuple(fields), sort_keys)
+
+
 def parse_init(text: str, params: dict[str, int | float] | None = None) -> tuple:
-    """How an argument is filled: ("uniform", lo, hi), ("randint", lo, hi) (hi exclusive) or ("value", expr).
+    """How an argument is filled: ("uniform", lo, hi), ("randint", lo, hi) (hi exclusive), ("value", expr), or
+    ("records", fields, sort_keys) for an array of structs: `records(randint(0, m), uniform(-1, 1), sorted_by=1)`
+    draws records of one element per field (randint fields hold integers, uniform fields floating-point numbers
+    of the element's width) and sorts them by their first `sort_keys` fields.
 
     Without `params` the bounds and the value are returned as expression strings; with `params`
     they are evaluated to numbers. Raises TaskError on malformed text."""
     src = str(text).strip()
     tree = _parse_expr(src)
-    if isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id in ("uniform", "randint"):
-        kind = tree.func.id
-        if len(tree.args) != 2 or tree.keywords:
-            raise TaskError(f"init '{src}': {kind} takes exactly two bounds, e.g. '{kind}(0, 10)'")
-        lo, hi = (ast.unparse(a) for a in tree.args)
-        for part in (lo, hi):
-            expr_names(part)  # syntax of each bound
-        if params is None:
-            return (kind, lo, hi)
-        lo_v, hi_v = eval_expr(lo, params), eval_expr(hi, params)
-        if not lo_v < hi_v:
-            raise TaskError(f"init '{src}': the lower bound {lo_v} must be below the upper bound {hi_v}")
-        if kind == "randint":
-            if lo_v != int(lo_v) or hi_v != int(hi_v):
-                raise TaskError(f"init '{src}': randint bounds must be whole numbers, got {lo_v} and {hi_v}")
-            lo_v, hi_v = int(lo_v), int(hi_v)
-        return (kind, lo_v, hi_v)
+    draw = _parse_draw(tree, src, params)
+    if draw is not None:
+        return draw
+    if isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id == "records":
+        return _parse_records(tree, src, params)
     if params is None:
         return ("value", src)
     return ("value", eval_expr(src, params))

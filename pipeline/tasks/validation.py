@@ -195,6 +195,11 @@ def _validate_c2cuda(task: Task, path: str) -> list[str]:
                 p.append(f"{path}: field '{where}.init' = '{text}' fills the whole array with one value; use "
                          f"'uniform(lo, hi)' or 'randint(lo, hi)' so inputs are random.")
                 continue
+            if field == "init" and kind == "records" and not _records_fit(a):
+                p.append(f"{path}: field '{where}.init' = '{text}' draws records, whose fields are 4- or 8-byte "
+                         f"integers or floats; give '{a.name}' a pointer type of 4- or 8-byte integers such as "
+                         f"'const size_t*' and cast it to the struct where it is used.")
+                continue
             if field == "init" and not ptr and kind != "value":
                 p.append(f"{path}: field '{where}.init' = '{text}' is random; scalar arguments take an expression "
                          f"over the params, such as 'n' or '1.5'.")
@@ -206,10 +211,24 @@ def _validate_c2cuda(task: Task, path: str) -> list[str]:
                         if v != int(v) or v < 1:
                             raise TaskError(f"size '{text}' gives {v}, not a positive whole number")
                     else:
-                        parse_init(text, cfg.params)
+                        init = parse_init(text, cfg.params)
+                        n_fields = len(init[1]) if init[0] == "records" else 1
+                        if ptr and eval_expr(a.size, cfg.params) % n_fields:
+                            raise TaskError(f"size '{a.size}' gives {eval_expr(a.size, cfg.params)} elements, not a "
+                                            f"whole number of records of {n_fields} fields")
                 except TaskError as e:
                     p.append(f"{path}: field '{where}.{field}' in config '{cfg.name}': {e}.")
     return p
+
+
+def _records_fit(arg) -> bool:
+    """Whether an argument can hold records(...): a pointer to 4- or 8-byte integers (whose floating-point
+    fields are stored bit for bit as float32 or float64)."""
+    try:
+        dtype = arg_dtype(arg)
+    except TaskError:
+        return True  # the type's own error is reported
+    return is_pointer(arg) and dtype in ("int32", "uint32", "int64", "uint64")
 
 
 def _validate_torch2cuda(task: Task, path: str) -> list[str]:
