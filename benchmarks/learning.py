@@ -143,6 +143,36 @@ def rl_command(runs: Path, arm: str, config: str, extra: list[str]) -> list[str]
     return cli("train", "--config", config, *settings)
 
 
+START_FILE = "start_policy.json"
+
+
+def record_start(runs: Path, arm: str) -> None:
+    """Note the fingerprint of the SFT policy an RL arm starts from (RUNS/ARM/start_policy.json): the report
+    shows whether every arm started from the same policy, bit for bit, also when the SFT policy was carried
+    between sessions (benchmarks/learning_state.py) or trained again."""
+    from pipeline.rl.tracking import weights_fingerprint
+    policy = sft_policy(runs)
+    if not (policy / "config.json").is_file():
+        raise LearningError(f"arm {arm} starts from the SFT policy, which is not at {policy}; run the stage `sft` "
+                            f"first (or unpack a carried one with benchmarks/learning_state.py)")
+    (runs / arm).mkdir(parents=True, exist_ok=True)
+    (runs / arm / START_FILE).write_text(json.dumps({"policy": str(policy),
+                                                     "weights_sha256": weights_fingerprint(policy)}, indent=1))
+
+
+def start_fingerprints(runs: Path) -> dict[str, str | None]:
+    """The fingerprint of the policy each arm started from (the SFT arm: the SFT policy present now)."""
+    from pipeline.rl.tracking import weights_fingerprint
+    out: dict[str, str | None] = {}
+    for arm, overrides in ARMS.items():
+        if overrides is None:
+            out[arm] = weights_fingerprint(sft_policy(runs)) if any(sft_policy(runs).glob("*.safetensors")) else None
+        else:
+            f = runs / arm / START_FILE
+            out[arm] = json.loads(f.read_text())["weights_sha256"] if f.is_file() else None
+    return out
+
+
 class LearningError(Exception):
     """A stage that cannot run yet; the message says what to run first."""
 
@@ -247,6 +277,12 @@ def build_report(runs: Path) -> dict:
     """learning.json's content from whatever bench reports and training logs exist under `runs`."""
     from pipeline.rl.tracking import read_metrics
     result: dict = {"arms": {}, "compared_with": COMPARED, "differences": {}, "curves": {}}
+    starts = start_fingerprints(runs)
+    known = {v for v in starts.values() if v}
+    result["start_policy"] = {"weights_sha256": starts, "same_for_every_arm": len(known) <= 1}
+    if len(known) > 1:
+        print(f"learning: the arms started from different SFT policies ({starts}); their differences mix the "
+              f"start with the reward", file=sys.stderr)
     kept: dict[tuple[str, str, str], tuple] = {}
     for arm in ARMS:
         for split in SPLITS:
@@ -362,7 +398,10 @@ def stage_commands(args, runs: Path, extra: list[str]) -> list:
         return [ranker_command(runs, args.config, args.ranker_data, extra)]
     if args.stage == "rl":
         drop_cut_off_checkpoints(runs / args.arm)
-        return [rl_command(runs, args.arm, args.config, extra)]
+        cmd = rl_command(runs, args.arm, args.config, extra)
+        if cmd is not None and "--resume" not in cmd:
+            record_start(runs, args.arm)
+        return [cmd]
     return bench_commands(runs, args.arm, args.config, args.limit, extra, args.splits.split(","),
                           args.kinds.split(","))
 

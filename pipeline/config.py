@@ -278,6 +278,8 @@ class SFTSection(Section):
     epochs: int = Field(1, ge=1, description="passes over the training pairs (in rejection mode: per round)")
     max_train_s: float | None = Field(None, gt=0, description="stop training after this many seconds (checked between "
                                       "optimizer steps); null runs every epoch")
+    max_steps: int | None = Field(None, ge=1, description="supervised: stop after this many optimizer steps; unlike "
+                                  "max_train_s the same budget on every machine, so a run can be redone exactly")
     sequences_per_step: int = Field(32, ge=1, description="training sequences (prompt + response) per optimizer step")
     keep_fastest_per_task: int = Field(0, ge=0, description="supervised: keep this many implementations per task, "
                                        "fastest first (measured times in pipeline/data/measured/ when present, "

@@ -48,6 +48,22 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return done[-1] if done else None
 
 
+def weights_fingerprint(hf_dir: str | Path) -> str:
+    """sha256 over a Hugging Face checkpoint's weight files (*.safetensors, in name order): two policies with
+    the same fingerprint are the same policy, bit for bit."""
+    import hashlib
+    files = sorted(Path(hf_dir).glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"'{hf_dir}' holds no *.safetensors weights; pass a Hugging Face checkpoint directory")
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode() + b"\0")
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
 def _pack(obj) -> str:
     return base64.b64encode(torch.serialization.pickle.dumps(obj)).decode()
 

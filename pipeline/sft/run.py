@@ -12,6 +12,7 @@ from pipeline.sft.pairs import measured_times, supervised_pairs, supervised_sequ
 from pipeline.sft.rejection import rejection_rounds
 from pipeline.sft.training import SFTError, make_learner, train, training_deadline
 from pipeline.tasks import select_tasks
+from pipeline.rl.tracking import weights_fingerprint
 
 
 def run_sft(cfg: RunConfig, open_cluster=None) -> dict:
@@ -71,6 +72,7 @@ def run_sft(cfg: RunConfig, open_cluster=None) -> dict:
                    tokens_trained=sum(m["policy_tokens"] for m in history))
     learner.save_checkpoint(out, run_state={"sft": summary})
     summary["checkpoint"] = str(out / "hf")
+    summary["weights_sha256"] = weights_fingerprint(out / "hf")
     print(f"sft: {summary['steps']} steps in {summary['train_s']} s, loss {summary['first_loss']} -> "
           f"{summary['last_loss']}; checkpoint (model.path) {summary['checkpoint']}")
     if heldout:

@@ -1,5 +1,5 @@
 """SFT's training loop: one learner rank built as the RL learner builds its policy, shuffled epochs of
-cross-entropy steps on the response tokens, until `sft.epochs` or `sft.max_train_s`."""
+cross-entropy steps on the response tokens, until `sft.epochs`, `sft.max_steps` or `sft.max_train_s`."""
 from __future__ import annotations
 
 import json
@@ -19,8 +19,8 @@ class SFTError(UserError, ValueError):
 
 def train(learner, seqs: list[TrainSequence], cfg: RunConfig, log_file, deadline: float | None,
           pad_id: int, seed: int) -> list[dict]:
-    """`sft.epochs` shuffled passes of `sft.sequences_per_step` sequences per optimizer step, until the
-    deadline; one JSON line per step into `log_file`. Returns the step metrics."""
+    """`sft.epochs` shuffled passes of `sft.sequences_per_step` sequences per optimizer step, until
+    `sft.max_steps` steps or the deadline; one JSON line per step into `log_file`. Returns the step metrics."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     rng = random.Random(seed)
@@ -29,12 +29,14 @@ def train(learner, seqs: list[TrainSequence], cfg: RunConfig, log_file, deadline
     history = []
     with Progress(TextColumn("sft"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[status]}")) as bar:
-        progress = bar.add_task("sft", total=steps_per_epoch * cfg.sft.epochs, status="")
+        total = steps_per_epoch * cfg.sft.epochs
+        progress = bar.add_task("sft", total=min(total, cfg.sft.max_steps or total), status="")
         for epoch in range(cfg.sft.epochs):
             order = list(seqs)
             rng.shuffle(order)
             for start in range(0, len(order), per_step):
-                if deadline is not None and time.monotonic() > deadline:
+                if (deadline is not None and time.monotonic() > deadline
+                        or cfg.sft.max_steps is not None and len(history) >= cfg.sft.max_steps):
                     return history
                 mbs = make_microbatches(order[start:start + per_step], cfg.learner.max_tokens_per_microbatch, pad_id)
                 metrics = learner.train_step(mbs, loss="sft")

@@ -90,4 +90,7 @@ def test_a_two_step_experiment_runs_end_to_end_on_the_tiny_cpu_policy(learning, 
     diff = result["differences"]["full-sft"]["heldout"]["c2cuda"]["correct_rate"]
     assert diff["tasks"] == result["arms"]["full"]["heldout"]["c2cuda"]["tasks"] and diff["value"] is not None
     assert {"exec", "full"} <= set(result["curves"]) and len(result["curves"]["full"]) == 2
+    starts = result["start_policy"]["weights_sha256"]  # every RL arm noted the SFT weights it started from
+    assert starts["exec"] == starts["full"] == starts["sft"] and len(starts["sft"]) == 64
+    assert result["start_policy"]["same_for_every_arm"] and starts["full_one_turn"] is None
     assert (runs / "learning.png").stat().st_size > 1000

@@ -133,6 +133,23 @@ def test_supervised_sft_lowers_loss_and_writes_a_policy(small_task_dir, tiny_dir
     gen.close()
 
 
+def test_a_step_budget_redoes_the_same_policy_bit_for_bit(small_task_dir, tiny_dir, tmp_path):
+    """sft.max_steps, unlike a time budget, stops every run at the same step: the same config gives the same
+    weights (weights_sha256), so an experiment can redo its SFT start where its files are gone."""
+    summaries = []
+    for name, seed in (("a", 0), ("b", 0), ("c", 1)):
+        out = tmp_path / name
+        rc = main(["--config", "configs/local.yaml", f"tasks.source={small_task_dir}", "model.path=tiny",
+                   f"model.tiny_dir={tiny_dir}", f"sft.output_dir={out}", "sft.epochs=50", "sft.max_steps=3",
+                   "sft.sequences_per_step=2", "sft.heldout_source=", f"run.seed={seed}"], open_cluster)
+        assert rc == 0
+        summaries.append(json.loads((out / "sft_summary.json").read_text()))
+        assert len((out / "sft_log.jsonl").read_text().splitlines()) == summaries[-1]["steps"] == 3
+    a, b, c = (s["weights_sha256"] for s in summaries)
+    assert a == b and len(a) == 64
+    assert c != a  # another seed shuffles the pairs otherwise: the fingerprint tells policies apart
+
+
 def test_rejection_mode_trains_on_kept_samples(small_task_dir, tiny_dir, tmp_path):
     """On CPU nothing is correct, so the test keeps format-valid compiled samples (not_executed): the
     round must sample, evaluate through the pools and report what it kept."""
