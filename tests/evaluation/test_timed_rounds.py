@@ -160,6 +160,13 @@ def test_a_settled_ratio_ends_the_rounds_early_only_when_asked():
     assert not ratio_settled([2.0, 3.0, 1.5], [1.0, 1.0, 1.0], 0.05)
     assert ratio_settled([2.0, 4.0], [1.0, 2.0], 0.001)  # a clock change hits both sides of a round alike
     assert not ratio_settled([2.0], [1.0], 0.5)  # one round tells nothing
+
+
+def test_the_t_quantile_past_the_table_is_students_not_the_normals():
+    from pipeline.evaluation.timed_rounds import t_975
+    exact = {2: 4.303, 10: 2.228, 11: 2.201, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
+    for df, t in exact.items():
+        assert abs(t_975(df) - t) < 0.001, (df, t_975(df))
     many = {"timing_trials": 160, "timing_budget_s": 30.0}
     ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002)
     ev.cfg = ev.cfg.model_copy(update=many)
