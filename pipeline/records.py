@@ -75,19 +75,25 @@ class Implementation(Record):
 
 
 class Tolerance(Record):
-    """Pass when |out - ref| <= rtol*|ref| + atol*rms(ref) + atol_abs for every element (and no NaN/Inf).
-    atol_abs is an absolute allowance: KernelBench tasks carry KernelBench's own (torch.allclose with
-    atol = rtol = 1e-4 for float32), so every answer its harness accepts passes here too."""
+    """Pass when |out - ref| <= rtol*|ref| + atol*rms(ref) + atol_abs for every element (and no NaN/Inf), and,
+    with rel_l2, when ||out - ref|| <= rel_l2 * ||ref|| over the whole output. atol_abs is an absolute
+    allowance: KernelBench tasks carry KernelBench's own (torch.allclose with atol = rtol = 1e-4 for
+    float32), so every answer its harness accepts elementwise passes here too; their rel_l2 keeps that
+    allowance from passing tiny outputs (a long softmax row) as zeros, which KernelBench's check would."""
     rtol: float = 1e-4
     atol: float = 1e-4
     atol_abs: float = 0.0
+    rel_l2: float = 0.0
 
     @model_serializer(mode="wrap")
     def _without_unused_allowance(self, handler):
-        """atol_abs is written only when set, so tasks without it keep their content and measured hashes."""
+        """atol_abs and rel_l2 are written only when set, so tasks without them keep their content and
+        measured hashes."""
         data = handler(self)
-        if not self.atol_abs and isinstance(data, dict):
-            data.pop("atol_abs", None)
+        if isinstance(data, dict):
+            for name in ("atol_abs", "rel_l2"):
+                if not getattr(self, name):
+                    data.pop(name, None)
         return data
 
 

@@ -56,6 +56,47 @@ def test_streams_and_private_entry_points_by_any_spelling(code, rule, needle):
     assert_rejects(kb(init=code.replace("\n", "\n")), "kernelbench", rule, needle)
 
 
+FILE_METHODS_ON_OBJECTS = [  # the receiver is a tensor, an array or a storage, not a module the gate can follow
+    "torch.zeros(4).numpy().tofile('/tmp/x')\n",
+    "torch.zeros(4).numpy().dump('/tmp/x')\n",
+    "s = torch.zeros(4).untyped_storage().from_file('/tmp/x', True, 16)\n",
+    "s = getattr(torch.zeros(4).untyped_storage(), 'from_file')('/tmp/x', True, 16)\n",
+    "torch.zeros(4).untyped_storage()._share_filename_cpu_()\n",
+]
+
+
+@pytest.mark.parametrize("code", FILE_METHODS_ON_OBJECTS)
+@pytest.mark.parametrize("where", ["forward", "init"])
+def test_file_access_through_methods_of_any_object(code, where):
+    assert_rejects(kb(**{where: code}), "kernelbench", "process-or-file-or-network", "torch.zeros(4)")
+
+
+SELF_DECLARED = [  # library compute reached by declaring its function, with no header the gate would refuse
+    ('extern "C" int cublasSgemm_v2(void*, int, int, int, int, const float*, const float*, int, const float*, int,'
+     ' const float*, float*, int);', "cublasSgemm_v2(nullptr, 0, 0, 1, 1, 1, nullptr, nullptr, 1, nullptr, 1, "
+                                     "nullptr, nullptr, 1);"),
+    ("namespace at { namespace native { at::Tensor relu(const at::Tensor& self); } }",
+     "using namespace at::native;\ny = relu(x);"),
+    ('extern "C" int cublasCreate_v2(void** handle);', "auto make = &cublasCreate_v2;\nvoid* h;\nmake(&h);"),
+]
+
+
+@pytest.mark.parametrize("declaration,call", SELF_DECLARED)
+def test_functions_an_answer_declares_but_does_not_define(declaration, call):
+    code = kb(cuda=call).replace("#include <torch/extension.h>\n", "#include <torch/extension.h>\n" + declaration + "\n")
+    assert_rejects(code, "kernelbench", "undefined-function", declaration[:20])
+    assert_passes(code, "kernelbench", profile="kernelbench")  # KernelBench's own rules let torch and cuBLAS compute
+    local = kb(cuda=declaration + "\n" + call)  # a prototype inside the function body is one too
+    assert_rejects(local, "kernelbench", "undefined-function", declaration[:20])
+
+
+def test_a_prototype_of_a_function_the_answer_defines_passes():
+    helper = ("__device__ float twice(float v);\n__global__ void k(float* p) { p[0] = twice(p[0]); }\n"
+              "__device__ float twice(float v) { return 2.f * v; }\nfloat (*pick)(float) = nullptr;\n")
+    code = kb().replace("#include <torch/extension.h>\n", "#include <torch/extension.h>\n" + helper)
+    assert_passes(code, "kernelbench")  # and the template's cpp_source prototype of relu_cuda, defined in CUDA
+
+
 def test_python_dispatch_module_is_refused_at_import():
     code = kb(top="from torch.utils._python_dispatch import _disable_current_modes\n")
     assert_rejects(code, "kernelbench", "forbidden-import", "_python_dispatch")

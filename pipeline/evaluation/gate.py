@@ -144,6 +144,7 @@ def check_candidate(candidate: Candidate, task: Task, profile: str = "strict") -
     except (RecursionError, MemoryError):
         return [_f("syntax", 1, "the Python is nested too deeply to check")]
     kernels: list[str] = []
+    declared, defined, called = [], set(), set()
     for call in calls:
         for kind in ("cpp_sources", "cuda_sources"):
             for text, offset in call[kind]:
@@ -152,12 +153,24 @@ def check_candidate(candidate: Candidate, task: Task, profile: str = "strict") -
                 scan = scan_cuda(text, offset, fmt="kernelbench", float32=float32, profile=rules)
                 findings += scan.findings
                 kernels += scan.kernels if kind == "cuda_sources" else []
+                declared += scan.declared
+                defined |= {_last_name(f.name) for f in scan.functions}
+                called |= scan.called
         findings += _build_option_findings(call, rules)
+    if not rules.torch_compute:  # a prototype of a called function no source defines: code the gate cannot see
+        findings += [finding("undefined-function", line, f"declares {name} and calls it, but no source of the "
+                                                         f"answer defines it")
+                     for name, line in declared if _last_name(name) not in defined and _last_name(name) in called]
     if not kernels and (rules.kernel_required or not calls) and \
             not any(f.rule in ("syntax", "dynamic-build") for f in findings):
         line = calls[0]["line"] if calls else 1
         findings.append(_f("no-device-code", line, "no load_inline call defines a __global__ kernel in its cuda_sources"))
     return _dedupe(findings)
+
+
+def _last_name(qualified: str) -> str:
+    """'at::cuda::blas::gemm<float>' -> 'gemm'."""
+    return re.sub(r"<.*", "", qualified).split("::")[-1].strip()
 
 
 def extract_load_inline(py_source: str) -> list[dict]:

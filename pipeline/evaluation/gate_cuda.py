@@ -44,6 +44,7 @@ ADVICE = {
     "dispatch-tamper": "leave torch's dispatcher state alone (no dispatch-key guards, modes or record-function switches)",
     "line-directive": "remove #line directives and line markers; the gate reports your file's own lines",
     "torch-state": "leave torch's global settings alone (precision switches, the caching allocator)",
+    "undefined-function": "define every function you declare; call no library's compute by declaring it yourself",
 }
 
 
@@ -195,6 +196,8 @@ class CudaScan:
     kernels: list[str] = field(default_factory=list)             # __global__ functions defined
     functions: list[FunctionInfo] = field(default_factory=list)  # function definitions
     c_declared: set[str] = field(default_factory=set)            # names declared with C linkage
+    declared: list[tuple[str, int]] = field(default_factory=list)  # function prototypes (name, file line)
+    called: set[str] = field(default_factory=set)                # names called as functions
 
 
 # One tree-sitter setup for the project: the structural analysis's (parse, walk, text).
@@ -310,7 +313,11 @@ def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool, profi
         t, line = node.type, node.start_point.row + 1
         if t in ("identifier", "type_identifier", "field_identifier"):
             qual, top = _qualified(node)
-            name_rule(_text(node), qual.lstrip(":"), _kind(node, top), line)
+            kind = _kind(node, top)
+            name_rule(_text(node), qual.lstrip(":"), kind, line)
+            if kind == "call" or (top.parent is not None and top.parent.type == "pointer_expression"
+                                  and _text(top.parent).lstrip().startswith("&")):  # called, or its address taken
+                scan.called.add(_text(node))
         elif t == "preproc_include":
             path = node.child_by_field_name("path")
             raw = _text(path) if path is not None else ""
@@ -344,10 +351,12 @@ def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool, profi
             if name:
                 scan.functions.append(FunctionInfo(name, line_offset + line, _c_linkage(node), _nparams(node),
                                                    kernel=bool(specs & {"__global__", "__device__"}) and "__host__" not in specs))
-        elif t == "declaration" and _c_linkage(node):
-            decl = node.child_by_field_name("declarator")
-            if decl is not None and decl.type == "function_declarator" and decl.child_by_field_name("declarator"):
-                scan.c_declared.add(_text(decl.child_by_field_name("declarator")))
+        elif t == "declaration":
+            name = _function_name(node)
+            if name and re.fullmatch(r"[A-Za-z_~][\w:<>, ~]*", name):  # not a function pointer's (*fp)
+                scan.declared.append((name, line_offset + line))
+                if _c_linkage(node):
+                    scan.c_declared.add(name)
     _supplement(text, add, fmt, float32, profile)
     return scan
 

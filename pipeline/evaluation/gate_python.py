@@ -94,6 +94,11 @@ DENIED_NAMES = {
     "introspection": ["torch.cuda.cudart", "torch.compile", "torch.set_default_device", "torch.get_file_path",
                       "torch.typename", "torch.cuda.check_error", "torch.cuda.init"],
 }
+# Methods that read or write files or shared memory by name, refused on any receiver (a tensor, an array,
+# a storage): the names above are found on modules, these on objects the gate cannot follow.
+FILE_METHODS = {"tofile", "dump", "fromfile", "from_file", "_share_filename_cpu_", "_new_shared_filename_cpu",
+                "_new_using_filename_cpu", "_share_fd_cpu_", "_new_shared_fd_cpu", "_release_ipc_counter_cuda",
+                "_share_cuda_", "_new_shared_cuda", "_write_file", "_set_from_file", "_new_with_file"}
 _IMPORTABLE = {"torch", "torch.nn", "torch.nn.functional", "torch.utils.cpp_extension", "math", "typing", "__future__",
                "itertools", "collections", "collections.abc", "functools"}
 _NO_MODULES: frozenset[str] = frozenset()
@@ -397,6 +402,9 @@ def _check_name(line: int, attr: str, q: str, value: ast.AST, aliases: dict[str,
         out.append(_f("introspection", line, f"accesses the dunder attribute {attr}"))
     elif attr in ("as_subclass", "_make_subclass", "_make_wrapper_subclass"):
         out.append(_f("tensor-subclass", line, f"uses {attr}"))
+    elif attr in FILE_METHODS:
+        out.append(_f("process-or-file-or-network", line, f"calls .{attr}, which reads or writes files or shared "
+                                                         f"memory"))
     elif attr in ("ctypes", "_ctypes", "ctypeslib"):  # numpy arrays carry the ctypes module (a.ctypes._ctypes)
         out.append(_f("process-or-file-or-network", line, f"uses .{attr}, a way to native code"))
     elif parts[0] == "torch" and len(parts) > 1:

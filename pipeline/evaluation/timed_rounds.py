@@ -369,6 +369,8 @@ class Checksums:
                     part = flat[a:a + COMPARE_CHUNK].double()
                     absum += float(part.abs().sum())
                     sq += float((part * part).sum())
+                if not math.isfinite(absum + sq):  # Inf or NaN expected (or sums past float64): no sum can
+                    continue                       # hold it; the full comparison after the batch checks it
                 rms = (sq / n) ** 0.5 if n else 0.0
                 self.views.append((group.buffers[cd.slots[k][j]].view.reshape(-1), signs[j]))
                 targets.append(float(signed_sum(flat, signs[j], torch.float64)))

@@ -140,6 +140,32 @@ def test_compare_rule():
     assert compare(ints.clone(), ints, EXACT)[0] and not compare(ints + 1, ints, EXACT)[0]
 
 
+def test_a_reference_with_inf_or_nan_keeps_the_comparison_on():
+    """One Inf or NaN in the reference must not make the rms (and so every allowance) infinite: the other
+    elements are compared as always, and the non-finite ones must be matched exactly."""
+    tol = Tolerance(rtol=1e-4, atol=1e-4)
+    ref = torch.linspace(1, 2, 1000, dtype=torch.float64)
+    for bad in (float("inf"), float("-inf"), float("nan")):
+        r = ref.clone()
+        r[7] = bad
+        junk = torch.zeros_like(r)
+        junk[7] = bad
+        ok, _, why = compare(junk, r, tol)
+        assert not ok and "outside tolerance" in why  # the finite elements are still checked
+        assert compare(r.clone(), r, tol)[0]  # the honest output, Inf or NaN included, passes
+        off = r.clone()
+        off[7] = 0.0
+        ok, _, why = compare(off, r, tol)
+        assert not ok and "Inf or NaN differ" in why
+    flipped = ref.clone()
+    flipped[3] = float("inf")
+    other = flipped.clone()
+    other[3] = float("-inf")
+    assert not compare(other, flipped, tol)[0]
+    huge = ref * 1e200  # squares past float64's range must not overflow the rms
+    assert compare(huge.clone(), huge, tol)[0] and not compare(torch.zeros_like(huge), huge, tol)[0]
+
+
 def test_poison_and_sizes_layout():
     assert poison_byte("float32") == 0xFF and poison_byte("int32") == 0x7F
     sizes = pack_sizes([(4, 5), (7,)])
