@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import secrets
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -80,6 +81,9 @@ class Evaluator:
                              "mounts" if eval_cfg.sandbox == "none" else "")
         self.visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         self.gpu_lock = GpuLock(self.visible)  # shared for correctness work, exclusive for timing
+        # held while a candidate's code loads and while one is checked: the next candidate, loaded ahead,
+        # cannot run its __init__ kernels on the group's buffers while another's outputs are read
+        self.candidate_code = threading.Lock()
         if use_gpu:
             from pipeline.evaluation.cuda_driver import Driver
             self.driver = Driver(0)

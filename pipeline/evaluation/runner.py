@@ -32,7 +32,8 @@ def start_candidate(ev, group: GroupData, cand: Candidate, prep) -> Started:
     child = None
     try:
         child = ev.start_child(cand.format == "kernelbench")
-        reply = ev.load_into_child(child, group, cand.format, prep.comp, entry, cand.code)
+        with ev.candidate_code:  # its code first runs here (ModelNew.__init__, static constructors): never
+            reply = ev.load_into_child(child, group, cand.format, prep.comp, entry, cand.code)  # beside a check
         return Started(child, reply, None, time.perf_counter() - t0)
     except ChildFailed as e:
         return Started(child, {}, child_failure(e, "load"), time.perf_counter() - t0)
@@ -51,7 +52,7 @@ def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started)
             raise started.failure
         judge_reply(started.reply, "loading the candidate")
         t0 = time.perf_counter()
-        with ev.gpu_lock.shared():
+        with ev.candidate_code, ev.gpu_lock.shared():  # no other candidate's code runs while its outputs are checked
             _check_all(ev, group, child, configs)
         stage["check"] = time.perf_counter() - t0
         t0 = time.perf_counter()
