@@ -54,7 +54,7 @@ EVALUATOR_VERSION = "12"  # 2: trusted-clock timing of checked batches; 3: gate 
 # 10 (not released: the GPU warmed by products before the baseline); 11: a short PyTorch baseline batch runs once
 # untimed just before its timed run; 12: a reference's Inf and NaN matched exactly (the rest compared as always),
 # KernelBench outputs within 1 % of the reference's norm, file methods on any object and self-declared library
-# functions refused
+# functions refused, the called slots of a timed batch in a secret order beside a decoy slot that must stay as staged
 
 
 @dataclass

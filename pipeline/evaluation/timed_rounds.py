@@ -12,7 +12,9 @@ Every round, under the GPU's exclusive lock:
     reference in this process, run once untimed first when its batch is short) on those inputs,
     timed by the trusted clock; its outputs are the expected outputs of this round;
  3. the inputs staged again into every slot (in-place outputs get fresh inputs), every other output
-    poisoned, the L2 flushed;
+    poisoned, the L2 flushed; the slots are called in a secret random order, and one more slot, a
+    decoy, is staged alike but never called (`round_slots`), so a call that computes the slots after
+    its own (their inputs are in place before "go") writes into the decoy and is caught;
  4. the calibration: a trusted child of the candidate's kind runs a batch of as many operations,
     writing as many bytes per call as the candidate's outputs, after the same L2 flush, with the same
     checksums inside its window; its window less its own (trusted) GPU time is what the candidate's
@@ -20,8 +22,9 @@ Every round, under the GPU's exclusive lock:
  5. the L2 flushed, then the candidate's batch, one call per slot, timed by the trusted clock from "go"
     until the trusted side has seen right outputs in every slot (a secret signed checksum of each,
     against the expected ones, inside the window) and its probe on the GPU has completed;
- 6. every slot checked: inputs unchanged, outputs right at the task's tolerance. A call that skipped
-    its work, drifted after the first calls, or behaves differently at this size fails here.
+ 6. every slot checked: inputs unchanged, outputs right at the task's tolerance, the decoy exactly as
+    staged. A call that skipped its work, drifted after the first calls, behaves differently at this
+    size, or computed ahead of its calls fails here.
 The first round is a warm-up (checked, not counted); it also sets how many slots a batch uses, so
 that a batch lasts about `eval.timing_batch_s`.
 Times: the trusted baseline's come from CUDA events of trusted processes. The candidate's process
@@ -90,6 +93,33 @@ def stage(driver, group: GroupData, slot_buffers: list[list[int]], fresh_sets: l
                 buf.view.copy_(fresh[j].reshape(buf.view.shape))
             else:
                 driver.memset_async(buf.ptr, poison_byte(buf.dtype), buf.nbytes)
+
+
+DECOY_SLOTS = 1  # per round, a slot staged like the called ones (fresh inputs, poisoned outputs) but never called
+
+
+def round_slots(n_calls: int, decoys: int) -> tuple[list[int], list[int]]:
+    """A round's slots: the `n_calls` called, in a secret random order, and `decoys` staged alike but never
+    called, at secret random places among them. Every call's inputs are in place before "go", so a call could
+    compute the calls after it and leave them nothing to do; it cannot tell which staged slots will be
+    called, and writing into a decoy is caught (`check_decoys`)."""
+    pool = list(range(n_calls + decoys))
+    order = sorted(pool, key=lambda _: secrets.randbits(32))
+    return order[:n_calls], order[n_calls:]
+
+
+def check_decoys(group: GroupData, cd: ConfigData, decoys: list[int], fresh_sets: list[dict]) -> None:
+    """Every decoy slot exactly as staged (inputs as written, outputs still poisoned), or a Stop."""
+    import torch
+    for k, fresh in zip(decoys, fresh_sets):
+        for j, b in enumerate(cd.slots[k]):
+            buf = group.buffers[b]
+            kept = (torch.equal(buf.view, fresh[j].reshape(buf.view.shape)) if j in fresh
+                    else bool((buf.view.reshape(-1).view(torch.uint8) == poison_byte(buf.dtype)).all()))
+            if not kept:
+                raise Stop("rejected", f"config {cd.name}: the batch wrote into '{buf.name.split('.', 1)[1].split('#')[0]}'"
+                                       f" of a slot it was never called for (it computed ahead of its calls, or wrote "
+                                       f"out of its own buffers)", ["computed-ahead"])
 
 
 def _out_positions(group: GroupData, cd: ConfigData) -> list[int]:
@@ -201,21 +231,23 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
     claims, trusted, overheads = [], [], []  # per call, ms, of the timed rounds; overhead seconds per batch
     last_base_s = None  # the baseline batch's seconds in the round before (the warm-up round included)
     t = times.spent("warm_up", t_start)
+    decoys = DECOY_SLOTS if len(cd.slots) > DECOY_SLOTS else 0
     while True:
-        slots = list(range(n_calls))
+        slots, decoy = round_slots(n_calls, decoys)
         child.freeze()
         if clock.probe() > cfg.busy_probe_limit_s:  # something still runs on the GPU: not a fair round
             busy = _busy(cd, busy, "before the round")
             continue
         seed = secrets.randbits(31)
         fresh_sets = [cd.fresh(seed * 64 + k) for k in slots]
+        decoy_sets = [cd.fresh(seed * 64 + k) for k in decoy]
         t = times.spent("inputs", t)
         base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs, warm=warm_baseline(last_base_s))
         last_base_s = base_s
         compiled_s = _in_process_batch(ev, cd.run_compiled, [cd.reference_copy(f) for f in fresh_sets])[0] \
             if cd.run_compiled else None
         t = times.spent("baseline", t)
-        stage(ev.driver, group, [cd.slots[k] for k in slots], fresh_sets)
+        stage(ev.driver, group, [cd.slots[k] for k in slots + decoy], fresh_sets + decoy_sets)
         sums = Checksums(group, cd, slots, expected, signs)
         t = times.spent("inputs", t)
         # what this very round's window costs besides the calls (the warm-up measures it three times)
@@ -245,6 +277,7 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
             raise Stop("incorrect", f"config {cd.name}: the outputs were not right when the candidate's process "
                                     f"said its calls were done", ["unfinished-at-done"])
         check_slots(group, cd, slots, fresh_sets, expected, "timed batch" if rounds else "warm-up batch")
+        check_decoys(group, cd, decoy, decoy_sets)
         t = times.spent("check", t)
         if max(window.probe_before_s, window.probe_after_s) > cfg.busy_probe_limit_s:
             busy = _busy(cd, busy, "around the candidate's batch")
@@ -256,7 +289,7 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         claim_s = claim / 1e3 if isinstance(claim, (int, float)) and math.isfinite(claim) and claim >= 0 else 0.0
         per_call = lambda s: 1e3 * s / len(slots)  # noqa: E731
         if rounds == 0:  # warm-up: sets the batch size from the baseline's time per call
-            n_calls = max(1, min(len(cd.slots), math.ceil(cfg.timing_batch_s / max(base_s, 1e-7))))
+            n_calls = max(1, min(len(cd.slots) - decoys, math.ceil(cfg.timing_batch_s / max(base_s, 1e-7))))
             times.calls_per_batch = n_calls
             warm_overheads = round_overheads
         else:

@@ -114,7 +114,7 @@ def test_slots_follow_the_memory_budget():
 def test_honest_candidate_gets_per_call_times_from_the_trusted_clock():
     ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002)
     times = time_config(ev, group, 0, cd, child, "c2cuda")
-    assert len(times.candidate) >= 3 and times.calls_per_batch == 8  # 50 ms aim / 2 ms per call, at most 8 slots
+    assert len(times.candidate) >= 3 and times.calls_per_batch == 7  # 50 ms aim / 2 ms per call, 8 slots less a decoy
     assert 0.0015 < np.median(times.candidate) / 1e3 < 0.004  # per call, overhead removed
     assert 0.8 < np.median(times.candidate) / np.median(times.baseline) < 1.25
 
@@ -160,6 +160,16 @@ def test_a_settled_ratio_ends_the_rounds_early_only_when_asked():
     assert not ratio_settled([2.0, 3.0, 1.5], [1.0, 1.0, 1.0], 0.05)
     assert ratio_settled([2.0, 4.0], [1.0, 2.0], 0.001)  # a clock change hits both sides of a round alike
     assert not ratio_settled([2.0], [1.0], 0.5)  # one round tells nothing
+    many = {"timing_trials": 160, "timing_budget_s": 30.0}
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002)
+    ev.cfg = ev.cfg.model_copy(update=many)
+    full = time_config(ev, group, 0, cd, child, "c2cuda")
+    assert len(full.candidate) == 23  # 160 calls at 7 per batch
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002)
+    ev.cfg = ev.cfg.model_copy(update={**many, "timing_ci": 0.5})
+    early = time_config(ev, group, 0, cd, child, "c2cuda")
+    assert len(early.candidate) == 3  # timing_rounds, then the ratio was settled
+    assert 0.8 < np.median(early.candidate) / np.median(early.baseline) < 1.25
 
 
 def test_the_t_quantile_past_the_table_is_students_not_the_normals():
@@ -167,16 +177,6 @@ def test_the_t_quantile_past_the_table_is_students_not_the_normals():
     exact = {2: 4.303, 10: 2.228, 11: 2.201, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
     for df, t in exact.items():
         assert abs(t_975(df) - t) < 0.001, (df, t_975(df))
-    many = {"timing_trials": 160, "timing_budget_s": 30.0}
-    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002)
-    ev.cfg = ev.cfg.model_copy(update=many)
-    full = time_config(ev, group, 0, cd, child, "c2cuda")
-    assert len(full.candidate) == 20  # 160 calls at 8 per batch
-    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002)
-    ev.cfg = ev.cfg.model_copy(update={**many, "timing_ci": 0.5})
-    early = time_config(ev, group, 0, cd, child, "c2cuda")
-    assert len(early.candidate) == 3  # timing_rounds, then the ratio was settled
-    assert 0.8 < np.median(early.candidate) / np.median(early.baseline) < 1.25
 
 
 def test_every_timed_call_is_checked_so_skipping_later_calls_fails():
@@ -336,3 +336,47 @@ def test_only_short_baseline_batches_are_warmed():
     from pipeline.evaluation.timed_rounds import BASELINE_WARM_S, warm_baseline
     assert warm_baseline(None)  # the first round: nothing known yet
     assert warm_baseline(0.002) and not warm_baseline(BASELINE_WARM_S) and not warm_baseline(1.5)
+
+
+class ComputesAhead(ScriptedChild):
+    """At the first call of each batch it computes every slot whose buffers it can reach (they sit at a
+    stride it can work out); the later calls of the batch then have nothing left to do."""
+
+    def _run(self, msg):
+        for n, k in enumerate(msg["slots"]):
+            self.calls += 1
+            if n == 0:
+                for bufs in self.cd.slots:
+                    x, y = (self.group.buffers[b].view for b in bufs)
+                    y.copy_(saxpy(x, y))
+            time.sleep(self.sleep)
+
+
+def test_computing_ahead_of_the_calls_is_caught_by_a_decoy_slot():
+    from pipeline.evaluation import timed_rounds
+    ev, group, cd, _ = make(lambda n, x, y: saxpy(x, y))
+    child = ComputesAhead(group, cd, None)
+    with pytest.raises(Stop) as stop:
+        time_config(ev, group, 0, cd, child, "c2cuda")
+    assert stop.value.verdict == "rejected" and stop.value.flags == ["computed-ahead"]
+    assert "never called for" in stop.value.reason
+    ev, group, cd, _ = make(lambda n, x, y: saxpy(x, y))  # without a decoy the same batch passes every check
+    child = ComputesAhead(group, cd, None)
+    original = timed_rounds.DECOY_SLOTS
+    try:
+        timed_rounds.DECOY_SLOTS = 0
+        assert len(time_config(ev, group, 0, cd, child, "c2cuda").candidate) >= 3
+    finally:
+        timed_rounds.DECOY_SLOTS = original
+
+
+def test_the_called_slots_and_the_decoys_change_places_every_round():
+    from pipeline.evaluation.timed_rounds import round_slots
+    seen_orders, decoy_places = set(), set()
+    for _ in range(200):
+        called, decoy = round_slots(7, 1)
+        assert sorted(called + decoy) == list(range(8)) and len(decoy) == 1
+        seen_orders.add(tuple(called))
+        decoy_places.add(decoy[0])
+    assert len(seen_orders) > 150 and decoy_places == set(range(8))
+    assert round_slots(1, 0) == ([0], [])
