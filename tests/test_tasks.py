@@ -434,6 +434,19 @@ def test_parse_init_of_records():
             parse_init(bad)
 
 
+def test_parse_init_of_a_graph_and_its_size(tmp_path):
+    assert parse_init("graph(n, 1.0 / n)") == ("graph", "n", "1.0 / n")
+    assert parse_init("graph(n, 1.0 / n)", {"n": 4}) == ("graph", 4, 0.25)
+    for bad, words in [("graph(n)", "node count and the edge probability"), ("graph(n, 2)", "probability in")]:
+        with pytest.raises(TaskError, match=words):
+            parse_init(bad, {"n": 4})
+    raw = _saxpy_raw()
+    raw["args"][2].update(ctype="const int*", size="n*n", init="graph(n, 0.5)")
+    load_task_file(_write(tmp_path, raw))
+    raw["args"][2]["size"] = "n"
+    assert "not the 1000 x 1000 of the graph's adjacency matrix" in _error(tmp_path, raw)
+
+
 def _records_task(ctype: str = "const size_t*", size: str = "2*n") -> dict:
     raw = _saxpy_raw()
     raw["args"][2].update(ctype=ctype, size=size, init="records(randint(0, n), uniform(-1, 1), sorted_by=1)")

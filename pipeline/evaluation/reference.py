@@ -133,7 +133,7 @@ class GroupData:
 
 
 _FLOAT_OF_WIDTH = {4: "float32", 8: "float64"}  # records(...): a uniform field in a 4- or 8-byte element
-_DRAWS = "use uniform(lo,hi), randint(lo,hi) or records(...)"
+_DRAWS = "use uniform(lo,hi), randint(lo,hi), records(...) or graph(n, p)"
 
 
 def _fill(rng: np.random.Generator, dtype: str, n: int, init: tuple) -> np.ndarray:
@@ -141,6 +141,9 @@ def _fill(rng: np.random.Generator, dtype: str, n: int, init: tuple) -> np.ndarr
     kind = init[0]
     if kind == "records":
         return _records(rng, dtype, n, init[1], init[2])
+    if kind == "graph":
+        upper = np.triu(rng.random((init[1], init[1])) < init[2], 1)
+        return (upper | upper.T).astype(dtype).reshape(-1)
     _, lo, hi = init
     if kind == "randint":
         return rng.integers(lo, hi, size=n).astype(dtype)
@@ -171,6 +174,9 @@ def draw_on_device(gen, dtype: str, n: int, init: tuple, device: str = "cuda"):
         return torch.empty(n, dtype=torch_dtype(dtype), device=device).uniform_(init[1], init[2], generator=gen)
     if kind == "randint":
         return torch.randint(int(init[1]), int(init[2]), (n,), generator=gen, device=device).to(torch_dtype(dtype))
+    if kind == "graph":
+        upper = torch.triu(torch.rand((init[1], init[1]), generator=gen, device=device) < init[2], 1)
+        return (upper | upper.T).to(torch_dtype(dtype)).reshape(-1)
     if kind != "records":
         raise ValueError(f"pointer argument initialised with {kind!r}: {_DRAWS}")
     fields, sort_keys = init[1], init[2]

@@ -148,11 +148,29 @@ def _parse_records(tree: ast.Call, src: str, params: dict | None) -> tuple:
     return ("records", tuple(fields), sort_keys)
 
 
+def _parse_graph(tree: ast.Call, src: str, params: dict | None) -> tuple:
+    """graph(n, p): ("graph", n, p), an undirected graph's n x n adjacency matrix."""
+    if len(tree.args) != 2 or tree.keywords:
+        raise TaskError(f"init '{src}': graph takes the node count and the edge probability, e.g. 'graph(n, 2.0 / n)'")
+    n, prob = (ast.unparse(a) for a in tree.args)
+    for part in (n, prob):
+        expr_names(part)
+    if params is None:
+        return ("graph", n, prob)
+    n_v, p_v = eval_expr(n, params), eval_expr(prob, params)
+    if n_v != int(n_v) or n_v < 1 or not 0 <= p_v <= 1:
+        raise TaskError(f"init '{src}': graph needs a whole node count of at least 1 and a probability in [0, 1], "
+                        f"got {n_v} and {p_v}")
+    return ("graph", int(n_v), float(p_v))
+
+
 def parse_init(text: str, params: dict[str, int | float] | None = None) -> tuple:
     """How an argument is filled: ("uniform", lo, hi), ("randint", lo, hi) (hi exclusive), ("value", expr), or
     ("records", fields, sort_keys) for an array of structs: `records(randint(0, m), uniform(-1, 1), sorted_by=1)`
     draws records of one element per field (randint fields hold integers, uniform fields floating-point numbers
-    of the element's width) and sorts them by their first `sort_keys` fields.
+    of the element's width) and sorts them by their first `sort_keys` fields; or ("graph", n, p):
+    `graph(n, p)` is the row-major n x n adjacency matrix (0/1) of an undirected graph without loops, each
+    edge drawn with probability p.
 
     Without `params` the bounds and the value are returned as expression strings; with `params`
     they are evaluated to numbers. Raises TaskError on malformed text."""
@@ -163,6 +181,8 @@ def parse_init(text: str, params: dict[str, int | float] | None = None) -> tuple
         return draw
     if isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id == "records":
         return _parse_records(tree, src, params)
+    if isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id == "graph":
+        return _parse_graph(tree, src, params)
     if params is None:
         return ("value", src)
     return ("value", eval_expr(src, params))

@@ -216,6 +216,9 @@ def _validate_c2cuda(task: Task, path: str) -> list[str]:
                         if ptr and eval_expr(a.size, cfg.params) % n_fields:
                             raise TaskError(f"size '{a.size}' gives {eval_expr(a.size, cfg.params)} elements, not a "
                                             f"whole number of records of {n_fields} fields")
+                        if ptr and init[0] == "graph" and eval_expr(a.size, cfg.params) != init[1] ** 2:
+                            raise TaskError(f"size '{a.size}' gives {eval_expr(a.size, cfg.params)} elements, not the "
+                                            f"{init[1]} x {init[1]} of the graph's adjacency matrix")
                 except TaskError as e:
                     p.append(f"{path}: field '{where}.{field}' in config '{cfg.name}': {e}.")
     return p

@@ -50,3 +50,13 @@ def test_4_byte_records_store_float32_fields(draw):
 def test_bytes_of_zero_or_one(draw):
     b = draw("uint8", 10000, "randint(0, 2)", {})
     assert b.dtype == np.uint8 and set(np.unique(b)) == {0, 1} and 0.45 < b.mean() < 0.55
+
+
+@pytest.mark.parametrize("draw", [_host, _device], ids=["host", "device"])
+def test_a_graph_is_a_symmetric_adjacency_matrix_without_loops(draw):
+    n = 400
+    a = draw("int32", n * n, "graph(n, 4.0 / n)", {"n": n}).reshape(n, n)
+    assert np.array_equal(a, a.T) and not a.diagonal().any() and set(np.unique(a)) == {0, 1}
+    edges = a.sum() / 2
+    assert 0.7 * 4 * (n - 1) / 2 < edges < 1.3 * 4 * (n - 1) / 2  # about p * n(n-1)/2
+    assert not draw("int32", n * n, "graph(n, 0)", {"n": n}).any()
