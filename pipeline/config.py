@@ -102,6 +102,9 @@ class EvalSection(Section):
     libseccomp_path: str = Field("", description="libseccomp.so.2 for the child's filter; '' takes the system's, then "
                                  ".sandbox-tools/lib")
     result_cache_dir: str = Field("~/.cache/cudaperf/results", description="EvalResult cache by content; '' disables")
+    cache_confirmations: int = Field(2, ge=1, description="a correct result is served from the result cache only "
+                                     "after this many evaluations of the candidate passed, each on new inputs (a racy "
+                                     "kernel's lucky pass is not reused); one failure among them replaces the passes")
     max_retries: int = Field(2, description="times a candidate is resubmitted after its actor died")
     compile_baseline: bool = Field(False, description="torch2cuda: also time the reference under torch.compile (where "
                                    "it builds) and report speedup_compiled; costs a compilation per configuration "

@@ -75,7 +75,7 @@ class Evaluator:
         self.compiler = Compiler(compile_cfg)
         self.use_gpu = use_gpu
         self.gpu_name = "cpu"
-        self.cache = ResultCache(eval_cfg.result_cache_dir)
+        self.cache = ResultCache(eval_cfg.result_cache_dir, eval_cfg.cache_confirmations)
         self.child_user = eval_cfg.unprivileged_user if eval_cfg.sandbox == "none" else ""
         self.sandbox_note = ("children ran without the OS sandbox (eval.sandbox=none): no namespaces, no read-only "
                              "mounts" if eval_cfg.sandbox == "none" else "")

@@ -4,9 +4,17 @@ A result is a pure function of those (inputs are fresh each time, but a correct 
 correct on any inputs), so a cached result is reused across groups, steps and runs. Timings in
 a cached result were measured when it was first evaluated. An empty directory disables the
 disk copy; the in-memory copy always serves duplicates within a process.
+
+A pass is not served until it has been seen `confirmations` times: a kernel with a race (a missing
+barrier, a read before another block's write) can pass one evaluation by luck, and a cached lucky
+pass would reward every later copy of it. Until then every lookup misses, so the candidate is
+evaluated again on new inputs; a failure on any evaluation replaces the passes (it is what the
+kernel does). Every other verdict is served at once: a failure, a refusal or a compile error does
+not become a pass by evaluating it again. A `not_executed` result (no GPU) is served at once too.
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -14,29 +22,50 @@ from pipeline.records import EvalResult
 
 
 class ResultCache:
-    def __init__(self, directory: str):
-        self.memory: dict[str, EvalResult] = {}
+    def __init__(self, directory: str, confirmations: int = 1):
+        self.memory: dict[str, tuple[EvalResult, int]] = {}  # key -> (newest result, passes in a row)
+        self.confirmations = max(1, confirmations)
         self.dir = Path(os.path.expanduser(directory)) if directory else None
         if self.dir is not None:
             self.dir.mkdir(parents=True, exist_ok=True)
 
-    def get(self, key: str) -> EvalResult | None:
+    def _entry(self, key: str) -> tuple[EvalResult, int] | None:
         if key in self.memory:
             return self.memory[key]
         if self.dir is not None:
             path = self.dir / f"{key}.json"
             if path.is_file():
                 try:
-                    result = EvalResult.model_validate_json(path.read_text())
-                except ValueError:
+                    raw = json.loads(path.read_text())
+                    entry = ((EvalResult.model_validate(raw["result"]), int(raw["passes"]))
+                             if isinstance(raw, dict) and "result" in raw
+                             else (EvalResult.model_validate(raw), 1))  # a plain result: one evaluation
+                except (ValueError, KeyError, TypeError):
                     return None  # a damaged entry is re-evaluated, then overwritten
-                self.memory[key] = result
-                return result
+                self.memory[key] = entry
+                return entry
         return None
 
+    def get(self, key: str) -> EvalResult | None:
+        """The cached result, or None when there is none or it is a pass not yet seen `confirmations` times."""
+        entry = self._entry(key)
+        if entry is None:
+            return None
+        result, passes = entry
+        if result.verdict == "correct" and passes < self.confirmations:
+            return None
+        return result
+
+    def passes(self, key: str) -> int:
+        """Evaluations in a row that passed, as cached (0 when the newest was not a pass)."""
+        entry = self._entry(key)
+        return entry[1] if entry is not None and entry[0].verdict == "correct" else 0
+
     def put(self, key: str, result: EvalResult) -> None:
-        self.memory[key] = result
+        """Keep `result`; a pass after passes counts one more, any other verdict starts again."""
+        passes = self.passes(key) + 1 if result.verdict == "correct" else 1
+        self.memory[key] = (result, passes)
         if self.dir is not None:
             tmp = self.dir / f".{key}.{os.getpid()}.tmp"
-            tmp.write_text(result.model_dump_json())
+            tmp.write_text(json.dumps({"passes": passes, "result": result.model_dump(mode="json")}))
             os.replace(tmp, self.dir / f"{key}.json")

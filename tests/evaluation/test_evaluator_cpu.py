@@ -206,3 +206,50 @@ def test_cli_reports_user_errors_in_one_line(capsys):
     assert main(["eval", "c2cuda/saxpy", "x.cu", "eval.timng_trials=3"]) == 2
     err = capsys.readouterr().err
     assert "did you mean 'eval.timing_trials'" in err
+
+
+def test_a_pass_is_served_from_the_cache_only_once_confirmed(eval_cfg, compile_cfg, builtin_tasks, tmp_path):
+    """A racy kernel can pass one evaluation by luck: its pass is reused only after `cache_confirmations`
+    evaluations passed, and a failure among them is what is kept. Verdicts come from a stand-in for the GPU."""
+    cfg = eval_cfg.model_copy(update={"result_cache_dir": str(tmp_path / "results"), "cache_confirmations": 2})
+    task = builtin_tasks["c2cuda/saxpy"]
+    c = cand(task, task.implementations[0].code)
+    runs = []
+
+    def run_with(verdicts):
+        ev = Evaluator(cfg, compile_cfg, use_gpu=False)  # a new evaluator each time: the disk copy is read
+        ev._not_executed = lambda t, cd, p: runs.append(1) or ev._base(t, cd, verdicts.pop(0))
+        return ev.evaluate(task, [c])[0]
+
+    first = run_with(["correct"])
+    assert first.verdict == "correct" and not first.cached and len(runs) == 1
+    second = run_with(["correct"])  # one pass is not enough: evaluated again
+    assert not second.cached and len(runs) == 2
+    third = run_with([])  # two passes: served
+    assert third.cached and third.verdict == "correct" and len(runs) == 2
+
+    runs.clear()
+    racy = cand(task, task.implementations[0].code + "\n// racy")
+    ev = Evaluator(cfg, compile_cfg, use_gpu=False)
+    verdicts = ["correct", "incorrect"]
+    ev._not_executed = lambda t, cd, p: runs.append(1) or ev._base(t, cd, verdicts.pop(0))
+    assert ev.evaluate(task, [racy])[0].verdict == "correct"
+    assert ev.evaluate(task, [racy])[0].verdict == "incorrect"  # the lucky pass was not served
+    kept = ev.evaluate(task, [racy])[0]  # a failure is served at once, and replaced the pass
+    assert kept.cached and kept.verdict == "incorrect" and len(runs) == 2
+
+
+def test_result_cache_reads_plain_and_damaged_entries(tmp_path):
+    from pipeline.evaluation.result_cache import ResultCache
+    from pipeline.records import EvalResult
+    ok = EvalResult(task_id="t", candidate_hash="h", format="c2cuda", verdict="correct")
+    bad = ok.model_copy(update={"verdict": "incorrect"})
+    (tmp_path / "a.json").write_text(ok.model_dump_json())  # an entry in the plain form: one evaluation
+    (tmp_path / "b.json").write_text(bad.model_dump_json())
+    (tmp_path / "c.json").write_text('{"passes": "x", "result": 1}')
+    cache = ResultCache(str(tmp_path), confirmations=2)
+    assert cache.get("a") is None and cache.passes("a") == 1
+    assert cache.get("b").verdict == "incorrect" and cache.get("c") is None
+    cache.put("a", ok)
+    assert ResultCache(str(tmp_path), confirmations=2).get("a").verdict == "correct"
+    assert ResultCache(str(tmp_path), confirmations=3).get("a") is None
