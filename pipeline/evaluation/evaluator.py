@@ -396,8 +396,7 @@ class Evaluator:
         from pipeline.evaluation.runner import run_candidate, start_candidate
 
         def start(k: int):
-            with self.gpu_lock.shared():  # never overlaps a timing phase
-                started = start_candidate(self, group, cands[k], preps[k])
+            started = start_candidate(self, group, cands[k], preps[k])
             if started.child is not None:  # loaded ahead: frozen until its turn, so it cannot disturb others
                 started.child.freeze()
             return started

@@ -31,9 +31,10 @@ def start_candidate(ev, group: GroupData, cand: Candidate, prep) -> Started:
     t0 = time.perf_counter()
     child = None
     try:
-        child = ev.start_child(cand.format == "kernelbench")
-        with ev.candidate_code:  # its code first runs here (ModelNew.__init__, static constructors): never
-            reply = ev.load_into_child(child, group, cand.format, prep.comp, entry, cand.code)  # beside a check
+        with ev.gpu_lock.shared():  # never overlaps a timing phase; the locks in the order run_candidate takes them
+            child = ev.start_child(cand.format == "kernelbench")
+            with ev.candidate_code:  # its code first runs here (ModelNew.__init__, static constructors): never
+                reply = ev.load_into_child(child, group, cand.format, prep.comp, entry, cand.code)  # beside a check
         return Started(child, reply, None, time.perf_counter() - t0)
     except ChildFailed as e:
         return Started(child, {}, child_failure(e, "load"), time.perf_counter() - t0)
@@ -52,7 +53,9 @@ def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started)
             raise started.failure
         judge_reply(started.reply, "loading the candidate")
         t0 = time.perf_counter()
-        with ev.candidate_code, ev.gpu_lock.shared():  # no other candidate's code runs while its outputs are checked
+        # no other candidate's code runs while its outputs are checked; the GPU's shared lock first, as everywhere
+        # (the other order deadlocks with a load ahead holding it and another evaluator asking for the exclusive one)
+        with ev.gpu_lock.shared(), ev.candidate_code:
             _check_all(ev, group, child, configs)
         stage["check"] = time.perf_counter() - t0
         t0 = time.perf_counter()

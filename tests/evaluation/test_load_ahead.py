@@ -65,3 +65,67 @@ def test_the_next_candidates_load_never_overlaps_a_check(monkeypatch):
         busy[kind] = busy.get(kind, 0) + (1 if what.endswith("+") else -1)
         assert not (busy.get("load", 0) and busy.get("check", 0)), f"a load overlapped a check at {what} {k}"
     assert sum(1 for _, w, _ in events if w == "load+") == 4 and sum(1 for _, w, _ in events if w == "check+") == 4
+
+
+
+def test_a_load_ahead_a_check_and_another_evaluators_timing_never_deadlock(monkeypatch, tmp_path):
+    """The next candidate's load (holding the GPU's shared lock) waits for the candidate_code lock that the
+    current candidate's check holds, while another evaluator of the GPU waits for the exclusive lock: the check
+    must not then wait for the shared lock behind that evaluator's gate. The evaluator's group loop with real
+    GpuLocks (one file pair) and the GPU parts replaced; the interleaving is forced."""
+    from pipeline.evaluation.gpu_lock import GpuLock
+    code_held, timer_waiting, load_holds_shared = threading.Event(), threading.Event(), threading.Event()
+    loop_thread = []
+
+    class ForcingLock:  # the check, once it holds candidate_code, waits until the other evaluator has queued
+        def __init__(self):
+            self.lock = threading.Lock()
+
+        def __enter__(self):
+            self.lock.acquire()
+            if threading.current_thread() in loop_thread:
+                code_held.set()
+                timer_waiting.wait(2)
+                time.sleep(0.2)
+
+        def __exit__(self, *exc):
+            self.lock.release()
+
+    started = iter(range(100))
+
+    def start_child(kb):
+        k = next(started)
+        if k == 1:  # the load ahead: it reaches candidate_code only once the check holds it
+            load_holds_shared.set()
+            code_held.wait(2)
+        return FakeChild(k, [])
+
+    monkeypatch.setattr(runner, "_check_all", lambda ev, group, child, configs: None)
+    monkeypatch.setattr(runner, "_time", lambda ev, group, child, configs, fmt, flags, parts: (None, None))
+    ev = SimpleNamespace(start_child=start_child, load_into_child=lambda *a: {"ok": True},
+                         candidate_code=ForcingLock(), gpu_lock=GpuLock("9", str(tmp_path)),
+                         cfg=SimpleNamespace(run_timeout_s=5), sandbox_note="",
+                         driver=SimpleNamespace(make_current=lambda: None), _restore_params=lambda group: False,
+                         _base=lambda task, cand, verdict, reason, **kw: EvalResult(task_id=task.id, candidate_hash="h",
+                                                                                    verdict=verdict, reason=reason, format="c2cuda"))
+    group = SimpleNamespace(task=SimpleNamespace(id="t", function="f"), configs=[])
+    cands = [Candidate(task_id="t", code=f"// {k}", format="c2cuda") for k in range(2)]
+    preps = [SimpleNamespace(comp=SimpleNamespace(ptxas_log=""), stage_s={}, findings=[], features={}) for _ in cands]
+    results, timed = [None, None], []
+
+    def other_evaluator():
+        load_holds_shared.wait(2)
+        code_held.wait(2)
+        threading.Timer(0.05, timer_waiting.set).start()
+        with GpuLock("9", str(tmp_path)).exclusive():
+            timed.append(True)
+
+    loop = threading.Thread(target=Evaluator._run_all, args=(ev, group, cands, preps, [0, 1], results), daemon=True)
+    other = threading.Thread(target=other_evaluator, daemon=True)
+    loop_thread.append(loop)
+    loop.start()
+    other.start()
+    loop.join(10)
+    other.join(10)
+    assert not loop.is_alive() and not other.is_alive(), "deadlock"
+    assert [r.verdict for r in results] == ["correct", "correct"] and timed
