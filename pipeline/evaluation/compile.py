@@ -93,13 +93,13 @@ def sandboxed(argv: list[str], scratch: str, env: dict[str, str], cfg: CompileSe
     only `scratch` writable, the home directory and the compile cache invisible. Unchanged for sandbox 'none'."""
     if cfg.sandbox == "none":
         return argv, env
-    from pipeline.evaluation.sandbox import bwrap_command, python_trees, require_bwrap
+    from pipeline.evaluation.sandbox import bwrap_command, bwrap_environment, python_trees, require_bwrap
     bwrap, bwrap_env = require_bwrap(field="compile.sandbox")
     trees = [_install_root(argv[0]), _install_root(cfg.nvcc), *python_trees(),
              *[d for d in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d], env.get("CUDA_HOME", "")]
     prefix = bwrap_command(bwrap, scratch, [t for t in trees if t], env, [str(Path.home()), cfg.cache_dir],
                            devices=False)
-    return prefix + argv, dict(os.environ, **bwrap_env)
+    return prefix + argv, bwrap_environment(bwrap_env)
 
 
 def trim_log(text: str, scratch: str, limit: int) -> str:

@@ -11,7 +11,10 @@ it runs inside bubblewrap (`bwrap_command`):
   directory, the project's other directories (runs/, outputs) and the compile and result
   caches do not exist in there. Files of /etc that other users cannot read are hidden, and so
   are /sys's debug, tracing, firmware and bpf trees;
-- a clean environment, a new session (no terminal), and death with its parent.
+- the child is pid 1 of its pid namespace (`--as-pid-1`): no reaper of bwrap's beside it, which runs
+  without the seccomp filter and whose memory (/proc/1/mem) a child could write to run code unfiltered;
+- a clean environment (bwrap itself gets only PATH and its libraries, so no process of the sandbox
+  can read the evaluator's environment), a new session (no terminal), and death with its parent.
 The child then installs a seccomp allow-list (seccomp.py) before it loads candidate code. What
 held is reported in `sandbox_info`. `sandbox="none"` is an explicit opt-out for hosts without
 user namespaces: rlimits, a best-effort network namespace, an unprivileged user when the
@@ -168,7 +171,7 @@ def bwrap_command(bwrap: str, scratch: str, read_only: list[str], env: dict[str,
             raise SandboxUnavailable(f"{h} must stay invisible to the sandbox but lies inside {tree}, which it "
                                      f"needs to read; move one of them")
     argv = [bwrap, "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--disable-userns",
-            "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup",
+            "--unshare-pid", "--as-pid-1", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup",
             "--hostname", "sandbox", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
     for key, value in env.items():
         argv += ["--setenv", key, value]
@@ -193,6 +196,12 @@ def _env_trees(env: dict[str, str]) -> list[str]:
     """Library and CUDA directories the environment names (bound read-only so they resolve inside)."""
     dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d]
     return dirs + ([env["CUDA_HOME"]] if env.get("CUDA_HOME") else [])
+
+
+def bwrap_environment(bwrap_env: dict[str, str]) -> dict[str, str]:
+    """bwrap's own environment: what it needs to run, nothing of the evaluator's (tokens, keys). A process of
+    the sandbox that can read bwrap's /proc/<pid>/environ then learns nothing."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **bwrap_env}
 
 
 # --- memory watch -------------------------------------------------------------------------------
@@ -277,7 +286,7 @@ class ChildProcess:
             user = ""  # the user namespace gives it uid 65534; no setuid needed
             hide = [str(Path.home()), *hidden, os.path.join(PACKAGE_ROOT, "runs")]
             argv = bwrap_command(bwrap, self.scratch, python_trees() + _env_trees(env), env, hide, devices=True)
-            argv, popen_env = argv + program, dict(os.environ, **bwrap_env)
+            argv, popen_env = argv + program, bwrap_environment(bwrap_env)
         else:
             argv, popen_env = program, env
             if user and os.geteuid() == 0:
@@ -296,7 +305,7 @@ class ChildProcess:
 
     @property
     def pid(self) -> int:
-        """Host pid of the child itself (under bwrap: the deepest process below bwrap and its init)."""
+        """Host pid of the child itself (under bwrap: the deepest process below bwrap)."""
         pid = self.proc.pid
         while True:
             try:

@@ -75,7 +75,23 @@ attempt("inet6", lambda: socket.socket(socket.AF_INET6, socket.SOCK_STREAM))
 attempt("netlink", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW))
 attempt("unix_socketpair", lambda: socket.socketpair(socket.AF_UNIX))
 attempt("ptrace", ptrace)
-attempt("kill_init", lambda: os.kill(1, 0))
+def other_processes():  # the child is pid 1 of its namespace: nothing else (no unfiltered reaper) is there
+    pids = [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
+    if not pids:
+        raise ProcessLookupError("no other process is visible")
+    for p in pids:
+        os.kill(int(p), 0)
+    return pids
+
+attempt("other_process", other_processes)
+results["own_pid"] = f"pid {os.getpid()}"
+seen = ""
+for p in [p for p in os.listdir("/proc") if p.isdigit()]:
+    try:
+        seen += open(f"/proc/{p}/environ", "rb").read().decode(errors="replace")
+    except OSError:
+        pass
+results["host_environ"] = "ok: the evaluator's environment" if "CUDAPERF_SANDBOX_SECRET" in seen else "not visible"
 for name, path in paths["write"].items():
     attempt("write_" + name, lambda p=path: write(p))
 for name, path in paths["read"].items():
@@ -115,7 +131,8 @@ def secrets_dirs():
     shutil.rmtree(base, ignore_errors=True)
 
 
-def test_candidate_code_cannot_leave_the_sandbox(secrets_dirs):
+def test_candidate_code_cannot_leave_the_sandbox(secrets_dirs, monkeypatch):
+    monkeypatch.setenv("CUDAPERF_SANDBOX_SECRET", "token")  # the evaluator's environment: never readable inside
     host_tmp = f"/tmp/cudaperf-probe-{uuid.uuid4().hex[:8]}"
     project_file = os.path.join(PACKAGE_ROOT, f"probe-{uuid.uuid4().hex[:8]}.txt")
     package_file = os.path.join(PACKAGE_ROOT, "pipeline", f"probe-{uuid.uuid4().hex[:8]}.txt")
@@ -133,6 +150,7 @@ def test_candidate_code_cannot_leave_the_sandbox(secrets_dirs):
         scratch_file = Path(child.scratch, "inside.txt")
         assert results.pop("write_scratch") == "ok" and scratch_file.read_text() == "x"
         assert results.pop("thread") == "ok"
+        assert results.pop("own_pid") == "pid 1"
         assert results.pop("unix_socketpair") == "ok"  # the CUDA driver's AF_UNIX sockets; see seccomp.py
         # /tmp inside is private: a write there may succeed (also into a project checked out under /tmp,
         # which is hidden by that private /tmp except its read-only pipeline/), but never reaches the host
