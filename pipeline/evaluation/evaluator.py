@@ -37,7 +37,7 @@ from pipeline.evaluation.gpu_memory import MemoryBudget, MemoryTooLarge, MemoryW
 from pipeline.evaluation.gate import check_candidate, cuda_sources_of, gate_profile
 from pipeline.evaluation.reference import (GroupData, TaskBroken, add_timing_slots, adopt_baseline_outputs,
                                            arena_layout, build_c2cuda, build_torch2cuda, compare, config_bytes,
-                                           group_footprint, poison_byte, run_c_reference, to_device)
+                                           group_footprint, poison_byte, rounding_floor, run_c_reference, to_device)
 from pipeline.evaluation.result_cache import ResultCache
 from pipeline.evaluation.sandbox import ChildFailed, ChildProcess, SandboxUnavailable
 from pipeline.evaluation.timed_rounds import CALIBRATION_FILL_MAX
@@ -383,8 +383,9 @@ class Evaluator:
                 if not torch.equal(group.buffers[b].view, before.reshape(group.buffers[b].view.shape)):
                     return False, math.inf, f"modified its input '{group.buffers[b].name}'", True
         worst = 0.0
+        floor = rounding_floor(tol, inputs.values())
         for b, ref_out in expected.items():
-            ok, err, why = compare(group.buffers[b].view, ref_out.reshape(group.buffers[b].view.shape), tol)
+            ok, err, why = compare(group.buffers[b].view, ref_out.reshape(group.buffers[b].view.shape), tol, floor)
             worst = max(worst, err)
             if not ok:
                 return False, err, f"output '{group.buffers[b].name.split('.', 1)[1]}': {why}", False

@@ -581,13 +581,33 @@ def to_device(group: GroupData) -> None:
 COMPARE_CHUNK = 1 << 25  # elements per step: the comparison's float64 temporaries stay near 1 GiB
 
 
-def compare(out, ref, tol: Tolerance) -> tuple[bool, float, str]:
+ROUNDING_FLOOR = 4 * 2.0 ** -23  # float32 rounding of values of the inputs' size
+
+
+def rounding_floor(tol: Tolerance, inputs) -> float:
+    """For `compare`: the rms below which a float32 reference is rounding noise of a computation on `inputs`
+    (ROUNDING_FLOOR times the largest rms of a floating input): a mean of a normalised output is about 1e-10,
+    and two correct answers round it differently. 0 when `tol` has no rel_l2 (nothing to compute)."""
+    if tol.rel_l2 <= 0:
+        return 0.0
+    largest = 0.0
+    for x in inputs:
+        if x.is_floating_point() and x.numel():
+            flat = x.reshape(-1)
+            sq = sum(float(flat[a:a + COMPARE_CHUNK].double().pow(2).nan_to_num(0.0, 0.0, 0.0).sum())
+                     for a in range(0, flat.numel(), COMPARE_CHUNK))
+            largest = max(largest, math.sqrt(sq / flat.numel()))
+    return ROUNDING_FLOOR * largest
+
+
+def compare(out, ref, tol: Tolerance, floor: float = 0.0) -> tuple[bool, float, str]:
     """(passed, max normalised error, reason) for torch tensors on one device, at the task's tolerance:
     error per element is |out-ref| / (rtol*|ref| + atol*rms(ref) + atol_abs), rms over the reference's finite
     elements; where the reference itself is Inf or NaN the output must be the same (Inf of the same sign, or
     NaN), and elsewhere NaN or Inf never pass. With `tol.rel_l2` the output as a whole must also be within
     that fraction of the reference's norm, so that an absolute allowance cannot pass tiny outputs (a long
-    softmax row) as zeros. Works through the tensors in chunks of COMPARE_CHUNK elements, so its
+    softmax row) as zeros; not where the reference's rms is at most `floor` (`rounding_floor`): there it is
+    rounding noise, and only the elementwise allowance applies, as in KernelBench's harness. Works through the tensors in chunks of COMPARE_CHUNK elements, so its
     temporaries stay small beside tensors of many GiB."""
     import torch
     if tuple(out.shape) != tuple(ref.shape):
@@ -639,7 +659,7 @@ def compare(out, ref, tol: Tolerance) -> tuple[bool, float, str]:
     if worst > 1.0:
         return False, worst, (f"{outside} of {n} elements outside tolerance; worst at flat index {worst_at}: got "
                               f"{float(o[worst_at]):.6g}, expected {float(r[worst_at]):.6g}")
-    if tol.rel_l2 > 0 and sq > 0 and math.sqrt(diff_sq) > tol.rel_l2 * math.sqrt(sq):
+    if tol.rel_l2 > 0 and sq > 0 and rms > floor and math.sqrt(diff_sq) > tol.rel_l2 * math.sqrt(sq):
         off = math.sqrt(diff_sq / sq)
         return False, max(worst, off / tol.rel_l2), (
             f"every element is within the absolute allowance, but the output as a whole is off by {off:.3g} of "

@@ -49,7 +49,7 @@ import secrets
 import time
 
 from pipeline.evaluation.outcome import Stop, child_failure, judge_reply
-from pipeline.evaluation.reference import ConfigData, GroupData, TaskBroken, compare, poison_byte
+from pipeline.evaluation.reference import ConfigData, GroupData, TaskBroken, compare, poison_byte, rounding_floor
 from pipeline.evaluation.sandbox import ChildFailed
 
 
@@ -131,6 +131,7 @@ def check_slots(group: GroupData, cd: ConfigData, slots: list[int], fresh_sets: 
     """Every slot's inputs unchanged and outputs within tolerance, or a Stop naming the call."""
     import torch
     tol = group.task.tolerance
+    floor = rounding_floor(tol, fresh_sets[0].values()) if fresh_sets else 0.0  # every slot's inputs alike
     for n, (k, fresh, want) in enumerate(zip(slots, fresh_sets, expected)):
         for j, b in enumerate(cd.slots[k]):
             buf = group.buffers[b]
@@ -138,7 +139,7 @@ def check_slots(group: GroupData, cd: ConfigData, slots: list[int], fresh_sets: 
                 raise Stop("rejected", f"config {cd.name}: {what}, call {n + 1} modified its input "
                                        f"'{buf.name.split('.', 1)[1].split('#')[0]}'", ["input-mutation"])
             if j in want:
-                ok, _, why = compare(buf.view, want[j].reshape(buf.view.shape), tol)
+                ok, _, why = compare(buf.view, want[j].reshape(buf.view.shape), tol, floor)
                 if not ok:
                     raise Stop("incorrect", f"config {cd.name}: {what}, call {n + 1} of the batch was wrong: "
                                             f"output '{buf.name.split('.', 1)[1].split('#')[0]}': {why}",
