@@ -363,10 +363,18 @@ def _secret_signs(group: GroupData, cd: ConfigData, outs: list[int]) -> dict:
                               device=gen.device, dtype=torch.float32) * 2 - 1) for j in outs}
 
 
-def signed_sum(flat, signs, dtype=None):
-    """sum_i flat[i] * signs[i mod len(signs)], computed a period at a time (in `dtype`, default float32)."""
+def signed_sum(flat, signs, dtype=None, finite_only: bool = False):
+    """sum_i flat[i] * signs[i mod len(signs)], computed a period at a time (in `dtype`, default float32);
+    with `finite_only`, Inf and NaN elements count as 0."""
     import torch
     dtype = dtype or torch.float32
+    if finite_only:
+        return _signed_sum(flat, signs, dtype, lambda part: torch.nan_to_num(part.to(dtype), 0.0, 0.0, 0.0))
+    return _signed_sum(flat, signs, dtype, lambda part: part.to(dtype))
+
+
+def _signed_sum(flat, signs, dtype, convert):
+    import torch
     w, period, n = signs.to(dtype), signs.numel(), flat.numel()
     if n == 0:
         return torch.zeros((), dtype=dtype, device=flat.device)
@@ -375,9 +383,9 @@ def signed_sum(flat, signs, dtype=None):
     rows = flat[:whole * period].reshape(whole, period)
     step = max(1, (1 << 25) // period)  # rows per step: the converted copy stays near 1 GiB at float64
     for r in range(0, whole, step):
-        total = total + (rows[r:r + step].to(dtype) @ w).sum()
+        total = total + (convert(rows[r:r + step]) @ w).sum()
     if n > whole * period:
-        total = total + flat[whole * period:].to(dtype) @ w[:n - whole * period]
+        total = total + convert(flat[whole * period:]) @ w[:n - whole * period]
     return total
 
 
@@ -399,22 +407,26 @@ class Checksums:
                 flat = ref.reshape(-1)
                 n = flat.numel()
                 absum = sq = 0.0
+                finite_only = False  # an Inf or NaN expected: the sums leave those elements out, on both sides
                 for a in range(0, n, COMPARE_CHUNK):  # float64 statistics a chunk at a time
                     part = flat[a:a + COMPARE_CHUNK].double()
+                    finite = torch.isfinite(part)
+                    if not bool(finite.all()):
+                        finite_only, part = True, part[finite]
                     absum += float(part.abs().sum())
                     sq += float((part * part).sum())
-                if not math.isfinite(absum + sq):  # Inf or NaN expected (or sums past float64): no sum can
-                    continue                       # hold it; the full comparison after the batch checks it
+                if not math.isfinite(absum + sq):  # sums past float64: no sum can hold them; the full
+                    continue                       # comparison after the batch checks the output
                 rms = (sq / n) ** 0.5 if n else 0.0
-                self.views.append((group.buffers[cd.slots[k][j]].view.reshape(-1), signs[j]))
-                targets.append(float(signed_sum(flat, signs[j], torch.float64)))
+                self.views.append((group.buffers[cd.slots[k][j]].view.reshape(-1), signs[j], finite_only))
+                targets.append(float(signed_sum(flat, signs[j], torch.float64, finite_only)))
                 slack = 4e-7 * (math.log2(max(n, 2)) + 1) * (absum + 1.0)  # fp32 reduction rounding
                 bounds.append(tol.rtol * absum + (tol.atol * rms + tol.atol_abs) * n + slack)
         self.targets, self.bounds = torch.tensor(targets, dtype=torch.float64), torch.tensor(bounds, dtype=torch.float64)
 
     def _sums(self):
         import torch
-        return torch.stack([signed_sum(v, w) for v, w in self.views]).double().cpu()
+        return torch.stack([signed_sum(v, w, finite_only=f) for v, w, f in self.views]).double().cpu()
 
     def hold(self) -> bool:
         if not self.views:

@@ -380,3 +380,23 @@ def test_the_called_slots_and_the_decoys_change_places_every_round():
         decoy_places.add(decoy[0])
     assert len(seen_orders) > 150 and decoy_places == set(range(8))
     assert round_slots(1, 0) == ([0], [])
+
+
+def test_the_in_window_checksum_holds_outputs_whose_reference_has_an_inf():
+    """An Inf or NaN in an expected output leaves that element out of the in-window sums, not the output:
+    outputs still poisoned at "done" fail the window, the right ones (the Inf included) pass it."""
+    from pipeline.evaluation.timed_rounds import Checksums, _out_positions, _secret_signs
+    ev, group, cd, child = make(lambda n, x, y: None)
+    signs = _secret_signs(group, cd, _out_positions(group, cd))
+    slots, expected = [0, 1, 2], []
+    for k in slots:
+        y = torch.rand(group.buffers[cd.slots[k][1]].view.numel())
+        y[123], y[7] = float("inf"), float("nan")
+        expected.append({1: y})
+    for k in slots:  # nothing written yet
+        group.buffers[cd.slots[k][1]].view.fill_(float("nan"))
+    sums = Checksums(group, cd, slots, expected, signs)
+    assert len(sums.views) == 3 and not sums.hold()
+    for k, want in zip(slots, expected):
+        group.buffers[cd.slots[k][1]].view.copy_(want[1])
+    assert sums.hold()
