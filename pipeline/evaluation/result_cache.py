@@ -14,6 +14,7 @@ not become a pass by evaluating it again. A `not_executed` result (no GPU) is se
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -29,22 +30,32 @@ class ResultCache:
         if self.dir is not None:
             self.dir.mkdir(parents=True, exist_ok=True)
 
+    def _settled(self, entry: tuple[EvalResult, int]) -> bool:
+        return entry[0].verdict != "correct" or entry[1] >= self.confirmations
+
     def _entry(self, key: str) -> tuple[EvalResult, int] | None:
-        if key in self.memory:
-            return self.memory[key]
-        if self.dir is not None:
-            path = self.dir / f"{key}.json"
-            if path.is_file():
-                try:
-                    raw = json.loads(path.read_text())
-                    entry = ((EvalResult.model_validate(raw["result"]), int(raw["passes"]))
-                             if isinstance(raw, dict) and "result" in raw
-                             else (EvalResult.model_validate(raw), 1))  # a plain result: one evaluation
-                except (ValueError, KeyError, TypeError):
-                    return None  # a damaged entry is re-evaluated, then overwritten
-                self.memory[key] = entry
-                return entry
-        return None
+        """The newest entry: from memory once settled, else from the disk copy, which the other evaluators
+        sharing it may have changed (a failure they saw, a pass they confirmed)."""
+        held = self.memory.get(key)
+        if held is not None and (self._settled(held) or self.dir is None):
+            return held
+        found = self._read(key) if self.dir is not None else None
+        if found is not None:
+            self.memory[key] = found
+            return found
+        return held
+
+    def _read(self, key: str) -> tuple[EvalResult, int] | None:
+        path = self.dir / f"{key}.json"
+        if not path.is_file():
+            return None
+        try:
+            raw = json.loads(path.read_text())
+            return ((EvalResult.model_validate(raw["result"]), int(raw["passes"]))
+                    if isinstance(raw, dict) and "result" in raw
+                    else (EvalResult.model_validate(raw), 1))  # a plain result: one evaluation
+        except (ValueError, KeyError, TypeError, OSError):
+            return None  # a damaged entry is re-evaluated, then overwritten
 
     def get(self, key: str) -> EvalResult | None:
         """The cached result, or None when there is none or it is a pass not yet seen `confirmations` times."""
@@ -62,10 +73,16 @@ class ResultCache:
         return entry[1] if entry is not None and entry[0].verdict == "correct" else 0
 
     def put(self, key: str, result: EvalResult) -> None:
-        """Keep `result`; a pass after passes counts one more, any other verdict starts again."""
-        passes = self.passes(key) + 1 if result.verdict == "correct" else 1
-        self.memory[key] = (result, passes)
-        if self.dir is not None:
+        """Keep `result`; a pass after passes counts one more, any other verdict starts again. With a disk
+        copy, the count is read and written under a lock, so evaluators sharing it never lose a failure."""
+        if self.dir is None:
+            self.memory[key] = (result, self.passes(key) + 1 if result.verdict == "correct" else 1)
+            return
+        with open(self.dir / ".lock", "a") as lock:  # one for the directory: a put is short
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            prior = self._read(key)
+            passes = (prior[1] if prior and prior[0].verdict == "correct" else 0) + 1 if result.verdict == "correct" else 1
+            self.memory[key] = (result, passes)
             tmp = self.dir / f".{key}.{os.getpid()}.tmp"
             tmp.write_text(json.dumps({"passes": passes, "result": result.model_dump(mode="json")}))
             os.replace(tmp, self.dir / f"{key}.json")

@@ -253,3 +253,21 @@ def test_result_cache_reads_plain_and_damaged_entries(tmp_path):
     cache.put("a", ok)
     assert ResultCache(str(tmp_path), confirmations=2).get("a").verdict == "correct"
     assert ResultCache(str(tmp_path), confirmations=3).get("a") is None
+
+
+def test_evaluators_sharing_a_result_cache_never_lose_a_failure(tmp_path):
+    """Evaluator A saw a lucky pass, B a failure, then A a pass again: the failure B wrote is what A counts
+    from, so the pass is not confirmed and nobody is served it."""
+    from pipeline.evaluation.result_cache import ResultCache
+    from pipeline.records import EvalResult
+    ok = EvalResult(task_id="t", candidate_hash="h", format="c2cuda", verdict="correct")
+    bad = ok.model_copy(update={"verdict": "incorrect"})
+    a, b = ResultCache(str(tmp_path), 2), ResultCache(str(tmp_path), 2)
+    a.put("k", ok)
+    assert a.get("k") is None and b.get("k") is None
+    b.put("k", bad)
+    a.put("k", ok)
+    assert a.get("k") is None and ResultCache(str(tmp_path), 2).get("k") is None
+    assert b.get("k").verdict == "incorrect"  # the failure it saw itself stays its answer
+    b.put("k", ok)  # a second pass in a row, seen by another evaluator: confirmed for all
+    assert a.get("k").verdict == "correct" and ResultCache(str(tmp_path), 2).get("k").verdict == "correct"
