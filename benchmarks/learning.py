@@ -161,12 +161,17 @@ def record_start(runs: Path, arm: str) -> None:
 
 
 def start_fingerprints(runs: Path) -> dict[str, str | None]:
-    """The fingerprint of the policy each arm started from (the SFT arm: the SFT policy present now)."""
+    """The fingerprint of the policy each arm started from. The SFT arm: the one its sft_summary.json names
+    (kept where results are carried without weights, as learning_h200.sh's archive does), else the weights
+    present now."""
     from pipeline.rl.tracking import weights_fingerprint
     out: dict[str, str | None] = {}
+    summary = sft_policy(runs).parent / "sft_summary.json"
     for arm, overrides in ARMS.items():
         if overrides is None:
-            out[arm] = weights_fingerprint(sft_policy(runs)) if any(sft_policy(runs).glob("*.safetensors")) else None
+            named = json.loads(summary.read_text()).get("weights_sha256") if summary.is_file() else None
+            out[arm] = named or (weights_fingerprint(sft_policy(runs)) if any(sft_policy(runs).glob("*.safetensors"))
+                                 else None)
         else:
             f = runs / arm / START_FILE
             out[arm] = json.loads(f.read_text())["weights_sha256"] if f.is_file() else None

@@ -437,7 +437,8 @@ def test_parse_init_of_records():
 def test_parse_init_of_a_graph_and_its_size(tmp_path):
     assert parse_init("graph(n, 1.0 / n)") == ("graph", "n", "1.0 / n")
     assert parse_init("graph(n, 1.0 / n)", {"n": 4}) == ("graph", 4, 0.25)
-    for bad, words in [("graph(n)", "node count and the edge probability"), ("graph(n, 2)", "probability in")]:
+    for bad, words in [("graph(n)", "node count and the edge probability"), ("graph(n, 2)", "strictly between 0 and 1"),
+                       ("graph(n, 0)", "same graph every time"), ("graph(n, 1.0)", "strictly between")]:
         with pytest.raises(TaskError, match=words):
             parse_init(bad, {"n": 4})
     raw = _saxpy_raw()
@@ -459,6 +460,11 @@ def test_records_need_a_pointer_to_whole_records_of_4_or_8_byte_integers(tmp_pat
     assert "args[2] ('x').init" in msg and "draws records" in msg and "'const size_t*'" in msg
     msg = _error(tmp_path, _records_task(size="2*n + 1"))
     assert "config 'small'" in msg and "not a whole number of records of 2 fields" in msg
+    raw = _records_task()
+    raw["args"][2]["init"] = "records(randint(-3, 3), uniform(-1, 1), sorted_by=1)"
+    assert "draws negative numbers into 'const size_t*'" in _error(tmp_path, raw)  # unsigned: sorted as huge ones
+    raw["args"][2]["ctype"] = "const long*"
+    load_task_file(_write(tmp_path, raw))  # a signed type holds them
 
 
 # ---------------------------------------------------------------------------------------------

@@ -158,9 +158,9 @@ def _parse_graph(tree: ast.Call, src: str, params: dict | None) -> tuple:
     if params is None:
         return ("graph", n, prob)
     n_v, p_v = eval_expr(n, params), eval_expr(prob, params)
-    if n_v != int(n_v) or n_v < 1 or not 0 <= p_v <= 1:
-        raise TaskError(f"init '{src}': graph needs a whole node count of at least 1 and a probability in [0, 1], "
-                        f"got {n_v} and {p_v}")
+    if n_v != int(n_v) or n_v < 1 or not 0 < p_v < 1:  # 0 or 1 would make every draw the same matrix
+        raise TaskError(f"init '{src}': graph needs a whole node count of at least 1 and a probability strictly "
+                        f"between 0 and 1 (0 or 1 gives the same graph every time), got {n_v} and {p_v}")
     return ("graph", int(n_v), float(p_v))
 
 

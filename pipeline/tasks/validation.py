@@ -216,6 +216,11 @@ def _validate_c2cuda(task: Task, path: str) -> list[str]:
                         if ptr and eval_expr(a.size, cfg.params) % n_fields:
                             raise TaskError(f"size '{a.size}' gives {eval_expr(a.size, cfg.params)} elements, not a "
                                             f"whole number of records of {n_fields} fields")
+                        if ptr and init[0] == "records" and arg_dtype(a).startswith("uint") and any(
+                                kind == "randint" and lo < 0 for kind, lo, _ in init[1]):
+                            raise TaskError(f"a randint field draws negative numbers into '{a.ctype}', which holds "
+                                            f"none (and would sort them as huge ones); draw from 0 up or use a signed "
+                                            f"type")
                         if ptr and init[0] == "graph" and eval_expr(a.size, cfg.params) != init[1] ** 2:
                             raise TaskError(f"size '{a.size}' gives {eval_expr(a.size, cfg.params)} elements, not the "
                                             f"{init[1]} x {init[1]} of the graph's adjacency matrix")

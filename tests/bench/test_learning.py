@@ -94,3 +94,14 @@ def test_a_two_step_experiment_runs_end_to_end_on_the_tiny_cpu_policy(learning, 
     assert starts["exec"] == starts["full"] == starts["sft"] and len(starts["sft"]) == 64
     assert result["start_policy"]["same_for_every_arm"] and starts["full_one_turn"] is None
     assert (runs / "learning.png").stat().st_size > 1000
+
+
+def test_the_sft_arms_start_is_read_from_its_summary_where_the_weights_were_not_carried(learning, tmp_path):
+    policy = learning.sft_policy(tmp_path)
+    policy.mkdir(parents=True)
+    assert learning.start_fingerprints(tmp_path)["sft"] is None
+    (policy.parent / "sft_summary.json").write_text(json.dumps({"weights_sha256": "ab" * 32}))
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / learning.START_FILE).write_text(json.dumps({"weights_sha256": "cd" * 32}))
+    starts = learning.start_fingerprints(tmp_path)
+    assert starts["sft"] == "ab" * 32 and starts["full"] == "cd" * 32  # different: the report says so
