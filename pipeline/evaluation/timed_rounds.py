@@ -41,8 +41,9 @@ and honest claims are believed (an empty batch left the checksum, the wake-up af
 context switch back out, and flipped honest candidates between their claim and a slower time).
 A round in which the GPU
 was busy just before it or around the candidate's batch (work left running, or another job) is
-repeated; after three such rounds the verdict is `evaluator_error` (no fair time could be taken): the
-candidate is neither rewarded nor blamed.
+repeated; after three such rounds the candidate's process is killed: if the GPU then falls idle, the
+work was the candidate's own (rejected, `work-left-running`), else the verdict is `evaluator_error` (no fair
+time could be taken): the candidate is neither rewarded nor blamed.
 """
 from __future__ import annotations
 
@@ -239,7 +240,7 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         slots, decoy = round_slots(n_calls, decoys)
         child.freeze()
         if clock.probe() > cfg.busy_probe_limit_s:  # something still runs on the GPU: not a fair round
-            busy = _busy(cd, busy, "before the round")
+            busy = _busy(ev, cd, busy, "before the round", child)
             continue
         seed = secrets.randbits(31)
         fresh_sets = [cd.fresh(seed * 64 + k) for k in slots]
@@ -257,7 +258,7 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         calibrations = [_calibration(ev, ci, fmt, len(slots), fill, sums) for _ in range(1 if rounds else 3)]
         t = times.spent("calibration", t)
         if any(b for _, b in calibrations):  # another job's work inflated the overhead: not a fair round
-            busy = _busy(cd, busy, "around the calibration")
+            busy = _busy(ev, cd, busy, "around the calibration", child)
             continue
         round_overheads = [s for s, _ in calibrations]
         overhead_s = round_overheads[-1]
@@ -283,7 +284,7 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         check_decoys(group, cd, decoy, decoy_sets)
         t = times.spent("check", t)
         if max(window.probe_before_s, window.probe_after_s) > cfg.busy_probe_limit_s:
-            busy = _busy(cd, busy, "around the candidate's batch")
+            busy = _busy(ev, cd, busy, "around the candidate's batch", child)
             continue
         if rounds:
             overheads += round_overheads
@@ -343,12 +344,34 @@ def ratio_settled(candidate_ms: list[float], baseline_ms: list[float], ci: float
     return t_975(n - 1) * statistics.stdev(logs) / math.sqrt(n) <= math.log1p(ci)
 
 
-def _busy(cd: ConfigData, busy: int, where: str) -> int:
-    """Count a round spoilt by other work on the GPU; after three, nothing fair can be measured here."""
-    if busy + 1 >= 3:
-        raise TaskBroken(f"config {cd.name}: the GPU stayed busy {where} in three rounds (work left running by "
-                         f"the candidate, or another job on this GPU), so no fair time could be taken")
-    return busy + 1
+def _busy(ev, cd: ConfigData, busy: int, where: str, child) -> int:
+    """Count a round spoilt by other work on the GPU. After three: if the GPU is idle once the candidate's
+    process is gone, that process left the work running (a kernel still going after its calls returned),
+    and the candidate is rejected; otherwise another job holds the GPU and nothing fair can be measured."""
+    if busy + 1 < 3:
+        return busy + 1
+    if _idle_without(ev, child):
+        raise Stop("rejected", f"config {cd.name}: the GPU stayed busy {where} in three rounds while the candidate's "
+                               f"process lived, and was idle once it was gone: it left work running on the GPU after "
+                               f"its calls returned", ["work-left-running"])
+    raise TaskBroken(f"config {cd.name}: the GPU stayed busy {where} in three rounds, also with the candidate's "
+                     f"process gone (another job on this GPU), so no fair time could be taken")
+
+
+IDLE_WAIT_S = 5.0  # how long the GPU may take to end a killed process's kernels and fall idle
+
+
+def _idle_without(ev, child) -> bool:
+    """Kill the candidate's process (its context's kernels end with it) and see whether the GPU falls idle:
+    three probes in a row within the limit, in at most IDLE_WAIT_S."""
+    child.kill()
+    deadline, idle = time.perf_counter() + IDLE_WAIT_S, 0
+    while time.perf_counter() < deadline:
+        idle = idle + 1 if ev.clock.probe() <= ev.cfg.busy_probe_limit_s else 0
+        if idle >= 3:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 SIGN_PERIOD = 1 << 22  # secret weights repeat with this period, so they stay small beside outputs of many GiB

@@ -49,6 +49,9 @@ class ScriptedChild:
     def thaw(self):
         self.frozen = False
 
+    def kill(self):
+        self.killed = True
+
     def request(self, msg, timeout_s):
         assert not getattr(self, "frozen", False), "a request to a frozen child would hang"
         t0 = time.perf_counter()
@@ -218,11 +221,24 @@ def test_input_mutation_in_a_timed_call_is_rejected():
     assert stop.value.verdict == "rejected" and stop.value.flags == ["input-mutation"]
 
 
-def test_a_gpu_that_stays_busy_gives_no_time_at_all():
+def test_a_gpu_that_stays_busy_gives_no_time_at_all(monkeypatch):
+    from pipeline.evaluation import timed_rounds
     from pipeline.evaluation.reference import TaskBroken
+    monkeypatch.setattr(timed_rounds, "IDLE_WAIT_S", 0.5)
     ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), busy_s=0.06)
-    with pytest.raises(TaskBroken, match="stayed busy"):
+    with pytest.raises(TaskBroken, match="another job"):  # busy also with the candidate's process gone
         time_config(ev, group, 0, cd, child, "c2cuda")
+    assert child.killed
+
+
+def test_work_left_running_by_the_candidate_is_its_own_fault():
+    """A candidate that leaves a kernel running after its calls return keeps the GPU busy; once its process is
+    killed the GPU falls idle, so it is rejected, not let off as the evaluator's failure (a neutral reward)."""
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), busy_s=0.06)
+    child.kill = lambda: setattr(ev.driver, "busy_s", 0.0)  # its kernels end with its process
+    with pytest.raises(Stop) as stop:
+        time_config(ev, group, 0, cd, child, "c2cuda")
+    assert stop.value.verdict == "rejected" and stop.value.flags == ["work-left-running"]
 
 
 def test_checksums_inside_the_window_pass_honest_outputs_and_fail_placeholders():
