@@ -24,11 +24,17 @@ c2cuda and light candidates (one .cu file), three checks, each in a scratch dire
    constructor is allowed (`__sti____cudaRegisterAll`, one entry in every known-good build), so
    `__attribute__((constructor))`, a constructor pointer placed in .init_array, and C++ globals
    with dynamic initialisers (g++'s `_GLOBAL__sub_I_*`) are `load-time-code`.
+4. System calls. `objdump -d` of the object's host code: a syscall, sysenter or int 0x80 instruction
+   (inline asm in a `__host__ __device__` function, bytes placed in code) enters the kernel without a
+   symbol the checks above would see; it is `process-or-file-or-network`. nvcc -E (step 1) preprocesses
+   the device pass, so host-only branches (`#ifndef __CUDA_ARCH__`) are checked only as written, by the
+   gate, and as built, here.
 
 kernelbench candidates (where the extension .so exists, i.e. on GPU hosts): the .so links libtorch,
 libc10 and Python dynamically, so no allow-list was measured for it; its undefined dynamic symbols
 are checked against DENIED_IN_EXTENSION, names a torch extension never needs (cuBLAS, which the
-kernelbench gate profile lets it link, is not among them). The CUDA rules of step 1 are those of the
+kernelbench gate profile lets it link, is not among them), and against THREADS_IN_EXTENSION (torch's thread
+pools: at::launch, at::parallel_for), and its code against system-call instructions (step 4). The CUDA rules of step 1 are those of the
 gate profile (gate.GateProfile), which is part of the cache key of the findings.
 
 What this does not protect against: code reached through data (a function pointer to a libc symbol
@@ -53,7 +59,8 @@ from pipeline.evaluation.gate import GateProfile, cuda_sources_of, gate_profile,
 from pipeline.evaluation.gate_cuda import _classify, finding, scan_cuda
 from pipeline.records import Candidate, Finding, Task
 
-CHECK_VERSION = "2"  # part of the cache key of a check's findings: bump when the rules change (2: gate profiles)
+CHECK_VERSION = "3"  # part of the cache key of a check's findings: bump when the rules change (2: gate profiles,
+                     # 3: system-call instructions, torch's thread pools in extensions)
 ADVICE = {
     "unlisted-symbol": "call only CUDA runtime launch, memory, error and occupancy functions, libm and the C++ "
                        "runtime basics",
@@ -122,6 +129,19 @@ DENIED_IN_EXTENSION = re.compile(
     r"|cuCtx(Create|SetCurrent|PushCurrent|PopCurrent|Destroy)\w*|cuDevicePrimaryCtx\w*|cuStreamCreate\w*"
     r"|cuLaunchHostFunc\w*|cuStreamAddCallback\w*|cuMemHostRegister\w*|cuEventCreate\w*|cuGraph\w+|cuIpc\w+"
     r"|cuStreamBeginCapture\w*")
+
+
+# torch's host threading reached by an extension (demangled names): at::launch runs a task on another thread,
+# at::parallel_for (inlined) calls OpenMP's runtime (GOMP_parallel, in torch's OpenMP builds) or
+# at::internal::invoke_parallel; std::thread starts through _M_start_thread.
+THREADS_IN_EXTENSION = re.compile(
+    r"GOMP_\w+|omp_\w+|__kmpc_\w+"
+    r"|(at|c10)::(launch|intraop_launch\w*|launch_no_thread_state|get_thread_pool|set_num_threads|set_num_interop_threads"
+    r"|init_num_threads|internal::(invoke_parallel|_parallel_run|lazy_init_num_threads)|(\w+::)*\w*ThreadPool\w*::\w+)"
+    r"|std::(thread|jthread)::\w+")
+# x86-64 instructions that enter the kernel directly, past every name the symbol checks read (inline asm in a
+# __host__ __device__ function, a .byte sequence): refused in the host code of an object or extension.
+_SYSCALL_INSN = re.compile(r"^\s*[0-9a-f]+:\s+(syscall|sysenter|int\s+\$0x80)\b", re.M)
 
 
 def symbol_allowed(name: str) -> bool:
@@ -326,11 +346,12 @@ def object_findings(source: str, obj: str, scratch: str, fmt: str, float32: bool
         needle = next((w for w in ("constructor", "destructor", "init_array", "section") if w in source),
                       re.sub(r"\(.*$", "", readable).split("::")[-1])
         out.append(_f("load-time-code", _line_of(source, needle), f"the built object {what}"))
-    return out
+    return out + syscall_findings(source, obj, scratch)
 
 
 def extension_findings(source: str, so_path: str, scratch: str, profile: GateProfile) -> list[Finding]:
-    """A kernelbench extension .so: its undefined dynamic symbols against DENIED_IN_EXTENSION."""
+    """A kernelbench extension .so: its undefined dynamic symbols against DENIED_IN_EXTENSION and
+    THREADS_IN_EXTENSION, and its code against system-call instructions."""
     out = []
     for kind, name, demangled in nm_symbols(so_path, scratch, "-D", "--undefined-only"):
         plain = name.split("@")[0]
@@ -339,6 +360,30 @@ def extension_findings(source: str, so_path: str, scratch: str, profile: GatePro
             rule = hit[0] if hit else "unlisted-symbol"
             out.append(finding(rule, _line_of(source, plain), f"the built extension needs the symbol {plain}"
                                + (f" ({hit[1]})" if hit else ""), ADVICE.get(rule)))
+        elif THREADS_IN_EXTENSION.fullmatch(_base_name(demangled.split("@")[0])):
+            base = _base_name(demangled.split("@")[0])
+            out.append(finding("threads", _line_of(source, base.split("::")[-1]),
+                               f"the built extension needs {base}, which runs work on another host thread"))
+    return out + syscall_findings(source, so_path, scratch)
+
+
+def syscall_findings(source: str, binary: str, scratch: str) -> list[Finding]:
+    """One finding per function of `binary`'s host code that holds a syscall, sysenter or int 0x80 instruction."""
+    proc = _run(["objdump", "-d", "-C", "--no-show-raw-insn", binary], scratch, 120)
+    if isinstance(proc, str) or proc.returncode:
+        raise RuntimeError(f"objdump -d {binary} failed: {proc if isinstance(proc, str) else proc.stderr}")
+    out, function = [], "?"
+    for line in proc.stdout.splitlines():
+        head = re.match(r"^[0-9a-f]+ <(.+)>:$", line)
+        if head:
+            function = head.group(1)
+            continue
+        m = _SYSCALL_INSN.match(line)
+        if m:
+            short = _base_name(function).split("::")[-1]
+            out.append(finding("process-or-file-or-network", _line_of(source, short) if short else 1,
+                               f"the built code of {function} holds the instruction {m.group(1)}, a direct system call",
+                               "make no system calls: keep inline assembly in __device__ functions"))
     return out
 
 

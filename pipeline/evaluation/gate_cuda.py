@@ -61,7 +61,8 @@ _INCLUDES = {"cuda_runtime.h", "cuda_runtime_api.h", "device_launch_parameters.h
              "cuda_bf16.h", "cuda_fp8.h", "mma.h", "cooperative_groups.h", "cuda/pipeline", "cuda/barrier",
              "stdint.h", "cstdint", "cstddef", "stddef.h", "math.h", "cmath", "cfloat", "float.h", "climits",
              "limits.h", "algorithm", "type_traits", "utility", "cstdio", "stdio.h", "assert.h", "cassert",
-             "vector_types.h", "cuda.h", "math_constants.h", "vector", "limits", "cuComplex.h"}
+             "vector_types.h", "cuda.h", "math_constants.h", "vector", "limits", "cuComplex.h",
+             "curand_kernel.h"}  # cuRAND's device generators (header only; its host API, curand.h, is not listed)
 _INCLUDE_PREFIXES = ("cooperative_groups/", "cub/", "cuda/std/")
 # parts of what torch/extension.h includes anyway
 _TORCH_INCLUDES = {"torch/extension.h", "ATen/cuda/CUDAContext.h", "c10/cuda/CUDAStream.h", "ATen/ATen.h",
@@ -95,6 +96,12 @@ _NAME_RULES = [
     ("threads", USE, r"async|fork|vfork", "starts a host thread or process"),
     ("threads", ANY, r"pthread_\w+|thrd_create|omp_\w+|__kmpc_\w+|cudaLaunchHostFunc|cudaStreamAddCallback",
      "runs host threads or callbacks"),
+    # torch's thread pools (at::launch runs its task on another thread, at::parallel_for on several)
+    ("threads", ANY, r"(::)?(at|c10|torch)::(internal::\w+|(\w+::)*(launch|intraop_launch\w*|launch_no_thread_state"
+     r"|parallel_for|parallel_reduce|invoke_parallel|\w*[Tt]hread[Pp]ool\w*|set_num_(interop_)?threads"
+     r"|init_num_threads|lazy_init_num_threads))\b.*", "runs work on torch's host threads"),
+    ("threads", ANY, r"intraop_launch\w*|launch_no_thread_state|parallel_for|parallel_reduce|invoke_parallel"
+     r"|\w*ThreadPool\w*|get_thread_pool|set_num_interop_threads", "runs work on torch's host threads"),
     ("process-or-file-or-network", USE,
      r"system|popen|exec(l|lp|le|v|vp|vpe|ve)|fexecve|posix_spawnp?|fopen(64)?|freopen|fdopen|open(64|at)?|creat"
      r"|tmpfile|unlink|dlopen|dlmopen|dlsym|dlvsym|mmap(64)?|mprotect|shm_open|socket|connect|bind|listen|accept"
@@ -156,7 +163,13 @@ conv2d conv3d conv_transpose2d layer_norm batch_norm group_norm linear where mas
 scatter scatter_ scatter_add scatter_add_ copy_ clone fill_ maximum minimum logsumexp lerp addcmul addcdiv tril triu flip
 roll repeat repeat_interleave erf erf_ sin cos reciprocal square t_ cpu numpy tolist item double half bfloat16 type
 any all count_nonzero nonzero unique sign floor ceil round trunc frac fmod remainder max_pool2d avg_pool2d dropout
-hardtanh leaky_relu elu selu softplus mish logsigmoid cross_entropy mse_loss nll_loss""".split())
+hardtanh leaky_relu elu selu softplus mish logsigmoid cross_entropy mse_loss nll_loss clamp_min clamp_min_ clamp_max
+clamp_max_ threshold threshold_ hardswish hardsigmoid relu6 softmin logaddexp heaviside xlogy true_divide floor_divide
+negative neg_ square_ exp2 sqrt_ rsqrt_ log2 log10 sinh cosh tan atan asin acos atan2 logit erfinv nan_to_num hypot
+bitwise_and bitwise_or bitwise_xor bitwise_not logical_and logical_or logical_xor logical_not eq ne lt le gt ge
+greater less greater_equal less_equal isnan isinf isfinite masked_select masked_scatter index_add index_add_
+index_fill index_copy index_put index_put_ take_along_dim argsort msort kthvalue median nansum nanmean std_mean
+var_mean cummax cummin logcumsumexp renorm cdist addr addbmm kron tensordot matrix_power inverse""".split())
 _DECL_PARENTS = {"function_declarator", "init_declarator", "pointer_declarator", "reference_declarator",
                  "array_declarator", "parameter_declaration", "optional_parameter_declaration", "declaration",
                  "field_declaration", "preproc_def", "preproc_function_def", "preproc_params"}
@@ -284,12 +297,100 @@ def _c_linkage(node: Node) -> bool:
 
 
 def _device_context(node: Node) -> bool:
+    """Whether `node` is compiled for the GPU only: inside a __device__ or __global__ function (or lambda) that is
+    not also __host__, and in no preprocessor branch taken only without __CUDA_ARCH__ (the host pass). A
+    __host__ __device__ function is host code: its host copy runs whatever it holds (a syscall asm under
+    `#ifndef __CUDA_ARCH__`), and a candidate could define __CUDA_ARCH__ itself."""
+    child = node
     for a in _ancestors(node, 10_000):
-        if a.type == "function_definition" and any(c.type in ("__device__", "__global__") for c in a.children):
-            return True
-        if a.type == "lambda_expression" and "__device__" in _text(a).split("{")[0]:
-            return True
+        if a.type in ("preproc_ifdef", "preproc_if", "preproc_elif") and _host_branch(a, child):
+            return False
+        if a.type == "function_definition":
+            specs = {c.type for c in a.children}
+            return bool(specs & {"__device__", "__global__"}) and "__host__" not in specs
+        if a.type == "lambda_expression":
+            head = _text(a).split("{")[0]
+            return "__device__" in head and "__host__" not in head
+        child = a
     return False
+
+
+def _host_branch(branch: Node, child: Node) -> bool:
+    """Whether `child` of the #if/#ifdef/#elif `branch` is in a part the host pass compiles and the device
+    pass does not: the body of `#ifndef __CUDA_ARCH__` / `#if !defined(__CUDA_ARCH__)`, or what follows
+    `#else`/`#elif` of `#ifdef __CUDA_ARCH__` / `#if __CUDA_ARCH__ >= 800`."""
+    if branch.type == "preproc_ifdef":
+        name = branch.child_by_field_name("name")
+        if name is None or _text(name) != "__CUDA_ARCH__":
+            return False
+        negated = _text(branch.children[0]).replace(" ", "") == "#ifndef"
+    else:
+        cond = branch.child_by_field_name("condition")
+        text = _text(cond) if cond is not None else ""
+        if "__CUDA_ARCH__" not in text:
+            return False
+        negated = bool(re.search(r"!\s*(defined\b|\(?\s*__CUDA_ARCH__)", text))
+    alternative = branch.child_by_field_name("alternative")
+    in_alternative = alternative is not None and alternative.id == child.id
+    return negated != in_alternative
+
+
+_AT_IN_SCOPE = re.compile(r"\busing\s+namespace\s+(::\s*)?(at|torch|c10)\b|\busing\s+(::\s*)?(at|torch|c10)\s*::\s*launch\b")
+_OWN_LAUNCH = re.compile(r"\blaunch\s*=[^=]|[\w>&*]\s+launch\s*[;,)=]")  # auto launch = [&](...) {...}; F launch
+_PTX_LOW = re.compile(r"\.(f16|bf16|e4m3|e5m2|e2m1|e3m2|e2m3|tf32|f8\w*|f6\w*|f4\w*)(x2|x4)?\b")
+
+
+def _string_macros(root: Node) -> dict[str, str]:
+    """Object-like macros whose bodies are string literals (and such macros): `#define TY "f16"` -> {TY: f16}."""
+    bodies = {}
+    for node in _walk(root):
+        if node.type == "preproc_def":
+            name, value = node.child_by_field_name("name"), node.child_by_field_name("value")
+            if name is not None and value is not None:
+                bodies[_text(name)] = _text(value)
+    out: dict[str, str] = {}
+
+    def expand(body: str, depth: int) -> str:
+        parts = re.findall(r'"(?:\\.|[^"\\])*"|[A-Za-z_]\w*', _strip(body, keep_strings=True))
+        return "".join(_unescape(p[1:-1]) if p.startswith('"') else
+                       (expand(bodies[p], depth + 1) if p in bodies and depth < 8 else "") for p in parts)
+    for name, body in bodies.items():
+        out[name] = expand(body, 0)
+    return out
+
+
+def _unescape(literal: str) -> str:
+    """The characters a C string literal's body stands for (\\x31 -> 1, \\061 -> 1, \\n -> newline)."""
+    simple = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+
+    def one(m: re.Match) -> str:
+        e = m.group(1)
+        if e[0] in "xX":
+            return chr(int(e[1:], 16) % 0x110000)
+        if e[0] in "01234567":
+            return chr(int(e, 8))
+        return simple.get(e, e)
+    return re.sub(r"\\([xX][0-9a-fA-F]+|[0-7]{1,3}|.)", one, literal)
+
+
+def _asm_text(asm: Node | None, macros: dict[str, str]) -> str:
+    """The assembly of an asm statement as the compiler reads it: adjacent string literals concatenated,
+    escapes decoded and string macros of the same source expanded (`"cvt.rn.f" "16"`, `"cvt.rn." TY`)."""
+    if asm is None:
+        return ""
+    # every literal and name in it, in order (a macro name between literals may sit in an ERROR node)
+    pieces = [n for n in _walk(asm) if n.type in ("string_literal", "raw_string_literal", "identifier")]
+    out = []
+    for p in pieces:
+        text = _text(p)
+        if p.type == "identifier":
+            out.append(macros.get(text, ""))
+        elif p.type == "raw_string_literal":
+            m = re.match(r'(?:u8|u|U|L)?R"([^(]*)\((.*)\)\1"$', text, re.S)
+            out.append(m.group(2) if m else text)
+        elif p.type == "string_literal":
+            out.append(_unescape(re.sub(r'^(?:u8|u|U|L)?"|"$', "", text)))
+    return "".join(out)
 
 
 def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool, profile: GateProfile) -> CudaScan:
@@ -309,6 +410,8 @@ def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool, profi
             add(hit[0], text_line, hit[1])
 
     tree = cuda_ast.parse(text)
+    macros = _string_macros(tree.root_node)
+    unqualified_launch: list[int] = []
     for node in _walk(tree.root_node):
         t, line = node.type, node.start_point.row + 1
         if t in ("identifier", "type_identifier", "field_identifier"):
@@ -318,6 +421,8 @@ def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool, profi
             if kind == "call" or (top.parent is not None and top.parent.type == "pointer_expression"
                                   and _text(top.parent).lstrip().startswith("&")):  # called, or its address taken
                 scan.called.add(_text(node))
+                if _text(node) == "launch" and "::" not in qual:
+                    unqualified_launch.append(line)
         elif t == "preproc_include":
             path = node.child_by_field_name("path")
             raw = _text(path) if path is not None else ""
@@ -338,11 +443,11 @@ def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool, profi
                 add("threads", line, "uses an OpenMP pragma")
         elif t == "gnu_asm_expression":
             if not _device_context(node):
-                add("inline-asm-host", line, "has an asm statement outside device code")
-            asm = node.child_by_field_name("assembly_code")
-            m = re.search(r"\.(f16|bf16|e4m3|e5m2|e2m1|e3m2|e2m3|tf32)(x2)?\b", _text(asm) if asm else "")
+                add("inline-asm-host", line, "has an asm statement in host code (outside a __device__ or __global__ "
+                                             "function, in a __host__ __device__ one, or under #ifndef __CUDA_ARCH__)")
+            m = _PTX_LOW.search(_asm_text(node.child_by_field_name("assembly_code"), macros))
             if float32 and m:
-                add("precision-downgrade", line, f"{_PREC} (PTX .{m.group(1)})")
+                add("precision-downgrade", line, f"{_PREC} (PTX .{m.group(1)}{m.group(2) or ''})")
         elif t == "function_definition":
             name = _function_name(node)
             specs = {c.type for c in node.children}
@@ -357,6 +462,12 @@ def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool, profi
                 scan.declared.append((name, line_offset + line))
                 if _c_linkage(node):
                     scan.c_declared.add(name)
+    # with `using namespace at;` (or torch, whose namespace uses at's) an unqualified launch(...) is at::launch, a
+    # task on another thread; a function, lambda or variable of the source's own named launch is that instead
+    if fmt == "kernelbench" and _AT_IN_SCOPE.search(text) and not _OWN_LAUNCH.search(text) \
+            and not any(f.name.split("::")[-1] == "launch" for f in scan.functions):
+        for line in unqualified_launch:
+            add("threads", line, "calls launch, which the source does not define (at::launch runs it on another thread)")
     _supplement(text, add, fmt, float32, profile)
     return scan
 
@@ -365,7 +476,46 @@ def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool, profi
 _LEXEME = re.compile(r"""//[^\n]*|/\*.*?\*/|\b[0-9][\w'.]*|R"([^(\s"\\]{0,16})\(.*?\)\1"|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'""",
                      re.S)
 _DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(include_next|include|import|embed)\b[ \t]*(.*)$", re.M)
-_STREAM_CAST = re.compile(r"(\(\s*cudaStream_t\s*\)|_cast\s*<\s*cudaStream_t\s*>)\s*\(?\s*(0[xX])?0*[1-9a-fA-F]")
+# A cast to a stream handle: C-style, named (static_cast, reinterpret_cast, bit_cast), functional (cudaStream_t(v)),
+# __builtin_bit_cast, to the handle's pointer or reference type or to decltype of a stream variable. Only a null
+# handle or torch's current (or default) stream may be cast: any other value names a stream the harness did not
+# pass (2 is the per-thread stream; an integer from Python can be any stream).
+_STREAM_TYPE = (r"(?:const\s+)?(?:struct\s+)?(?:cudaStream_t|CUstream|CUstream_st|cudaStream_st)\b\s*(?:const\s*)?[*&]*"
+                r"\s*(?:const\s*)?|decltype\s*\([^()]*\)\s*[*&]*\s*")
+_STREAM_CAST = re.compile(rf"\(\s*(?:{_STREAM_TYPE})\)|\b\w*_cast\s*<\s*(?:{_STREAM_TYPE})>\s*(?=\()"
+                          rf"|\b(?:cudaStream_t|CUstream)\s*(?=[({{])|__builtin_bit_cast\s*\(\s*(?:{_STREAM_TYPE}),")
+_STREAM_ALIAS = re.compile(r"\btypedef\b[^;{}]*\b(cudaStream_t|CUstream|CUstream_st|cudaStream_st)\b"
+                           r"|\busing\s+\w+\s*=[^;{}]*\b(cudaStream_t|CUstream|CUstream_st|cudaStream_st)\b"
+                           r"|\bunion\b[^;{}]*\{[^}]*\b(cudaStream_t|CUstream|CUstream_st|cudaStream_st)\b")
+_NULL_OR_CURRENT = re.compile(r"\(*\s*(0+[uUlL]*|0[xX]0+[uUlL]*|nullptr|NULL)\s*\)*|\{\s*\}"
+                              r"|.*\b(getCurrentCUDAStream|getDefaultCUDAStream)\s*\(.*", re.S)
+
+
+def _cast_operand(code: str, pos: int) -> str:
+    """The expression a cast ending at `pos` applies to: a bracketed group, or a name, number or call chain."""
+    i = pos
+    while i < len(code) and code[i] in " \t\n":
+        i += 1
+    while i < len(code) and code[i] in "&*!~+- \t\n":  # unary operators: *(long*)&v
+        i += 1
+    start, depth = i, 0
+    while i < len(code):
+        c = code[i]
+        if depth == 0 and code.startswith("->", i):
+            i += 2
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            if depth == 0:
+                break
+            depth -= 1
+            if depth == 0 and code[start] in "({" and i > start:
+                return code[start:i + 1]
+        elif depth == 0 and not (c.isalnum() or c in "_:."):
+            break
+        i += 1
+    return code[start:i]
 
 
 def _blank(m: re.Match, keep_strings: bool) -> str:
@@ -413,4 +563,11 @@ def _supplement(text: str, add, fmt: str, float32: bool, profile: GateProfile) -
     if "##" in code:
         add("token-paste", line_of(code.index("##")), "pastes tokens together with ##")
     for m in _STREAM_CAST.finditer(code):
-        add("side-stream", line_of(m.start()), "casts a constant to a stream handle (a per-thread or other stream)")
+        operand = "" if m.group().startswith("__builtin") else _cast_operand(code, m.end())
+        if m.group().startswith("__builtin") or not _NULL_OR_CURRENT.fullmatch(operand.strip()):
+            shown = re.sub(r"\s+", " ", operand.strip())[:40] or "a value"
+            cast = re.sub(r"[(\s]+$", "", re.sub(r"\s+", " ", m.group()))
+            add("side-stream", line_of(m.start()), f"casts {shown} with {cast}, to a stream handle that may name a "
+                                                   f"stream other than the current one")
+    for m in _STREAM_ALIAS.finditer(code):
+        add("side-stream", line_of(m.start()), "gives the stream handle type another name (typedef, using or a union)")

@@ -7,8 +7,12 @@ Names are checked by allow-list (ALLOWED_NAMES): every attribute chain that star
 module (`torch.cuda.Stream`, `F.relu`, `getattr(torch, "sys")`) is resolved on the installed modules
 and must reach only modules of the list and names that are not denied; imports, introspection,
 try statements, patching and tensor subclasses are refused everywhere in the file (module level,
-__init__, forward); torch compute is refused only where forward can reach it, and only under a gate
-profile (gate.GateProfile) without torch_compute; a profile may add modules. The load_inline sources
+__init__, forward). A module may only be named, never passed on as a value (`[torch][0]`, `(lambda: torch)()`),
+so every chain read from it stays resolvable; on receivers the gate cannot resolve, private attributes, module
+names (`.sys`), frame, generator and code attributes (`.gi_frame`, `.f_back`, `co_*`), stream and event
+constructors and shared-memory methods are refused by name; attributes are assigned only on self. Torch compute
+(torch calls, tensor methods, operators on tensors) is refused only where forward can reach it, and only under a
+gate profile (gate.GateProfile) without torch_compute; a profile may add modules. The load_inline sources
 must be constants; they are extracted here with their lines mapped into the Python file (their flags,
 linker flags and include paths are checked in gate.py).
 Each finding names the rule (`Finding.rule`) and the 1-based line of the candidate file.
@@ -25,7 +29,7 @@ import typing
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from pipeline.evaluation.gate_cuda import COMPUTE_METHODS, finding
+from pipeline.evaluation.gate_cuda import finding
 from pipeline.records import Finding
 
 if TYPE_CHECKING:
@@ -64,7 +68,7 @@ _KEYWORDS = {"name", "cpp_sources", "cuda_sources", "functions", "extra_cflags",
 # private (_x), and no object on the way may be one of DENIED_NAMES (found by identity, so an alias
 # such as torch.cuda.streams.Stream is the same denied object). From typing only typing's own names
 # (typing.__all__: Optional, List, Tuple, ...) are allowed. Torch compute that these names allow is
-# still refused in code forward can reach (_check_compute); at module level and in __init__ it is fine.
+# still refused in code forward can reach (gate_compute.check_compute); at module level and in __init__ it is fine.
 # A gate profile may add modules (GateProfile.modules: numpy for kernelbench); they are then
 # resolved the same way, and DENIED_NAMES applies to them too.
 ALLOWED_MODULES = {
@@ -80,6 +84,9 @@ ALLOWED_MODULES = {
     "itertools": "everything", "collections": "containers", "collections.abc": "abstract containers",
     "functools": "reduce, partial",
 }
+# Names allowed inside a module that is not: the chain may continue past them (Function.apply), the rest of
+# the module stays refused (torch.autograd.graph hooks, torch.autograd.profiler).
+ALLOWED_NAMES = {"torch.autograd.Function": "a custom autograd function around a kernel (forward and backward of its own)"}
 DENIED_NAMES = {
     "side-stream": ["torch.Stream", "torch.cuda.Stream", "torch.cuda.ExternalStream", "torch.cuda.StreamContext",
                     "torch.cuda.stream", "torch.cuda.set_stream", "torch.cuda.default_stream", "torch.cuda.streams"],
@@ -92,13 +99,39 @@ DENIED_NAMES = {
                                    "numpy.fromregex", "numpy.memmap", "numpy.ndarray.tofile", "numpy.ndarray.dump"],
     "torch-state": ["torch.set_float32_matmul_precision", "torch.set_flush_denormal", "torch.cuda.empty_cache"],
     "introspection": ["torch.cuda.cudart", "torch.compile", "torch.set_default_device", "torch.get_file_path",
-                      "torch.typename", "torch.cuda.check_error", "torch.cuda.init"],
+                      "torch.typename", "torch.cuda.check_error", "torch.cuda.init",
+                      # evaluate annotation strings as code (an annotation "__import__('os')" is never checked)
+                      "typing.get_type_hints", "typing.ForwardRef", "functools.singledispatch",
+                      "functools.singledispatchmethod"],
 }
 # Methods that read or write files or shared memory by name, refused on any receiver (a tensor, an array,
 # a storage): the names above are found on modules, these on objects the gate cannot follow.
 FILE_METHODS = {"tofile", "dump", "fromfile", "from_file", "_share_filename_cpu_", "_new_shared_filename_cpu",
                 "_new_using_filename_cpu", "_share_fd_cpu_", "_new_shared_fd_cpu", "_release_ipc_counter_cuda",
-                "_share_cuda_", "_new_shared_cuda", "_write_file", "_set_from_file", "_new_with_file"}
+                "_share_cuda_", "_new_shared_cuda", "_write_file", "_set_from_file", "_new_with_file",
+                "share_memory_", "share_memory", "_new_shared", "_shared_incref", "_shared_decref",
+                "_new_shared_filename", "_new_using_fd_cpu", "_get_shared_fd", "_release_ipc_counter", "_get_filename"}
+# Attributes of frames, tracebacks, generators, coroutines, async generators and code objects, and the
+# calls that return frames: refused on any receiver (a generator's gi_frame.f_back reaches the harness's
+# frames and globals without naming sys or inspect). Every co_* attribute is refused as well (_FRAME_ATTRIBUTE).
+FRAME_ATTRIBUTES = {"f_back", "f_builtins", "f_code", "f_globals", "f_lasti", "f_lineno", "f_locals", "f_trace",
+                    "f_trace_lines", "f_trace_opcodes", "f_generator", "tb_frame", "tb_lasti", "tb_lineno", "tb_next",
+                    "gi_code", "gi_frame", "gi_running", "gi_suspended", "gi_yieldfrom", "cr_await", "cr_code",
+                    "cr_frame", "cr_origin", "cr_running", "cr_suspended", "ag_await", "ag_code", "ag_frame",
+                    "ag_running", "cell_contents", "func_globals", "func_code", "_getframe", "_getframemodulename",
+                    "_current_frames", "_current_exceptions", "currentframe", "settrace", "setprofile", "gettrace",
+                    "getprofile", "exc_info", "last_traceback", "last_exc"}
+_FRAME_ATTRIBUTE = re.compile(r"co_\w+|_co_\w+")
+# Stream, event and graph constructors by the attribute name, refused on any receiver (a module the gate
+# cannot follow, `[torch][0].cuda.Stream`, or an object); torch.cuda.current_stream stays allowed.
+STREAM_ATTRIBUTES = {"Stream", "ExternalStream", "StreamContext", "get_stream_from_external", "set_stream",
+                     "default_stream", "wait_stream", "record_stream", "StreamObjType", "_set_stream_by_id"}
+EVENT_ATTRIBUTES = {"Event", "CUDAGraph", "make_graphed_callables", "graph_pool_handle", "wait_event", "record_event"}
+# Module names that are never an honest attribute: refused on receivers the gate cannot resolve
+# (`[torch][0].nn.modules.module.sys`); on resolvable chains name_verdict finds the module itself.
+MODULE_ATTRIBUTES = {"sys", "os", "builtins", "importlib", "ctypes", "_ctypes", "subprocess", "threading", "_thread",
+                     "multiprocessing", "gc", "inspect", "traceback", "socket", "shutil", "pathlib", "pty", "mmap",
+                     "pickle", "cffi", "weakref", "asyncio", "concurrent", "signal", "resource", "tempfile", "posix"}
 _IMPORTABLE = {"torch", "torch.nn", "torch.nn.functional", "torch.utils.cpp_extension", "math", "typing", "__future__",
                "itertools", "collections", "collections.abc", "functools"}
 _NO_MODULES: frozenset[str] = frozenset()
@@ -177,7 +210,8 @@ def name_verdict(qual: str, extra: frozenset[str] = _NO_MODULES) -> tuple[str, s
         hit = _denied_objects(extra).get(id(nxt))
         if hit:
             return hit[0], f"uses {path}" + (f" (that is {hit[1]})" if hit[1] != path else "")
-        if isinstance(nxt, types.ModuleType) and nxt.__name__ not in ALLOWED_MODULES and nxt.__name__ not in extra:
+        if isinstance(nxt, types.ModuleType) and nxt.__name__ not in ALLOWED_MODULES and nxt.__name__ not in extra \
+                and not any(qual == n or qual.startswith(n + ".") for n in ALLOWED_NAMES if n.startswith(path + ".")):
             root = nxt.__name__.split(".")[0]
             rule = next((r for r, names in _MODULE_RULES if root in names), "introspection")
             return rule, f"reaches the module {nxt.__name__} through {path}"
@@ -206,7 +240,8 @@ ADVICE = {
     "threads": "do all the work from the calling thread",
     "timing-tamper": "do not patch modules or time anything; the harness does the timing",
     "precision-downgrade": "compute in float32, the task's precision",
-    "dynamic-build": "pass load_inline string literals, lists of them, or module-level variables assigned only them",
+    "dynamic-build": "pass load_inline string literals, lists of them, or variables (of the module or of the "
+                     "function that calls it) assigned only them",
     "compile-flags": "use only flags such as -O3, --use_fast_math or -DNAME",
     "tensor-subclass": "return plain tensors; do not subclass torch.Tensor",
     "no-device-code": "write at least one __global__ kernel that does the work",
@@ -267,13 +302,19 @@ def _check_python(source: str, float32: bool, profile: GateProfile) -> tuple[lis
     _check_imports(tree, out, profile)
     _check_modelnew(tree, aliases, out)
     _check_nodes(tree, aliases, float32, out, profile.modules)
+    _check_module_values(tree, aliases, out, profile.modules)
     if not profile.torch_compute:
-        _check_compute(tree, aliases, out)
+        from pipeline.evaluation.gate_compute import check_compute  # it builds on this module's resolver
+        check_compute(tree, aliases, out)
     calls = []
     assigns = _module_assigns(tree)
+    enclosing = _enclosing_functions(tree)
     for call in _load_inline_calls(tree, aliases):
+        function = enclosing.get(id(call))
+        # Python's scoping: a name bound anywhere in the function the call sits in is that function's
+        scope = assigns if function is None else assigns | _scope_assigns(tree, function)
         try:
-            calls.append(_evaluate_call(call, assigns))
+            calls.append(_evaluate_call(call, scope))
         except _Dynamic as e:
             out.append(_f("dynamic-build", e.line, e.what))
     for line in _load_inline_refs(tree, aliases):
@@ -295,6 +336,8 @@ def _check_imports(tree: ast.AST, out: list[Finding], profile: GateProfile) -> N
             bad = []
             for a in node.names:
                 full = f"{mod}.{a.name}"
+                if full in ALLOWED_NAMES:  # from torch.autograd import Function
+                    continue
                 if mod not in importable:
                     bad.append((full, None))
                 elif mod == "torch.utils.cpp_extension" and a.name != "load_inline":
@@ -341,6 +384,9 @@ def _check_nodes(tree: ast.Module, aliases: dict[str, str], float32: bool, out: 
                  modules: frozenset[str]) -> None:
     skip = _excluded(tree)
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    own = _own_objects(tree, aliases)
+    shadowed = _local_names(tree)
+    on_the_way = _on_the_way_to_allowed_names(tree, aliases)
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 1)
         if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
@@ -348,13 +394,17 @@ def _check_nodes(tree: ast.Module, aliases: dict[str, str], float32: bool, out: 
         elif isinstance(node, ast.Name):
             if node.id in ("Model", "get_inputs", "get_init_inputs") and id(node) not in skip:
                 out.append(_f("reference-use", line, f"uses the reference's {node.id}"))
-            elif node.id in _INTROSPECTION_NAMES or (re.fullmatch(r"__\w+__", node.id) and node.id != "__name__"):
+            elif (node.id in _INTROSPECTION_NAMES and id(node) not in shadowed) or (
+                    re.fullmatch(r"__\w+__", node.id) and node.id != "__name__"):
                 out.append(_f("introspection", line, f"uses {node.id}"))
             elif node.id in _ATTRIBUTE_BUILTINS and id(node) not in called:
                 out.append(_f("introspection", line, f"passes on {node.id} (it is allowed only called directly, "
                                                      f"with a constant name)"))
         elif isinstance(node, ast.Attribute):
-            _check_attribute(node, aliases, float32, out, modules)
+            if id(node) not in on_the_way:
+                _check_attribute(node, aliases, float32, out, modules)
+            if isinstance(node.ctx, (ast.Store, ast.Del)):
+                _check_attribute_store(node, aliases, out, own)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                 node.func.id in ("getattr", "setattr", "delattr", "hasattr"):
             key = node.args[1] if len(node.args) > 1 else None
@@ -371,11 +421,18 @@ def _check_nodes(tree: ast.Module, aliases: dict[str, str], float32: bool, out: 
                             modules)
             if node.func.id in ("setattr", "delattr") and node.args and _qual(node.args[0], aliases):
                 out.append(_f("timing-tamper", line, f"patches {_qual(node.args[0], aliases)} with {node.func.id}"))
-        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
-            for t in node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]:
-                base = t.value if isinstance(t, (ast.Attribute, ast.Subscript)) else None
-                if base is not None and _qual(base, aliases):
-                    out.append(_f("timing-tamper", line, f"patches {ast.unparse(t)}, an attribute of a module"))
+            elif node.func.id in ("setattr", "delattr") and node.args and not (
+                    isinstance(node.args[0], ast.Name) and node.args[0].id == "self" or _self_rooted(node.args[0])):
+                out.append(finding("timing-tamper", line, f"changes an attribute of {_short(node.args[0])} with "
+                                                          f"{node.func.id}, an object other than self",
+                                   "keep state on self; do not patch modules, classes or objects you did not make"))
+
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) and _qual(node.value, aliases):
+            out.append(_f("timing-tamper", line, f"patches {_short(node)}, an item of {_qual(node.value, aliases)}"))
+        elif isinstance(node, ast.MatchClass) and (node.patterns or node.kwd_attrs):
+            out.append(finding("introspection", line, f"reads attributes with the class pattern {_short(node)} in a "
+                                                      f"match statement, which the gate cannot follow",
+                               "read attributes as x.name"))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in (
                 "__torch_function__", "__torch_dispatch__"):
             out.append(_f("tensor-subclass", line, f"defines {node.name}"))
@@ -384,6 +441,140 @@ def _check_nodes(tree: ast.Module, aliases: dict[str, str], float32: bool, out: 
         if float32 and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 node.func.attr in ("half", "bfloat16"):
             out.append(_f("precision-downgrade", line, f"converts with .{node.func.attr}(), lower precision than float32"))
+
+
+def _check_attribute_store(node: ast.Attribute, aliases: dict[str, str], out: list[Finding], own: set[int]) -> None:
+    """An attribute assigned or deleted (any target: =, +=, for, with ... as, del): only on the candidate's own
+    objects (self, or a name _own_objects vouches for).
+
+    `torch.x = ...`, `type(t).add = f`, `x.data = y` on forward's input: anything else may be a module, a class, the
+    harness's tensors or its state.
+    """
+    line, base = node.lineno, node.value
+    root = _root(base)
+    if _qual(base, aliases):
+        out.append(_f("timing-tamper", line, f"patches {_short(node)}, an attribute of {_qual(base, aliases)}"))
+    elif not (isinstance(root, ast.Name) and (root.id == "self" or id(root) in own)):
+        out.append(finding("timing-tamper", line, f"assigns to {_short(node)}, an attribute of an object other than "
+                                                  f"self or one this code made with torch (what the gate cannot name "
+                                                  f"may be torch, the harness or its inputs)",
+                           "keep state on self; do not patch modules, classes or objects you did not make"))
+
+
+def _own_objects(tree: ast.Module, aliases: dict[str, str]) -> set[int]:
+    """ids of Name nodes that stand for an object the candidate made: in one scope (a function, or the module),
+    a name every binding of which is the result of a call of a torch name (`conv = nn.Conv2d(...)`,
+    `w = torch.empty(n)`), or the first argument of a torch.autograd.Function's staticmethod (`ctx`). A name also
+    bound any other way there (a parameter, `m = type(x)`, a loop, global) is not vouched for, and neither is a
+    name read in a nested function (it may be that function's parameter or the enclosing scope's)."""
+    own: set[int] = set()
+    # the staticmethods of a torch.autograd.Function subclass: their first argument is autograd's context of this call
+    autograd_methods = {id(f) for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+                        and any(_qual(b, aliases) == "torch.autograd.Function" for b in c.bases)
+                        for f in c.body if isinstance(f, ast.FunctionDef)
+                        and any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in f.decorator_list)}
+    scopes = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+    for scope in scopes:
+        nodes = list(_scope_nodes(scope))
+        made = {id(t) for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Call)
+                and (_qual(n.value.func, aliases) or "").startswith("torch.")
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])}
+        good: dict[str, bool] = {}
+
+        def bind(name: str, ok: bool) -> None:
+            good[name] = good.get(name, True) and ok
+        if not isinstance(scope, ast.Module):
+            args = scope.args
+            params = args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]
+            for k, a in enumerate(params):
+                bind(a.arg, k == 0 and id(scope) in autograd_methods)
+        for n in nodes:
+            if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+                bind(n.id, id(n) in made)
+            elif isinstance(n, (ast.Global, ast.Nonlocal)):
+                for name in n.names:
+                    bind(name, False)
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not scope:
+                bind(n.name, False)
+            elif isinstance(n, ast.alias):
+                bind((n.asname or n.name).split(".")[0], False)
+        own |= {id(n) for n in nodes if isinstance(n, ast.Name) and good.get(n.id)}
+    return own
+
+
+def _on_the_way_to_allowed_names(tree: ast.Module, aliases: dict[str, str]) -> set[int]:
+    """ids of the inner attributes of a chain that names one of ALLOWED_NAMES (`torch.autograd` of
+    `torch.autograd.Function`): on its own the module would be refused, on the way to the name it is not."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        q = _qual(node, aliases) if isinstance(node, ast.Attribute) else None
+        allowed = next((n for n in ALLOWED_NAMES if q and (q == n or q.startswith(n + "."))), None)
+        inner = node.value if allowed else None
+        while isinstance(inner, ast.Attribute) and allowed.startswith((_qual(inner, aliases) or "\0") + "."):
+            out.add(id(inner))
+            inner = inner.value
+    return out
+
+
+def _local_names(tree: ast.Module) -> set[int]:
+    """ids of Name nodes that are a function's local variable (`def forward(self, input)`, `type = x.dtype`): a
+    name bound anywhere in a function (a parameter, an assignment, a loop target) is local throughout it, so it
+    never reaches the builtin of that spelling. Targets inside comprehensions (their own scope) do not make a
+    name local; names declared global or nonlocal and module-level names (`del` there would uncover the
+    builtin) are never counted."""
+    out: set[int] = set()
+    for scope in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))):
+        nodes = list(_scope_nodes(scope))
+        comprehension = {id(x) for n in nodes if isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp))
+                         for x in ast.walk(n)}
+        args = scope.args
+        local = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]}
+        local |= {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                  and id(n) not in comprehension}
+        local -= {name for n in nodes if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+        out |= {id(n) for n in nodes if isinstance(n, ast.Name) and n.id in local}
+    return out
+
+
+def _scope_nodes(scope: ast.AST):
+    """Every node of `scope`'s own code: its body without the bodies of functions and lambdas defined in it
+    (their def nodes are included, as bindings of their names)."""
+    todo = list(scope.body) if isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)) else [scope.body]
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            todo.extend(node.decorator_list)  # decorators and defaults run in this scope
+            todo.extend(d for d in node.args.defaults + node.args.kw_defaults if d is not None)
+        elif isinstance(node, ast.Lambda):
+            todo.extend(d for d in node.args.defaults + node.args.kw_defaults if d is not None)
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _check_module_values(tree: ast.Module, aliases: dict[str, str], out: list[Finding], modules: frozenset[str]) -> None:
+    """A module may only be named: read through an attribute (`torch.x`), given to getattr/hasattr, or bound to a
+    plain name (`T = torch`, followed as an alias). Anywhere else (`[torch][0]`, `(lambda: torch)()`, `f(torch)`,
+    `self.t = torch`, a class attribute, `match torch:`) the value leaves what _qual resolves, and every chain read
+    from it (`[torch][0]._C`, `.cuda.Stream()`, `.nn.modules.module.sys`) would go unchecked."""
+    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    for node in ast.walk(tree):
+        if not (isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load)
+                or isinstance(node, ast.Call)):  # getattr(torch, "cuda") is a module too
+            continue
+        q = _qual(node, aliases)
+        if not q or not isinstance(_lookup(q, modules), types.ModuleType):
+            continue
+        up = parents.get(id(node))
+        if isinstance(up, ast.Attribute) or isinstance(up, ast.Expr) or (
+                isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id in _ATTRIBUTE_BUILTINS
+                and up.args and up.args[0] is node) or (
+                isinstance(up, ast.Assign) and up.value is node and len(up.targets) == 1
+                and isinstance(up.targets[0], ast.Name) and not isinstance(parents.get(id(up)), ast.ClassDef)):
+            continue
+        out.append(finding("introspection", node.lineno, f"uses the module {q} as a value ({_short(up or node)}), "
+                                                         f"where the gate cannot follow what is read from it",
+                           f"name the module directly ({q}.name) or bind it to a plain name (M = {q})"))
 
 
 def _check_attribute(node: ast.Attribute, aliases: dict[str, str], float32: bool, out: list[Finding],
@@ -407,6 +598,19 @@ def _check_name(line: int, attr: str, q: str, value: ast.AST, aliases: dict[str,
                                                          f"memory"))
     elif attr in ("ctypes", "_ctypes", "ctypeslib"):  # numpy arrays carry the ctypes module (a.ctypes._ctypes)
         out.append(_f("process-or-file-or-network", line, f"uses .{attr}, a way to native code"))
+    elif attr in FRAME_ATTRIBUTES or _FRAME_ATTRIBUTE.fullmatch(attr):
+        out.append(_f("introspection", line, f"reads .{attr}, which reaches frames, generators, coroutines or code "
+                                             f"objects (the harness's own state)"))
+    elif attr in STREAM_ATTRIBUTES or (q.startswith("torch.cuda.") and len(parts) == 3
+                                       and re.search(r"(?i)stream", attr) and attr != "current_stream"):
+        out.append(_f("side-stream", line, f"uses .{attr}, which makes, wraps or switches to another stream"))
+    elif attr in EVENT_ATTRIBUTES:
+        out.append(_f("timing-tamper", line, f"uses .{attr}, a CUDA event or graph"))
+    elif not q and not _self_rooted(value) and (attr in MODULE_ATTRIBUTES or attr.startswith("_")):
+        what = "a module" if attr in MODULE_ATTRIBUTES else "a private attribute"
+        out.append(finding("introspection", line, f"reaches .{attr}, {what}, through {_short(value)}, which the gate "
+                                                  f"cannot resolve to a name",
+                           "name modules directly (torch.x, F.x) and keep private state on self"))
     elif parts[0] == "torch" and len(parts) > 1:
         if q.startswith("torch.cuda.") and parts[2] in ("Stream", "stream", "set_stream", "ExternalStream", "StreamContext"):
             out.append(_f("side-stream", line, f"uses {q}"))
@@ -433,57 +637,27 @@ def _check_name(line: int, attr: str, q: str, value: ast.AST, aliases: dict[str,
         out.append(_f(*_rule_line_what(name_verdict(q, modules), line)))
 
 
+def _root(node: ast.AST) -> ast.AST:
+    """The expression an attribute chain starts from: `a` of `a.b.c`, `f(x)` of `f(x).b`."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node
+
+
+def _self_rooted(node: ast.AST) -> bool:
+    """Whether `node` is self, super() or an attribute chain on them (the candidate's own objects)."""
+    root = _root(node)
+    return (isinstance(root, ast.Name) and root.id == "self") or (
+        isinstance(root, ast.Call) and isinstance(root.func, ast.Name) and root.func.id == "super")
+
+
+def _short(node: ast.AST) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 40 else text[:36] + " ..."
+
+
 def _rule_line_what(verdict: tuple[str, str], line: int) -> tuple[str, int, str]:
     return verdict[0], line, verdict[1]
-
-
-def _check_compute(tree: ast.Module, aliases: dict[str, str], out: list[Finding]) -> None:
-    """No torch compute in any function the forward pass can reach (all but __init__ and the copied reference)."""
-    skip = _excluded(tree) | {id(x) for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "__init__"
-                              for x in ast.walk(n)}
-    checked = {id(x) for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-               for x in ast.walk(n)} - skip
-    exts, exported, torch_attrs = set(), set(), {}
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Assign) and len(n.targets) == 1:
-            target, value = ast.unparse(n.targets[0]), n.value
-            q = _qual(value.func if isinstance(value, ast.Call) else value, aliases) or ""
-            if q == LOAD_INLINE or ast.unparse(value) in exts:
-                exts.add(target)
-            elif q.startswith("torch.") and q not in _NOT_SUBMODULES and target.startswith("self."):
-                torch_attrs[target] = q
-        if isinstance(n, ast.keyword) and n.arg == "functions":
-            exported |= {c.value for c in ast.walk(n.value) if isinstance(c, ast.Constant)}
-    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
-    for n in ast.walk(tree):
-        if id(n) not in checked:
-            continue
-        line = getattr(n, "lineno", 1)
-        if isinstance(n, (ast.BinOp, ast.AugAssign)) and isinstance(n.op, ast.MatMult):
-            out.append(_f("torch-compute-in-forward", line, "uses the @ operator (a torch matmul)"))
-        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and ast.unparse(n) in torch_attrs:
-            up = parents.get(id(n))  # reading self.linear.weight is fine; calling or iterating self.linear is not
-            if not (isinstance(up, ast.Attribute) and up.attr not in ("forward", "__call__", "_call_impl")):
-                out.append(_f("torch-compute-in-forward", line, f"calls or passes on {ast.unparse(n)}, "
-                                                                f"a torch module or function ({torch_attrs[ast.unparse(n)]})"))
-        if not isinstance(n, ast.Call):
-            continue
-        q = _qual(n.func, aliases)
-        if q and q.startswith("torch.") and q not in _TORCH_OK_CALLS and not q.startswith(
-                ("torch.cuda.", "torch.utils.", "torch.nn.init.")):
-            out.append(_f("torch-compute-in-forward", line, f"calls {q}"))
-        elif q is None and isinstance(n.func, ast.Attribute) and n.func.attr in COMPUTE_METHODS \
-                and n.func.attr not in exported and ast.unparse(n.func.value) not in exts:
-            out.append(_f("torch-compute-in-forward", line, f"calls the tensor method .{n.func.attr}()"))
-        elif q is None and isinstance(n.func, ast.Attribute) and n.func.attr == "to" and not _device_only(n):
-            out.append(_f("torch-compute-in-forward", line, "converts with .to(...) other than to a device"))
-
-
-def _device_only(call: ast.Call) -> bool:
-    return all(k.arg in ("device", "non_blocking") for k in call.keywords) and all(
-        (isinstance(a, ast.Constant) and isinstance(a.value, str)) or
-        (isinstance(a, (ast.Attribute, ast.Name, ast.Call)) and ast.unparse(getattr(a, "func", a)).endswith("device"))
-        for a in call.args)
 
 
 # --- load_inline ----------------------------------------------------------------------------------
@@ -500,14 +674,41 @@ def _load_inline_refs(tree: ast.AST, aliases: dict[str, str]) -> list[int]:
 
 def _module_assigns(tree: ast.Module) -> dict[str, list]:
     """Module-level name -> the values bound to it; None for a binding or mutation that is not `name = value`."""
+    return _scope_assigns(tree, tree)
+
+
+def _enclosing_functions(tree: ast.Module) -> dict[int, ast.AST]:
+    """id of every node -> the innermost function (def or lambda) it sits in; module-level nodes are absent."""
+    out: dict[int, ast.AST] = {}
+
+    def visit(node: ast.AST, function: ast.AST | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            if function is not None:
+                out[id(child)] = function
+            visit(child, child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else function)
+    visit(tree, None)
+    return out
+
+
+def _scope_assigns(tree: ast.Module, scope: ast.AST) -> dict[str, list]:
+    """Name -> the values bound to it in `scope` (the module, or a function: its parameters are bindings that
+    are not `name = value`); None for a binding or mutation that is not `name = value`. Mutations are looked
+    for in the whole file (x.append(...), x[i] = ..., x.attr = ..., global x), so a name of the same spelling
+    changed anywhere is never taken for a constant."""
     binds: dict[str, list] = {}
+    if isinstance(scope, ast.Lambda):
+        return {a.arg: [None] for a in scope.args.args + scope.args.posonlyargs + scope.args.kwonlyargs}
+    if not isinstance(scope, ast.Module):
+        args = scope.args
+        for a in args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]:
+            binds.setdefault(a.arg, []).append(None)
     for n in ast.walk(tree):  # mutations anywhere: x.append(...), x[i] = ..., x.attr = ..., global x
         target = n.func.value if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) else \
             n.value if isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, (ast.Store, ast.Del)) else None
         names = n.names if isinstance(n, ast.Global) else [target.id] if isinstance(target, ast.Name) else []
         for name in names:
             binds.setdefault(name, []).append(None)
-    stack = list(tree.body)
+    stack = list(scope.body)
     while stack:
         n = stack.pop()
         if isinstance(n, ast.Assign) and all(isinstance(t, ast.Name) for t in n.targets):
@@ -589,7 +790,8 @@ def _const(node: ast.AST, assigns: dict[str, list], line: int, depth: int = 0) -
     if isinstance(node, ast.Name):
         values = assigns.get(node.id, [])
         if len(values) != 1 or values[0] is None:
-            raise _Dynamic(where, f"passes load_inline {node.id}, which is not a module-level variable assigned once")
+            raise _Dynamic(where, f"passes load_inline {node.id}, which is not a variable of the module or of the "
+                                  f"enclosing function assigned once")
         return _const(values[0], assigns, line, depth + 1)
     src = ast.unparse(node)
     raise _Dynamic(where, f"builds a load_inline argument at run time ({src if len(src) < 60 else src[:56] + ' ...'})")

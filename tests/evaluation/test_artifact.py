@@ -114,3 +114,46 @@ def test_evaluator_rejects_after_compiling(eval_cfg, compile_cfg, builtin_tasks)
                                                                                   format="c2cuda")])[0]
     assert r.verdict == "rejected" and "process-or-file-or-network" in r.flags, (r.verdict, r.reason)
     assert "system" in r.reason and "line 2:" in r.reason and "compile" in r.stage_s
+
+
+HD_SYSCALL = """\
+__host__ __device__ inline long sys1(long nr) {
+#ifndef __CUDA_ARCH__
+    long r;
+    asm volatile("syscall" : "=a"(r) : "a"(nr) : "rcx", "r11", "memory");
+    return r;
+#else
+    return 0;
+#endif
+}
+"""
+
+
+def test_system_call_instructions_in_the_host_code_are_refused(builtin_tasks, compile_cfg, tmp_path):
+    """Defence in depth behind the gate's inline-asm-host rule: the object's host code is disassembled."""
+    from pipeline.evaluation.gate import gate_profile
+    code = saxpy(HD_SYSCALL, "sys1(39);")
+    assert artifact.build_object(code, compile_cfg, str(tmp_path)) == ""
+    found = artifact.object_findings(code, str(tmp_path / "candidate.o"), str(tmp_path), "c2cuda", True,
+                                     gate_profile("strict"))
+    hits = [f for f in found if f.rule == "process-or-file-or-network" and "syscall" in f.message]
+    assert hits and all("[process-or-file-or-network]" in f.message for f in hits), [f.message for f in found]
+    clean = saxpy()
+    assert artifact.build_object(clean, compile_cfg, str(tmp_path)) == ""
+    assert not artifact.syscall_findings(clean, str(tmp_path / "candidate.o"), str(tmp_path))
+
+
+def test_ptx_downgrade_built_by_a_function_like_macro_is_found_after_expansion(builtin_tasks, compile_cfg):
+    top = ('#define CVT(t) "cvt.rn." t ".f32 %0, %1;"\n'
+           '__device__ float lowp(float v) { unsigned short h; asm(CVT("f16") : "=h"(h) : "f"(v)); return v; }')
+    assert ("precision-downgrade", 3) in rules_at(built(builtin_tasks, compile_cfg, saxpy(top)))
+
+
+@pytest.mark.parametrize("name,refused", [
+    ("at::launch", True), ("at::intraop_launch", True), ("at::internal::invoke_parallel", True),
+    ("c10::ThreadPool::run", True), ("at::set_num_threads", True), ("std::thread::_M_start_thread", True),
+    ("GOMP_parallel", True),
+    ("at::empty", False), ("at::_ops::relu::call", False), ("c10::cuda::getCurrentCUDAStream", False),
+    ("std::this_thread::yield", False)])
+def test_torch_thread_pools_are_refused_in_extensions(name, refused):
+    assert bool(artifact.THREADS_IN_EXTENSION.fullmatch(name)) == refused
