@@ -44,7 +44,7 @@ from pipeline.evaluation.timed_rounds import CALIBRATION_FILL_MAX
 from pipeline.evaluation.timing import TrustedClock, time_calls
 from pipeline.records import Candidate, EvalResult, Finding, Task
 
-EVALUATOR_VERSION = "12"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list;
+EVALUATOR_VERSION = "13"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list;
 # 4: check sets made on the device from seeds, events believed within the noise, chunked checksums;
 # 5: the batch overhead from trusted calibration batches that do GPU work and the in-window checksum;
 # 6: KernelBench output copies taken off per call, busy calibrations repeated;
@@ -54,7 +54,10 @@ EVALUATOR_VERSION = "12"  # 2: trusted-clock timing of checked batches; 3: gate 
 # 10 (not released: the GPU warmed by products before the baseline); 11: a short PyTorch baseline batch runs once
 # untimed just before its timed run; 12: a reference's Inf and NaN matched exactly (the rest compared as always),
 # KernelBench outputs within 1 % of the reference's norm, file methods on any object and self-declared library
-# functions refused, the called slots of a timed batch in a secret order beside a decoy slot that must stay as staged
+# functions refused, the called slots of a timed batch in a secret order beside a decoy slot that must stay as staged;
+# 13: KernelBench's 1 % only above float32 rounding of the inputs, work left running is the candidate's (rejected),
+# gate: frame, code and module values, attributes set only on self or objects made with torch, torch thread pools,
+# host asm in __host__ __device__ code, every cast to a stream handle; built code: no system-call instructions
 
 
 @dataclass
