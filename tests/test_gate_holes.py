@@ -432,6 +432,22 @@ def test_published_forms_pass():
     (kb(forward="a = torch.autograd\n"), "introspection", "a = torch.autograd"),
     (_sources_in_init(twice=True), "dynamic-build", "relu_ext = load_inline("),
     (kb(top="class Box:\n    @staticmethod\n    def f(ctx):\n        ctx.x = 1\n\n"), "timing-tamper", "ctx.x = 1"),
+    # an autograd.Function's staticmethod called directly: its ctx may be any object (torch.Tensor)
+    (_autograd_function("torch.autograd.Function").replace("class ModelNew(", "ReluFn.forward(torch.Tensor, x=0)\n\n\n"
+                                                           "class ModelNew("), "timing-tamper", "ctx.size ="),
+    # a class body inside a function is not the function's scope: eval here is the builtin
+    (kb(forward="class Shadow:\n    eval = None\neval('1')\n"), "introspection", "eval('1')"),
+    # a torch call that returns its argument does not make a new object
+    (kb(forward="t = torch.Tensor.contiguous(x)\nt.data = torch.zeros_like(t)\n"), "timing-tamper", "t.data ="),
+    (kb(forward="t = torch.Tensor.requires_grad_(x, False)\nt.data = x\n"), "timing-tamper", "t.data ="),
+    (kb(top="T = torch\n", init="T = torch.autograd.Function\nself.fn = T\n", forward="T.save(x, 'f')\n"),
+     "introspection", "T = torch.autograd.Function"),
+    (kb(top="T = torch.nn.Module\n", forward="T = torch.cuda\n"), "introspection", "T = torch.cuda"),
+    (kb(top="import functools\n", forward="functools.update_wrapper(torch.Tensor, x, assigned=('abs',))\n"),
+     "introspection", "update_wrapper"),
+    # the compile step builds what the gate read: a module-level value never stands in for a local one
+    (_sources_in_init().replace("        cpp_source = ", "        cpp_source = cpp_source\n        cpp_source2 = "),
+     "dynamic-build", "relu_ext = load_inline("),
 ])
 def test_next_to_published_forms_the_holes_stay_closed(code, rule, needle):
     assert_rejects(code, "kernelbench", rule, needle, profile="kernelbench")

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from pipeline.evaluation import light_abi
 from pipeline.evaluation.gate_cuda import finding, scan_cuda
-from pipeline.evaluation.gate_python import (ADVICE, LOAD_INLINE, _aliases, _check_python, _Dynamic, _evaluate_call,
-                                             _f, _load_inline_calls, _module_assigns)
+from pipeline.evaluation.gate_python import (ADVICE, LOAD_INLINE, _aliases, _check_python, _Dynamic, _f,
+                                             evaluated_load_inline_calls)
 from pipeline.records import Candidate, Finding, Task
 
 __all__ = ["ADVICE", "LOAD_INLINE", "MAX_CANDIDATE_BYTES", "PROFILES", "GateProfile", "check_candidate",
@@ -180,12 +180,10 @@ def extract_load_inline(py_source: str) -> list[dict]:
     (check_candidate reports both as findings first).
     """
     tree = ast.parse(py_source)
-    out, assigns = [], _module_assigns(tree)
-    for call in _load_inline_calls(tree, _aliases(tree)):
-        try:
-            info = _evaluate_call(call, assigns)
-        except _Dynamic as e:
-            raise ValueError(f"line {e.line}: {e.what}") from None
+    out = []
+    for info in evaluated_load_inline_calls(tree, _aliases(tree)):
+        if isinstance(info, _Dynamic):
+            raise ValueError(f"line {info.line}: {info.what}")
         out.append({**info, "cpp_sources": [t for t, _ in info["cpp_sources"]],
                     "cuda_sources": [t for t, _ in info["cuda_sources"]]})
     return out
@@ -199,13 +197,10 @@ def cuda_sources_of(candidate: Candidate) -> list[tuple[str, int]]:
         tree = ast.parse(candidate.code)
     except (SyntaxError, ValueError):
         return []
-    out, assigns = [], _module_assigns(tree)
-    for call in _load_inline_calls(tree, _aliases(tree)):
-        try:
-            info = _evaluate_call(call, assigns)
-        except _Dynamic:
-            continue
-        out += info["cpp_sources"] + info["cuda_sources"]
+    out = []
+    for info in evaluated_load_inline_calls(tree, _aliases(tree)):
+        if not isinstance(info, _Dynamic):
+            out += info["cpp_sources"] + info["cuda_sources"]
     return out
 
 

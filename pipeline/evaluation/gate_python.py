@@ -102,7 +102,9 @@ DENIED_NAMES = {
                       "torch.typename", "torch.cuda.check_error", "torch.cuda.init",
                       # evaluate annotation strings as code (an annotation "__import__('os')" is never checked)
                       "typing.get_type_hints", "typing.ForwardRef", "functools.singledispatch",
-                      "functools.singledispatchmethod"],
+                      "functools.singledispatchmethod",
+                      # copy attributes by name between any two objects (torch.Tensor's methods, a function's __globals__)
+                      "functools.update_wrapper", "functools.wraps"],
 }
 # Methods that read or write files or shared memory by name, refused on any receiver (a tensor, an array,
 # a storage): the names above are found on modules, these on objects the gate cannot follow.
@@ -303,20 +305,16 @@ def _check_python(source: str, float32: bool, profile: GateProfile) -> tuple[lis
     _check_modelnew(tree, aliases, out)
     _check_nodes(tree, aliases, float32, out, profile.modules)
     _check_module_values(tree, aliases, out, profile.modules)
+    _check_alias_meanings(tree, aliases, out)
     if not profile.torch_compute:
         from pipeline.evaluation.gate_compute import check_compute  # it builds on this module's resolver
         check_compute(tree, aliases, out)
     calls = []
-    assigns = _module_assigns(tree)
-    enclosing = _enclosing_functions(tree)
-    for call in _load_inline_calls(tree, aliases):
-        function = enclosing.get(id(call))
-        # Python's scoping: a name bound anywhere in the function the call sits in is that function's
-        scope = assigns if function is None else assigns | _scope_assigns(tree, function)
-        try:
-            calls.append(_evaluate_call(call, scope))
-        except _Dynamic as e:
-            out.append(_f("dynamic-build", e.line, e.what))
+    for call in evaluated_load_inline_calls(tree, aliases):
+        if isinstance(call, _Dynamic):
+            out.append(_f("dynamic-build", call.line, call.what))
+        else:
+            calls.append(call)
     for line in _load_inline_refs(tree, aliases):
         out.append(_f("dynamic-build", line, "refers to load_inline other than by calling it"))
     return out, calls
@@ -463,21 +461,26 @@ def _check_attribute_store(node: ast.Attribute, aliases: dict[str, str], out: li
 
 def _own_objects(tree: ast.Module, aliases: dict[str, str]) -> set[int]:
     """ids of Name nodes that stand for an object the candidate made: in one scope (a function, or the module),
-    a name every binding of which is the result of a call of a torch name (`conv = nn.Conv2d(...)`,
-    `w = torch.empty(n)`), or the first argument of a torch.autograd.Function's staticmethod (`ctx`). A name also
+    a name every binding of which is a new object: a torch class constructed (`conv = nn.Conv2d(...)`) or a tensor
+    created (`w = torch.empty(n)`, _CREATION); a torch call that may return its argument (`torch.Tensor.contiguous(x)`)
+    does not count; nor does the first argument of a torch.autograd.Function's staticmethod that the file never
+    names other than by defining it (autograd's `ctx`). A name also
     bound any other way there (a parameter, `m = type(x)`, a loop, global) is not vouched for, and neither is a
     name read in a nested function (it may be that function's parameter or the enclosing scope's)."""
     own: set[int] = set()
-    # the staticmethods of a torch.autograd.Function subclass: their first argument is autograd's context of this call
+    # autograd's context: the first argument of a torch.autograd.Function's staticmethod, while the file never
+    # names that method (`Fn.forward(torch.Tensor, ...)` would pass any object as ctx; Fn.apply passes autograd's)
+    named = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)} | {
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     autograd_methods = {id(f) for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
                         and any(_qual(b, aliases) == "torch.autograd.Function" for b in c.bases)
-                        for f in c.body if isinstance(f, ast.FunctionDef)
-                        and any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in f.decorator_list)}
+                        for f in c.body if isinstance(f, ast.FunctionDef) and f.name not in named
+                        and [ast.unparse(d) for d in f.decorator_list] == ["staticmethod"]}
     scopes = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
     for scope in scopes:
         nodes = list(_scope_nodes(scope))
         made = {id(t) for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Call)
-                and (_qual(n.value.func, aliases) or "").startswith("torch.")
+                and _makes_new(_qual(n.value.func, aliases) or "")
                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target])}
         good: dict[str, bool] = {}
 
@@ -536,9 +539,28 @@ def _local_names(tree: ast.Module) -> set[int]:
     return out
 
 
+# torch functions that return a new tensor, never one of their arguments
+_CREATION = {f"torch.{f}" for f in "empty zeros ones full rand randn randint tensor arange linspace eye empty_strided "
+             "empty_like zeros_like ones_like full_like rand_like randn_like".split()}
+
+
+def _makes_new(qual: str) -> bool:
+    """Whether calling the torch name `qual` makes a new object: a class of torch (nn.Conv2d, nn.Parameter) or
+    a creation function (_CREATION)."""
+    if qual in _CREATION:
+        return True
+    parts = qual.split(".")
+    if parts[0] != "torch" or name_verdict(qual):
+        return False
+    obj = _module("torch")
+    for p in parts[1:]:
+        obj = _static(obj, p)
+    return isinstance(obj, type)
+
+
 def _scope_nodes(scope: ast.AST):
-    """Every node of `scope`'s own code: its body without the bodies of functions and lambdas defined in it
-    (their def nodes are included, as bindings of their names)."""
+    """Every node of `scope`'s own code: its body without the bodies of functions, lambdas and classes defined
+    in it (their def nodes are included, as bindings of their names)."""
     todo = list(scope.body) if isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)) else [scope.body]
     while todo:
         node = todo.pop()
@@ -546,10 +568,51 @@ def _scope_nodes(scope: ast.AST):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             todo.extend(node.decorator_list)  # decorators and defaults run in this scope
             todo.extend(d for d in node.args.defaults + node.args.kw_defaults if d is not None)
+        elif isinstance(node, ast.ClassDef):  # its body is a scope of its own; bases and decorators run here
+            todo.extend(node.decorator_list + node.bases + [k.value for k in node.keywords])
         elif isinstance(node, ast.Lambda):
             todo.extend(d for d in node.args.defaults + node.args.kw_defaults if d is not None)
         else:
             todo.extend(ast.iter_child_nodes(node))
+
+
+def _check_alias_meanings(tree: ast.Module, aliases: dict[str, str], out: list[Finding]) -> None:
+    """A name that stands for a module or a torch name (`T = torch`, `import torch.nn as nn`) has that one meaning
+    in the whole file: the alias table is the file's, not a scope's, so `T = torch` at module level beside
+    `T = torch.autograd.Function` in a function would let `T.save` in a third place be read as the wrong one."""
+    meanings: dict[str, dict[str | None, int]] = {}
+
+    def bind(name: str, q: str | None, line: int) -> None:
+        meanings.setdefault(name, {}).setdefault(q, line)
+    assigned: set[int] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            for a in n.names:
+                bind(a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0], n.lineno)
+        elif isinstance(n, ast.ImportFrom):
+            for a in n.names:
+                bind(a.asname or a.name, f"{n.module}.{a.name}" if n.module and not n.level else None, n.lineno)
+        elif isinstance(n, (ast.Assign, ast.AnnAssign)):
+            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                if isinstance(t, ast.Name):
+                    assigned.add(id(t))
+                    bind(t.id, _qual(n.value, aliases) if n.value is not None else None, n.lineno)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)) and id(n) not in assigned:
+            bind(n.id, None, n.lineno)
+        elif isinstance(n, ast.arg):
+            bind(n.arg, None, n.lineno)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bind(n.name, None, n.lineno)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            bind(n.name, None, n.lineno)
+        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+            bind(n.name, None, n.lineno)
+    for name, seen in meanings.items():
+        if len(seen) > 1 and any(q is not None for q in seen):
+            shown = " and ".join(q or "something else" for q in seen)
+            out.append(finding("introspection", max(seen.values()), f"binds {name} to {shown}: a name that stands for a "
+                                                                    f"module or a torch name has one meaning in the file",
+                               f"give each its own name"))
 
 
 def _check_module_values(tree: ast.Module, aliases: dict[str, str], out: list[Finding], modules: frozenset[str]) -> None:
@@ -672,20 +735,65 @@ def _load_inline_refs(tree: ast.AST, aliases: dict[str, str]) -> list[int]:
             and _qual(n, aliases) == LOAD_INLINE]
 
 
+def evaluated_load_inline_calls(tree: ast.Module, aliases: dict[str, str]) -> list[dict | _Dynamic]:
+    """Every load_inline call of the file with its constant arguments evaluated (_evaluate_call), or the _Dynamic
+    saying why they are not constant. The gate checks and the compile step builds exactly these values.
+
+    A name is looked up as Python does: in the function the call sits in when that function binds it anywhere
+    (a parameter, an assignment, nonlocal), else at module level; a name of an enclosing function is not
+    followed (it is not constant for this rule)."""
+    module = _module_assigns(tree)
+    enclosing = _enclosing_functions(tree)
+    out: list[dict | _Dynamic] = []
+    for call in _load_inline_calls(tree, aliases):
+        function = enclosing.get(id(call))
+        scope = module
+        if function is not None:  # a name an enclosing function binds is that function's: never a constant here
+            closure = _enclosing_bound(enclosing, function, tree)
+            scope = {**{k: v for k, v in module.items() if k not in closure},
+                     **{k: [None] for k in closure}, **_scope_assigns(tree, function)}
+        try:
+            out.append(_evaluate_call(call, scope))
+        except _Dynamic as e:
+            out.append(e)
+    return out
+
+
+def _enclosing_bound(enclosing: dict[int, ast.AST], function: ast.AST, tree: ast.Module) -> set[str]:
+    """Names bound by the functions around `function` (closures): for `function` they are not module-level."""
+    names: set[str] = set()
+    outer = enclosing.get(id(function))
+    while outer is not None:
+        names |= set(_scope_assigns(tree, outer))
+        outer = enclosing.get(id(outer))
+    return names
+
+
 def _module_assigns(tree: ast.Module) -> dict[str, list]:
     """Module-level name -> the values bound to it; None for a binding or mutation that is not `name = value`."""
     return _scope_assigns(tree, tree)
 
 
 def _enclosing_functions(tree: ast.Module) -> dict[int, ast.AST]:
-    """id of every node -> the innermost function (def or lambda) it sits in; module-level nodes are absent."""
+    """id of every node -> the innermost function (def or lambda) whose body it sits in (a default argument or a
+    decorator sits in the scope around the def); module-level nodes are absent."""
     out: dict[int, ast.AST] = {}
 
     def visit(node: ast.AST, function: ast.AST | None) -> None:
         for child in ast.iter_child_nodes(node):
             if function is not None:
                 out[id(child)] = function
-            visit(child, child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else function)
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                # its body runs in it; its decorators, defaults and annotations run where it is defined
+                for name, value in ast.iter_fields(child):
+                    for part in value if isinstance(value, list) else [value]:
+                        if isinstance(part, ast.AST):
+                            inner = child if name == "body" else function
+                            if inner is not None:
+                                out[id(part)] = inner
+                            visit(part, inner)
+            else:
+                visit(child, function)
     visit(tree, None)
     return out
 
@@ -705,7 +813,9 @@ def _scope_assigns(tree: ast.Module, scope: ast.AST) -> dict[str, list]:
     for n in ast.walk(tree):  # mutations anywhere: x.append(...), x[i] = ..., x.attr = ..., global x
         target = n.func.value if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) else \
             n.value if isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, (ast.Store, ast.Del)) else None
-        names = n.names if isinstance(n, ast.Global) else [target.id] if isinstance(target, ast.Name) else []
+        names = n.names if isinstance(n, (ast.Global, ast.Nonlocal)) else [target.id] if isinstance(target, ast.Name) \
+            else [n.name] if isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name else \
+            [n.rest] if isinstance(n, ast.MatchMapping) and n.rest else []
         for name in names:
             binds.setdefault(name, []).append(None)
     stack = list(scope.body)
