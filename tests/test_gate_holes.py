@@ -185,6 +185,7 @@ STORES_NOT_OWN = [  # (where, code, needle): attributes set on objects the candi
     ("forward", "type(x).add = None\n", "type(x).add"),
     ("forward", "m = torch.nn.Linear(1, 1)\nm = type(x)\nm.add = None\n", "m.add"),
     ("forward", "for m in [x]:\n    m.data = m\n", "m.data"),
+    ("forward", "for m in enumerate(self.modules()):\n    m.data = m\n", "m.data"),
     ("top", "import torch\nm = torch.zeros(1)\ndef f(m):\n    m.data = m\n", "m.data"),
 ]
 
@@ -196,7 +197,8 @@ def test_an_attribute_set_on_an_object_the_answer_did_not_make_is_refused(where,
 
 def test_an_attribute_set_on_an_object_the_answer_made_with_torch_passes():
     init = ("conv = nn.Conv2d(3, 4, 3)\nconv.weight.requires_grad = False\nw = torch.zeros(4)\n"
-            "w.requires_grad = True\nself.conv = conv\nself.w = nn.Parameter(w)\n")
+            "w.requires_grad = True\nself.conv = conv\nself.w = nn.Parameter(w)\n"
+            "for m in self.modules():\n    m.training = False\n")
     assert_passes(kb(init=init), "kernelbench", profile="kernelbench")
 
 

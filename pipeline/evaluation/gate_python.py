@@ -463,7 +463,8 @@ def _own_objects(tree: ast.Module, aliases: dict[str, str]) -> set[int]:
     """ids of Name nodes that stand for an object the candidate made: in one scope (a function, or the module),
     a name every binding of which is a new object: a torch class constructed (`conv = nn.Conv2d(...)`) or a tensor
     created (`w = torch.empty(n)`, _CREATION); a torch call that may return its argument (`torch.Tensor.contiguous(x)`)
-    does not count; nor does the first argument of a torch.autograd.Function's staticmethod that the file never
+    does not count. A loop variable over what self holds (`for m in self.modules():`) counts as self does; nor
+    does the first argument of a torch.autograd.Function's staticmethod that the file never
     names other than by defining it (autograd's `ctx`). A name also
     bound any other way there (a parameter, `m = type(x)`, a loop, global) is not vouched for, and neither is a
     name read in a nested function (it may be that function's parameter or the enclosing scope's)."""
@@ -482,6 +483,9 @@ def _own_objects(tree: ast.Module, aliases: dict[str, str]) -> set[int]:
         made = {id(t) for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Call)
                 and _makes_new(_qual(n.value.func, aliases) or "")
                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target])}
+        # `for m in self.modules():` / `for layer in self.layers:` walks what self holds, as self.x.y = ... may
+        made |= {id(n.target) for n in nodes if isinstance(n, ast.For) and isinstance(n.target, ast.Name)
+                 and _reached_from_self(n.iter)}
         good: dict[str, bool] = {}
 
         def bind(name: str, ok: bool) -> None:
@@ -556,6 +560,13 @@ def _makes_new(qual: str) -> bool:
     for p in parts[1:]:
         obj = _static(obj, p)
     return isinstance(obj, type)
+
+
+def _reached_from_self(node: ast.AST) -> bool:
+    """Whether `node` is self followed by attributes, items and calls of them (`self.modules()`, `self.blocks[0]`)."""
+    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return isinstance(node, ast.Name) and node.id == "self"
 
 
 def _scope_nodes(scope: ast.AST):
