@@ -491,9 +491,7 @@ def _own_objects(tree: ast.Module, aliases: dict[str, str]) -> set[int]:
         def bind(name: str, ok: bool) -> None:
             good[name] = good.get(name, True) and ok
         if not isinstance(scope, ast.Module):
-            args = scope.args
-            params = args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]
-            for k, a in enumerate(params):
+            for k, a in enumerate(_parameters(scope)):
                 bind(a.arg, k == 0 and id(scope) in autograd_methods)
         for n in nodes:
             if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
@@ -534,8 +532,7 @@ def _local_names(tree: ast.Module) -> set[int]:
         nodes = list(_scope_nodes(scope))
         comprehension = {id(x) for n in nodes if isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp))
                          for x in ast.walk(n)}
-        args = scope.args
-        local = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]}
+        local = {a.arg for a in _parameters(scope)}
         local |= {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
                   and id(n) not in comprehension}
         local -= {name for n in nodes if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
@@ -567,6 +564,12 @@ def _reached_from_self(node: ast.AST) -> bool:
     while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
         node = node.func if isinstance(node, ast.Call) else node.value
     return isinstance(node, ast.Name) and node.id == "self"
+
+
+def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> list[ast.arg]:
+    """Every parameter a def or lambda binds: positional-only, ordinary, keyword-only, *args and **kwargs."""
+    args = function.args
+    return args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]
 
 
 def _scope_nodes(scope: ast.AST):
@@ -816,10 +819,9 @@ def _scope_assigns(tree: ast.Module, scope: ast.AST) -> dict[str, list]:
     changed anywhere is never taken for a constant."""
     binds: dict[str, list] = {}
     if isinstance(scope, ast.Lambda):
-        return {a.arg: [None] for a in scope.args.args + scope.args.posonlyargs + scope.args.kwonlyargs}
+        return {a.arg: [None] for a in _parameters(scope)}
     if not isinstance(scope, ast.Module):
-        args = scope.args
-        for a in args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]:
+        for a in _parameters(scope):
             binds.setdefault(a.arg, []).append(None)
     for n in ast.walk(tree):  # mutations anywhere: x.append(...), x[i] = ..., x.attr = ..., global x
         target = n.func.value if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) else \
