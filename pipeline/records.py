@@ -140,13 +140,20 @@ class Task(Record):
     implementations: list[Implementation] = Field(default_factory=list)
     source_path: str = Field(default="", description="file the task was loaded from, for messages")
     pareval: ParEvalSpec | None = Field(default=None, description="ParEval problems only (pipeline/tasks/pareval.py)")
+    fixed_state: list[str] = Field(default_factory=list, description="torch2cuda: state_dict names of constant "
+                                   "parameters or buffers that rightly keep their value (every other constant one "
+                                   "is redrawn for the check: pipeline/evaluation/fidelity.py)")
 
     @model_serializer(mode="wrap")
     def _without_unused_pareval(self, handler):
-        """`pareval` is written only when set, so other tasks keep their content and measured hashes."""
+        """`pareval` and `fixed_state` are written only when set, so other tasks keep their content and measured
+        hashes."""
         data = handler(self)
-        if self.pareval is None and isinstance(data, dict):
-            data.pop("pareval", None)
+        if isinstance(data, dict):
+            if self.pareval is None:
+                data.pop("pareval", None)
+            if not self.fixed_state:
+                data.pop("fixed_state", None)
         return data
 
     def baseline(self) -> Implementation | None:

@@ -19,7 +19,6 @@ candidate, task, evaluator version and GPU.
 """
 from __future__ import annotations
 
-import math
 import os
 import secrets
 import threading
@@ -36,15 +35,15 @@ from pipeline.evaluation.gpu_lock import GpuLock
 from pipeline.evaluation.gpu_memory import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout, gib
 from pipeline.evaluation.gate import check_candidate, cuda_sources_of, gate_profile
 from pipeline.evaluation.reference import (GroupData, TaskBroken, add_timing_slots, adopt_baseline_outputs,
-                                           arena_layout, build_c2cuda, build_torch2cuda, compare, config_bytes,
-                                           group_footprint, poison_byte, rounding_floor, run_c_reference, to_device)
+                                           arena_layout, build_c2cuda, build_torch2cuda, config_bytes,
+                                           group_footprint, poison_byte, run_c_reference, to_device, check_outputs)
 from pipeline.evaluation.result_cache import ResultCache
 from pipeline.evaluation.sandbox import ChildFailed, ChildProcess, SandboxUnavailable
 from pipeline.evaluation.timed_rounds import CALIBRATION_FILL_MAX
 from pipeline.evaluation.timing import TrustedClock, time_calls
 from pipeline.records import Candidate, EvalResult, Finding, Task
 
-EVALUATOR_VERSION = "13"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list;
+EVALUATOR_VERSION = "14"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list;
 # 4: check sets made on the device from seeds, events believed within the noise, chunked checksums;
 # 5: the batch overhead from trusted calibration batches that do GPU work and the in-window checksum;
 # 6: KernelBench output copies taken off per call, busy calibrations repeated;
@@ -57,7 +56,8 @@ EVALUATOR_VERSION = "13"  # 2: trusted-clock timing of checked batches; 3: gate 
 # functions refused, the called slots of a timed batch in a secret order beside a decoy slot that must stay as staged;
 # 13: KernelBench's 1 % only above float32 rounding of the inputs, work left running is the candidate's (rejected),
 # gate: frame, code and module values, attributes set only on self or objects made with torch, torch thread pools,
-# host asm in __host__ __device__ code, every cast to a stream handle; built code: no system-call instructions
+# host asm in __host__ __device__ code, every cast to a stream handle; built code: no system-call instructions;
+# 14: check set 1 adversarial, constant module state redrawn, a float64 anchor on every torch2cuda and c2cuda check
 
 
 @dataclass
@@ -345,7 +345,8 @@ class Evaluator:
         for cd in group.configs:  # the trusted side's tensors and models of this group, before the cache is emptied
             cd.input_sets, cd.expected, cd.param_values = [], [], {}
             cd._made.clear()
-            cd.fresh = cd.run_reference = cd.run_compiled = None
+            cd.fresh = cd.run_reference = cd.run_compiled = cd.run_reference64 = cd.module = cd.module64 = None
+            cd.anchors = []
         group.reference_calls, group.compiled_calls = [], []
         import gc
         import torch
@@ -377,22 +378,9 @@ class Evaluator:
         self.driver.synchronize()
 
     def check_config(self, group: GroupData, cd, set_index: int) -> tuple[bool, float, str, bool]:
-        """(passed, max error, reason, inputs_modified) for the outputs now in the buffers."""
-        import torch
-        tol = group.task.tolerance
-        inputs, expected = cd.check_set(set_index)
-        for b, before in inputs.items():
-            if group.buffers[b].role in ("in", "param"):
-                if not torch.equal(group.buffers[b].view, before.reshape(group.buffers[b].view.shape)):
-                    return False, math.inf, f"modified its input '{group.buffers[b].name}'", True
-        worst = 0.0
-        floor = rounding_floor(tol, inputs.values())
-        for b, ref_out in expected.items():
-            ok, err, why = compare(group.buffers[b].view, ref_out.reshape(group.buffers[b].view.shape), tol, floor)
-            worst = max(worst, err)
-            if not ok:
-                return False, err, f"output '{group.buffers[b].name.split('.', 1)[1]}': {why}", False
-        return True, worst, "", False
+        """(passed, max error, reason, inputs_modified) for the outputs now in the buffers (check_outputs)."""
+        views = {b: group.buffers[b].view for b in cd.buffers}
+        return check_outputs(group, cd, set_index, views)
 
     def _run_all(self, group: GroupData, cands: list[Candidate], preps: list[Prepared], slots: list[int],
                  results: list) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.evaluation import light_abi
+from pipeline.evaluation.fidelity import adversarial_like, as_float64, float64_twin, redraw_constant_state
 from pipeline.evaluation.numerics import set_full_float32
 from pipeline.records import Task, Tolerance
 from pipeline.tasks import arg_dtype, config_params, eval_expr, is_pointer, parse_init
@@ -72,6 +73,13 @@ class ConfigData:
     fresh: object = None  # callable(seed) -> {position in `buffers`: GPU tensor} for every in/inout/param buffer
     run_reference: object = None  # torch2cuda: callable(fresh set) -> list of output tensors (no sync)
     run_compiled: object = None  # torch2cuda: the same under torch.compile, or None
+    run_reference64: object = None  # torch2cuda: callable(fresh set) -> outputs of the float64 twin, or None
+    anchors: list[dict] = field(default_factory=list)  # c2cuda: per check set, buffer index -> (float64 output,
+    # allowance) for the float64 anchor (fidelity.anchored); torch2cuda: made with the set
+    draws: list[str] = field(default_factory=list)  # per check set: "task" | "adversarial" | "mild" | "task (...)"
+    adversarial: bool = True  # torch2cuda: check set 1 is an adversarial draw
+    module: object = None  # torch2cuda: the reference module (its state redrawn) and its float64 twin
+    module64: object = None
     # torch2cuda check sets made on demand (build_torch2cuda): their seeds, the parameters' values
     seeds: list[int] = field(default_factory=list)
     n_inputs: int = 0  # positions 0.. of a fresh set are inputs, the parameters come after them
@@ -81,23 +89,57 @@ class ConfigData:
 
     def check_set(self, si: int) -> tuple[dict, dict]:
         """(inputs, expected outputs) of check set `si`, each {buffer index: tensor}: the stored ones, or
-        (torch2cuda) the task's get_inputs() under the set's seed and the reference's outputs on them,
-        made now; unless the group is small, only the set last asked for is held."""
+        (torch2cuda) inputs under the set's seed and the reference's outputs on them, made now: set 0 from the
+        task's get_inputs(), set 1 its adversarial twin (fidelity.adversarial_like; "mild", or the task's own
+        draw where the reference is not finite on it). Unless the group is small, only the set last asked for
+        is held. The float64 anchor of the set is `anchor_set(si)`."""
         if self.input_sets:  # c2cuda: stored (a timing configuration's expected outputs come from its baseline)
             return self.input_sets[si], (self.expected[si] if si < len(self.expected) else {})
+        return self._made_set(si)[:2]
+
+    def anchor_set(self, si: int) -> dict:
+        """{buffer index: (float64 reference output, allowance)} of check set `si` (fidelity.anchored); empty
+        where the reference has no float64 twin or (c2cuda) the configuration is a timing one."""
+        if self.input_sets:
+            return self.anchors[si] if si < len(self.anchors) else {}
+        return self._made_set(si)[2]
+
+    def _made_set(self, si: int) -> tuple[dict, dict, dict]:
+        from pipeline.evaluation.fidelity import anchor_allowance
         if si not in self._made:
             if not self.keep_sets:
                 self._made.clear()
             try:
-                fresh = self.fresh(self.seeds[si])
-                outs = self.run_reference(self.reference_copy(fresh))
+                fresh, outs, draw = self._draw(si)
                 inputs = {self.buffers[j]: t for j, t in fresh.items()}
                 outputs = [b for b in self.buffers if b not in inputs]  # after inputs and params come the outputs
-                self._made[si] = (inputs, {b: o.detach().clone().contiguous() for b, o in zip(outputs, outs)})
+                expected = {b: o.detach().clone().contiguous() for b, o in zip(outputs, outs)}
+                anchors = {}
+                if self.run_reference64 is not None:
+                    for b, o64 in zip(outputs, self.run_reference64(fresh)):
+                        if o64.is_floating_point() and expected[b].is_floating_point():
+                            anchors[b] = (o64.detach(), anchor_allowance(expected[b], o64))
+                while len(self.draws) <= si:
+                    self.draws.append("")
+                self.draws[si] = draw
+                self._made[si] = (inputs, expected, anchors)
             except Exception as e:  # the trusted reference failed (or its memory ran out): never the candidate's fault
                 raise TaskBroken(f"config {self.name}: making check set {si + 1} (the task's get_inputs and "
                                  f"reference) failed: {type(e).__name__}: {str(e)[:300]}") from e
         return self._made[si]
+
+    def _draw(self, si: int) -> tuple[dict, list, str]:
+        """(fresh set, reference outputs, which draw): set 1 adversarial where the reference stays finite on it."""
+        import torch
+        tried = ("adversarial", "mild") if si == 1 and self.adversarial else ()
+        for kind in tried:
+            fresh = self.fresh(self.seeds[si], kind)
+            outs = self.run_reference(self.reference_copy(fresh))
+            if all(bool(torch.isfinite(o).all()) for o in outs if o.is_floating_point()):
+                return fresh, outs, kind
+        fresh = self.fresh(self.seeds[si])
+        return fresh, self.run_reference(self.reference_copy(fresh)), "task" if not tried else "task (the reference "\
+            "is not finite on adversarial draws)"
 
     def reference_copy(self, fresh_set: dict) -> dict:
         """A fresh set whose inputs are copies, for the reference (or its compiled twin) to run on: a
@@ -431,13 +473,16 @@ KEEP_SETS_BYTES = 2 << 30  # torch2cuda check sets kept for the group's life up 
 
 
 def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = False,
-                     keep_sets_bytes: int = KEEP_SETS_BYTES) -> GroupData:
+                     keep_sets_bytes: int = KEEP_SETS_BYTES, fidelity: bool = True) -> GroupData:
     """The group of a torch2cuda task. The reference runs once per configuration to learn the output
     layout; the two check sets of each configuration (inputs from the task's get_inputs() under a
     secret seed, made on the device, and the reference's outputs) are made on demand by
     `ConfigData.check_set`, and kept only while the whole group's sets stay under `keep_sets_bytes`.
     With `compiled`, each configuration's reference is also built under torch.compile (None where it
-    does not build)."""
+    does not build). The module's constant state (weights of ones, biases of zeros) is redrawn from the
+    secret `init_seed` (fidelity.redraw_constant_state), check set 1 is adversarial, and a float64 twin of the
+    module gives every check set's float64 anchor (ConfigData.anchor_set); `fidelity=False` leaves all three out
+    (version 13's check, which the mutation campaign measures against)."""
     import torch
     set_full_float32(torch)
     buffers: list[Buffer] = []
@@ -449,6 +494,9 @@ def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = Fal
         init_inputs = list(ns["get_init_inputs"]())
         torch.manual_seed(init_seed)
         model = ns["Model"](*init_inputs).to(DEVICE).eval()
+        if fidelity:
+            redraw_constant_state(model, torch.Generator().manual_seed(init_seed), tuple(task.fixed_state))
+        twin = float64_twin(model) if fidelity else None
         state = [(name, p.detach().contiguous()) for name, p in model.state_dict().items()]
         seeds = [seed * 1000 + ci * 10 + si for si in range(2)]
         torch.manual_seed(seeds[0])
@@ -493,7 +541,10 @@ def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = Fal
                               "sizes": light_abi.pack_sizes([buffers[b].shape for b in tensors + out_idx])}
         cd = ConfigData(cfg.name, cfg.check, cfg.time, params, idx, [], [], calls, flops, nbytes)
         cd.fresh, cd.run_reference = _torch_fresh(ns, model, in_specs, n_inputs, [p for _, p in state])
+        if twin is not None:
+            cd.run_reference64 = _torch_fresh(None, twin, in_specs, n_inputs, [], float64=True)[1]
         cd.seeds, cd.n_inputs, cd.param_values = seeds, n_inputs, dict(zip(param_idx, (p for _, p in state)))
+        cd.adversarial, cd.module, cd.module64 = fidelity, model, twin
         if comp is not None:
             cd.run_compiled = _torch_fresh(None, comp, cd.calls["kernelbench"]["inputs"], 0, [])[1]
         configs.append(cd)
@@ -520,17 +571,23 @@ def _reference_call(fresh, run, seed: int):
     return call
 
 
-def _torch_fresh(ns: dict | None, model, in_specs: list[dict], n_inputs: int, params: list):
-    """(fresh, run): `fresh(seed)` runs the task's get_inputs() on the device under that seed and returns
-    {position: tensor} for the input buffers (positions 0..n_inputs-1) and the parameters (after them);
-    `run(fresh_set)` calls the reference on such a set and returns its outputs."""
+def _torch_fresh(ns: dict | None, model, in_specs: list[dict], n_inputs: int, params: list, float64: bool = False):
+    """(fresh, run): `fresh(seed, draw="task")` runs the task's get_inputs() on the device under that seed and
+    returns {position: tensor} for the input buffers (positions 0..n_inputs-1) and the parameters (after them);
+    with draw "adversarial" or "mild", each input is replaced by its adversarial twin (fidelity.adversarial_like,
+    seeded from `seed`). `run(fresh_set)` calls the reference on such a set and returns its outputs (`float64`:
+    the float64 twin's, on the inputs cast to float64)."""
     import torch
 
-    def fresh(seed: int) -> dict:
+    def fresh(seed: int, draw: str = "task") -> dict:
         torch.manual_seed(seed)
         with torch.device(DEVICE):
             raw = list(ns["get_inputs"]())
         tensors = [x.contiguous().to(DEVICE) for x in raw if isinstance(x, torch.Tensor)]
+        if draw != "task":
+            gen = torch.Generator(device=DEVICE)
+            gen.manual_seed(seed ^ 0x5AD5EED)
+            tensors = [adversarial_like(x, gen, mild=draw == "mild") for x in tensors]
         out = dict(enumerate(tensors))
         out.update({n_inputs + k: p for k, p in enumerate(params)})
         return out
@@ -543,6 +600,8 @@ def _torch_fresh(ns: dict | None, model, in_specs: list[dict], n_inputs: int, pa
                 j += 1
             else:
                 args.append(spec["value"])
+        if float64:
+            args = as_float64(args)
         with torch.no_grad():
             out = model(*args)
         return list(out) if isinstance(out, (tuple, list)) else [out]
@@ -665,6 +724,35 @@ def compare(out, ref, tol: Tolerance, floor: float = 0.0) -> tuple[bool, float, 
             f"every element is within the absolute allowance, but the output as a whole is off by {off:.3g} of "
             f"the reference's norm (at most {tol.rel_l2:g}): values this small are not computed")
     return True, worst, ""
+
+
+def check_outputs(group: GroupData, cd: ConfigData, si: int, now: dict) -> tuple[bool, float, str, bool]:
+    """(passed, max error, reason, inputs_modified) of check set `si` of configuration `cd`, where `now` maps each
+    of the configuration's buffer indices to its tensor after the call: inputs and parameters unchanged, each
+    output within the task's tolerance of the reference (`compare`), and, where the set has a float64 anchor,
+    within what honest float32 arithmetic gets of the float64 reference (fidelity.anchored). The evaluator checks
+    a candidate's buffers with it; the mutation campaign (benchmarks/mutation.py) checks mutants' outputs."""
+    import torch
+    from pipeline.evaluation.fidelity import anchored
+    tol = group.task.tolerance
+    inputs, expected = cd.check_set(si)
+    for b, before in inputs.items():
+        if group.buffers[b].role in ("in", "param"):
+            if not torch.equal(now[b], before.reshape(now[b].shape)):
+                return False, math.inf, f"modified its input '{group.buffers[b].name}'", True
+    worst = 0.0
+    floor = rounding_floor(tol, inputs.values())
+    for b, ref_out in expected.items():
+        out = now[b]
+        ok, err, why = compare(out, ref_out.reshape(out.shape), tol, floor)
+        worst = max(worst, err)
+        if not ok:
+            return False, err, f"output '{group.buffers[b].name.split('.', 1)[1]}': {why}", False
+    for b, (ref64, allowance) in cd.anchor_set(si).items():
+        ok, why = anchored(now[b], ref64.reshape(now[b].shape), allowance)
+        if not ok:
+            return False, math.inf, f"output '{group.buffers[b].name.split('.', 1)[1]}': {why}", False
+    return True, worst, "", False
 
 
 # --- device memory ---------------------------------------------------------------------------------

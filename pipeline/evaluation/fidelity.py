@@ -1,0 +1,166 @@
+"""What makes "correct" mean the work was done: adversarial check inputs, redrawn parameters, a float64 anchor.
+
+In: tensors of a check set (inputs drawn from the task's own distribution), a reference module, outputs.
+Out: an adversarial twin of a check set, a module whose default-valued state is redrawn, and the
+float64 check `anchored` that bounds a candidate's error by what honest float32 arithmetic produces.
+Touches nothing outside the tensors and modules it is given (torch on any device, CPU in tests).
+
+Why each part (`docs/fidelity.md` has the measurements):
+- A kernel that reads every second element and rescales, or truncates a loop, stays within a flat
+  tolerance when the inputs are alike (uniform draws: every element is a fair sample of the rest).
+  `adversarial_like` draws inputs where every element matters: heavy tails, scales that differ by
+  row, column and batch (blocks for 1-D), a non-zero mean, and a few large values in cancelling
+  pairs at secret positions. It stays inside the domain the task's own draw shows (non-negative,
+  strictly positive, within [0, 1]); integer tensors (indices) and discrete floats (masks, labels)
+  are left as drawn. A reference that is not finite on such a draw makes the caller fall back.
+- Parameters left at torch's defaults (ones, zeros) let a kernel drop a multiply by a weight of ones
+  or an added zero bias. `redraw_constant_state` replaces every constant floating tensor of a
+  module's state by a secret draw around its value (positive stays positive), except names the task
+  lists as fixed.
+- A flat relative tolerance (KernelBench's 1 % of the norm) admits skipped work. `anchored` measures
+  the candidate against the reference computed in float64 on the same inputs, and allows
+  ANCHOR_FACTOR times the float32 reference's own error against it (plus a few float32 roundings
+  of the output's norm): what an honest float32 kernel, in any order of its sums, gets.
+"""
+from __future__ import annotations
+
+import copy
+import math
+
+ANCHOR_FACTOR = 16.0  # honest float32 kernels sum in other orders than the reference (trees, serial loops, atomics)
+ANCHOR_ULPS = 8.0  # ... and round the output itself: this many float32 epsilons of the output's norm always pass
+EPS32 = 2.0 ** -23
+DISCRETE_VALUES = 16  # a float tensor with at most this many distinct values is a mask or labels: left as drawn
+SPIKE_SCALE = 32.0  # large values at secret positions, this many times the draw's rms
+MAX_SPIKE_PAIRS = 16
+
+
+def domain_of(x) -> tuple[float, float, bool]:
+    """(low, high, strict) of the values a float tensor's draw shows: low 0 when none is negative, high 1 when
+    it also stays within [0, 1]; -inf/inf otherwise; strict when the low bound is never reached (a log's input)."""
+    lo, hi = float(x.min()), float(x.max())
+    low = 0.0 if lo >= 0 else -math.inf
+    high = 1.0 if lo >= 0 and hi <= 1 else math.inf
+    return low, high, lo > 0
+
+
+def is_discrete(x) -> bool:
+    """A float tensor drawn from few values (masks, one-hot targets, labels stored as floats)."""
+    import torch
+    flat = x.reshape(-1)
+    sample = flat if flat.numel() <= 1 << 16 else flat[torch.randperm(flat.numel(), device=flat.device)[:1 << 16]]
+    return int(torch.unique(sample).numel()) <= DISCRETE_VALUES
+
+
+def adversarial_like(x, gen, mild: bool = False):
+    """A draw of x's shape, dtype and domain (see `domain_of`) where every element matters; `gen` a torch
+    Generator on x's device holding the secret seed. `mild`: scales and mean only (no tails, no spikes), for
+    references that are not finite on the full draw. Integer, boolean, tiny or discrete tensors come back as
+    drawn (their values carry meaning: indices, masks)."""
+    import torch
+    if not x.is_floating_point() or x.numel() < 4 or is_discrete(x):
+        return x.clone()
+    dev, shape, n = x.device, tuple(x.shape), x.numel()
+    z = torch.randn(shape, generator=gen, device=dev, dtype=torch.float64)
+    if not mild:  # heavy tails: a normal scaled by a log-normal
+        z = z * torch.exp(0.75 * torch.randn(shape, generator=gen, device=dev, dtype=torch.float64))
+    scale = torch.ones(shape, device=dev, dtype=torch.float64)
+    dims = [d for d, s in enumerate(shape) if s > 1]
+    for d in dims:  # scales that differ along every dimension: rows, columns, batches
+        f = torch.exp(torch.empty(shape[d], device=dev, dtype=torch.float64).uniform_(-1.4, 1.4, generator=gen))
+        scale = scale * f.reshape([shape[d] if k == d else 1 for k in range(len(shape))])
+    if len(dims) == 1:  # a vector: blocks of a secret length with scales of their own
+        size = shape[dims[0]]
+        block = int(torch.randint(2, max(3, size // 4 + 1), (1,), generator=gen, device=dev))
+        f = torch.exp(torch.empty(-(-size // block), device=dev, dtype=torch.float64).uniform_(-1.4, 1.4, generator=gen))
+        scale = scale * f.repeat_interleave(block)[:size].reshape(scale.shape)
+    u = torch.rand(2, generator=gen, device=dev, dtype=torch.float64)
+    mean = (0.5 + float(u[0])) * (1.0 if float(u[1]) < 0.5 else -1.0)  # a non-zero mean of a secret sign
+    v = (z + mean) * scale
+    flat = v.reshape(-1)
+    if not mild:  # a few large values in cancelling pairs (+s, -s) at secret positions
+        pairs = min(MAX_SPIKE_PAIRS, max(1, n // 2048), n // 2)
+        at = torch.randperm(n, generator=gen, device=dev)[:2 * pairs]
+        rms = float(flat.pow(2).mean().sqrt())
+        flat[at[:pairs]] = SPIKE_SCALE * rms
+        flat[at[pairs:]] = -SPIKE_SCALE * rms
+    low, high, strict = domain_of(x)
+    rms_x = float(x.double().pow(2).mean().sqrt()) or 1.0
+    if high == 1.0:  # within [0, 1]: squash to (0, 1), the spikes land near the ends
+        v = torch.sigmoid(v)
+    elif low == 0.0:  # non-negative: magnitudes at the draw's own size
+        v = v.abs() * rms_x / max(float(v.abs().pow(2).mean().sqrt()), 1e-300)
+    else:
+        v = v * rms_x / max(float(v.pow(2).mean().sqrt()), 1e-300)
+    out = v.to(x.dtype)
+    if strict or high == 1.0:  # keep away from the bounds the draw never reached (a log, a division)
+        tiny = float(x.min()) if strict else 0.0
+        out = out.clamp(min=max(tiny, torch.finfo(x.dtype).tiny))
+        if high == 1.0:
+            out = out.clamp(max=float(x.max()))
+    return out.contiguous()
+
+
+def redraw_constant_state(model, gen, fixed: tuple[str, ...] = ()) -> list[str]:
+    """Replace, in place, every constant floating tensor of `model`'s state (parameters and buffers left at a
+    default: a weight of ones, a bias of zeros, a running variance of ones) by a secret draw around its value:
+    c * U(0.5, 1.5) for c != 0 (the sign kept: a variance stays positive), U(-0.5, 0.5) for 0. Names in `fixed`
+    (a task's constant buffers that rightly hold their value) keep it. Returns the names redrawn."""
+    import torch
+    changed = []
+    with torch.no_grad():
+        for name, t in model.state_dict(keep_vars=True).items():
+            if name in fixed or not t.is_floating_point() or t.numel() < 1:
+                continue
+            flat = t.reshape(-1)
+            c = float(flat[0])
+            if not bool((flat == flat[0]).all()) or not math.isfinite(c):
+                continue
+            u = torch.empty(t.shape, dtype=torch.float64).uniform_(0.0, 1.0, generator=gen).to(t.device)
+            t.data.copy_((c * (0.5 + u) if c != 0 else u - 0.5).to(t.dtype))
+            changed.append(name)
+    return changed
+
+
+def float64_twin(model):
+    """A copy of a reference module computing in float64 (its floating state cast), or None where it cannot."""
+    import torch
+    try:
+        twin = copy.deepcopy(model)
+        return twin.to(torch.float64)
+    except Exception:  # noqa: BLE001 - a module that cannot be copied or cast has no float64 anchor
+        return None
+
+
+def as_float64(args: list):
+    """Arguments for a float64 twin: floating tensors cast (exactly) to float64, the rest as they are."""
+    import torch
+    return [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+
+
+def norm_error(a, b) -> float:
+    """||a - b||_2 in float64 over the finite elements of b, chunked so temporaries stay small."""
+    import torch
+    x, y = a.reshape(-1), b.reshape(-1)
+    total, step = 0.0, 1 << 24
+    for k in range(0, y.numel(), step):
+        d = x[k:k + step].double() - y[k:k + step].double()
+        total += float(torch.where(torch.isfinite(y[k:k + step]), d, 0.0).pow(2).sum())
+    return math.sqrt(total)
+
+
+def anchor_allowance(ref32, ref64) -> float:
+    """The norm of error an honest float32 computation of this output may have against the float64 value:
+    ANCHOR_FACTOR times the float32 reference's own, plus ANCHOR_ULPS float32 epsilons of the output's norm."""
+    import torch
+    zero = torch.zeros((), dtype=torch.float64, device=ref64.device)
+    return ANCHOR_FACTOR * norm_error(ref32, ref64) + ANCHOR_ULPS * EPS32 * norm_error(zero.expand(ref64.shape), ref64)
+
+
+def anchored(out, ref64, allowance: float) -> tuple[bool, str]:
+    """(passed, reason): the output as a whole within `allowance` (anchor_allowance) of the float64 reference."""
+    err = norm_error(out, ref64)
+    if err <= allowance or not ref64.is_floating_point():
+        return True, ""
+    return False, (f"off the float64 reference by {err:.3g} in norm, {err / max(allowance, 1e-300):.3g} times what "
+                   f"honest float32 arithmetic gets ({allowance:.3g}): work left out or done in lower precision")
