@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import signal
 import sys
 import time
 from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -40,6 +38,7 @@ CLASSES = {  # operator -> class (the issue's operator classes)
     "zeros": "constant_or_input", "constant_mean": "constant_or_input", "return_input": "constant_or_input",
     "param_ones": "leave_out_parameter", "param_zeros": "leave_out_parameter",
     "shift_input_by_one": "index_shift", "shift_output_at_boundary": "index_shift",
+    "bf16_inputs": "precision", "half_compute": "precision",
 }
 CHANGE_REL = 1e-9  # a mutant whose float64 output is within this fraction of the reference's norm changes nothing
 
@@ -168,24 +167,24 @@ def torch_mutants(cd, args: list) -> dict:
             out[name] = (o, [x.double() for x in o])
         except (RuntimeError, TypeError, NotImplementedError):
             out[name] = None
-    out["zeros"] = ([torch.zeros_like(r) for r in ref32], [torch.zeros_like(r) for r in ref64])
-    out["constant_mean"] = ([torch.full_like(r, float(r.double().mean())) if r.is_floating_point() else r
-                             for r in ref32], None)
-    out["constant_mean"] = (out["constant_mean"][0], [x.double() for x in out["constant_mean"][0]])
+    # output mutants: the same change made to the float32 and to the float64 reference outputs
+    def on_outputs(change):
+        return [change(r) for r in ref32], [change(r) for r in ref64]
+    out["zeros"] = on_outputs(torch.zeros_like)
+    out["constant_mean"] = on_outputs(lambda r: torch.full_like(r, float(r.double().mean())) if r.is_floating_point() else r)
     inp = next((a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
     if inp is not None and inp.numel() == ref32[0].numel() and ref32[0].is_floating_point():
-        o = [inp.reshape(ref32[0].shape).to(ref32[0].dtype)] + ref32[1:]
-        out["return_input"] = (o, [x.double() for x in o])
+        out["return_input"] = ([inp.reshape(ref32[0].shape)] + ref32[1:], [inp.reshape(ref64[0].shape).double()] + ref64[1:])
     else:
         out["return_input"] = None
-    shifted = []
-    for r in ref32:
+
+    def shift(r):
         r = r.clone()
         if r.numel() > 1:
             flat = r.view(-1)
             flat[-1] = flat[-2]
-        shifted.append(r)
-    out["shift_output_at_boundary"] = (shifted, [x.double() for x in shifted])
+        return r
+    out["shift_output_at_boundary"] = on_outputs(shift)
     floating = [n for n, p in model.state_dict().items() if p.is_floating_point() and p.numel()]
     for name, value in (("param_ones", 1.0), ("param_zeros", 0.0)):
         if not floating:
@@ -284,6 +283,184 @@ def campaign_torch(task, seed: int) -> dict:
             "draws": {cd.name: cd.draws for cd in group.configs if cd.check}}
 
 
+# --- mutants of a c2cuda reference (gcc) -------------------------------------------------------------------------
+C_HALF_PRELUDE = """#include <math.h>
+#define float _Float16
+"""
+
+
+def _c_input_mutants() -> dict:
+    """name -> function(n, dict of 1-D numpy inputs, first floating key) -> mutated dict."""
+    import numpy as np
+
+    def drop(keep, rescale):
+        def f(xs, first):
+            out = {}
+            for b, x in xs.items():
+                n = x.size
+                m = np.array([bool(keep(i, n)) for i in range(n)])
+                y = np.where(m, x, 0).astype(x.dtype)
+                if rescale and b == first and m.sum():
+                    y = (y * (n / m.sum())).astype(x.dtype)
+                out[b] = y
+            return out
+        return f
+
+    def segment(xs, first):  # one row: a run of sqrt(n) elements in the middle
+        out = {}
+        for b, x in xs.items():
+            y = x.copy()
+            w = max(1, int(x.size ** 0.5))
+            y[x.size // 2: x.size // 2 + w] = 0
+            out[b] = y
+        return out
+
+    def one(xs, first):
+        out = {}
+        for b, x in xs.items():
+            y = x.copy()
+            y[x.size // 2] = 0
+            out[b] = y
+        return out
+
+    def shift(xs, first):
+        return {b: np.concatenate([x[1:], np.zeros(1, x.dtype)]) for b, x in xs.items()}
+
+    def bf16(xs, first):
+        return {b: (x.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32) if x.dtype == np.float32 else x
+                for b, x in xs.items()}
+    return {"skip_every_2nd_rescaled": drop(lambda i, n: i % 2 == 0, True),
+            "skip_every_8th_rescaled": drop(lambda i, n: i % 8 != 7, True),
+            "skip_tail_rescaled": drop(lambda i, n: i < n - max(1, n // 16), True),
+            "skip_one_row": segment, "skip_one_term": one,
+            "truncate_tail": drop(lambda i, n: i < n - max(1, n // 16), False),
+            "truncate_last": drop(lambda i, n: i < n - 1, False),
+            "shift_input_by_one": shift, "bf16_inputs": bf16}
+
+
+def _c_run(group, cd, fn, inputs: dict, wide: str | None = None) -> dict:
+    """Outputs of the C library `fn` on `inputs` (buffer -> numpy), float32 buffers and scalars passed as `wide`."""
+    import ctypes
+    import numpy as np
+    from pipeline.evaluation.reference import _NP_CTYPES
+    from pipeline.tasks import arg_dtype
+    host, args = {}, []
+    for (kind, *rest), arg in zip(cd.calls["c2cuda"]["args"], group.task.args):
+        dt = arg_dtype(arg)
+        dt = wide if wide and dt == "float32" else dt
+        if kind == "scalar":
+            args.append(ctypes.c_uint16(np.float16(rest[1]).view(np.uint16)) if dt == "float16"
+                        else _NP_CTYPES[dt](rest[1]))
+            continue
+        b = rest[0]
+        buf = group.buffers[b]
+        host[b] = inputs[b].astype(dt) if b in inputs else np.zeros(buf.shape, dt)
+        args.append(ctypes.c_void_p(host[b].ctypes.data))
+    fn(*args)
+    return {b: host[b] for b in cd.buffers if group.buffers[b].role in ("out", "inout")}
+
+
+def campaign_c(task, seed: int) -> dict:
+    """As campaign_torch, for a c2cuda task's C reference at its check sizes."""
+    import numpy as np
+    import torch
+    from pipeline.config import CompileSection
+    from pipeline.evaluation.compile import Compiler
+    from pipeline.evaluation.fidelity import C_FLOAT64_PRELUDE
+    from pipeline.evaluation.reference import (_c_function, build_c2cuda, can_anchor_c, check_outputs,
+                                               run_c_reference, run_c_reference64)
+    comp = Compiler(CompileSection())
+    libs = {}
+    fast = '#pragma GCC optimize ("O3,fast-math")\n'  # reassociated, vectorised sums: another honest order
+    for key, prefix in (("f32", ""), ("f64", C_FLOAT64_PRELUDE), ("f16", C_HALF_PRELUDE), ("fast", fast)):
+        r = comp.compile_c_reference(prefix + task.reference)
+        libs[key] = _c_function(task, r.artifact) if r.ok else None
+    if libs["f32"] is None:
+        raise RuntimeError("the C reference does not compile")
+    rows: dict = defaultdict(lambda: {"changing": False, "before": False, "after": False, "applies": False})
+    honest: dict = defaultdict(lambda: True)
+    notes = []
+    for phase, fid in (("before", False), ("after", True)):
+        group = build_c2cuda(task, seed, fidelity=fid)
+        r = comp.compile_c_reference(task.reference)
+        run_c_reference(group, r.artifact)
+        if fid and can_anchor_c(task) and libs["f64"] is not None:
+            r64 = comp.compile_c_reference(C_FLOAT64_PRELUDE + task.reference)
+            note = run_c_reference64(group, r64.artifact)
+            if note:
+                notes.append(note)
+        for cd in group.configs:
+            if not cd.check or cd.time:
+                continue
+            for si in range(len(cd.input_sets)):
+                inputs, expected = cd.input_sets[si], cd.expected[si]
+                t_in = {b: torch.from_numpy(v) for b, v in inputs.items()}
+                t_exp = {b: torch.from_numpy(v) for b, v in expected.items()}
+                cd.input_sets[si], cd.expected[si] = t_in, t_exp
+                if si < len(cd.anchors):
+                    cd.anchors[si] = {b: (torch.from_numpy(v), a) for b, (v, a) in cd.anchors[si].items()}
+                ref64 = _c_run(group, cd, libs["f64"], inputs, "float64") if libs["f64"] is not None else None
+
+                def detected(outs: dict) -> bool:
+                    now = {b: torch.from_numpy(np.ascontiguousarray(v)) for b, v in inputs.items()}
+                    now.update({b: torch.from_numpy(np.ascontiguousarray(outs[b]).astype(expected[b].dtype))
+                                for b in expected})
+                    for b in cd.buffers:
+                        now.setdefault(b, torch.zeros(1))
+                    return not check_outputs(group, cd, si, now)[0]
+
+                def changed(m64: dict) -> bool:
+                    return ref64 is not None and _changed([torch.from_numpy(m64[b].astype(np.float64)) for b in expected],
+                                                          [torch.from_numpy(ref64[b].astype(np.float64)) for b in expected])
+                floats = [b for b, v in inputs.items() if v.dtype.kind == "f"]
+                # data, not indices: integer inputs (offsets, indices, counts) are left as they are
+                mut_in = {b: v for b, v in inputs.items() if group.buffers[b].role == "in" and v.dtype.kind == "f"}
+                for name, f in _c_input_mutants().items():
+                    m = dict(inputs)
+                    m.update(f(mut_in, floats[0] if floats else None))
+                    o32 = _c_run(group, cd, libs["f32"], m)
+                    o64 = o32 if name == "bf16_inputs" else (_c_run(group, cd, libs["f64"], m, "float64")
+                                                              if libs["f64"] is not None else None)
+                    _record(rows[name], phase, o64 is not None and changed(o64), detected(o32))
+                if libs["f16"] is not None and floats:
+                    o16 = _c_run(group, cd, libs["f16"], inputs, "float16")
+                    _record(rows["half_compute"], phase, changed(o16), detected({b: v.astype(np.float32) if v.dtype == np.float16 else v for b, v in o16.items()}))
+                if ref64 is not None:
+                    src = next(iter(mut_in.values()), None)
+                    for name, change in (("zeros", np.zeros_like),
+                                         ("constant_mean", lambda v: np.full_like(v, v.astype(np.float64).mean())),
+                                         ("shift_output_at_boundary", _shift_np),
+                                         ("return_input", lambda v: src[:v.size].astype(v.dtype) if src is not None
+                                          and src.size == v.size else None)):
+                        o32 = {b: change(v) for b, v in expected.items()}
+                        if any(v is None for v in o32.values()):
+                            continue
+                        _record(rows[name], phase, changed({b: change(v) for b, v in ref64.items() if b in expected}),
+                                detected(o32))
+                if fid:
+                    if libs["fast"] is not None:
+                        honest["fast_math_O3"] = honest["fast_math_O3"] and not detected(_c_run(group, cd, libs["fast"], inputs))
+                    if ref64 is not None and all(expected[b].dtype == np.float32 for b in expected):
+                        honest["float64_rounded"] = honest["float64_rounded"] and not detected(
+                            {b: v.astype(np.float32) for b, v in ref64.items()})
+                    honest["reference"] = honest["reference"] and not detected(expected)
+    return {"mutants": {k: dict(v) for k, v in rows.items()}, "honest_passed": dict(honest), "notes": notes}
+
+
+def _shift_np(v):
+    v = v.copy()
+    if v.size > 1:
+        v.reshape(-1)[-1] = v.reshape(-1)[-2]
+    return v
+
+
+def _record(row: dict, phase: str, changing: bool, detected: bool) -> None:
+    row["applies"] = True
+    if phase == "after" and changing:
+        row["changing"] = True
+    row[phase] = row[phase] or detected
+
+
 # --- sizes on the CPU ---------------------------------------------------------------------------------------------
 def fit_on_cpu(task, max_bytes: int):
     """The task with its timing configurations left out and, where a check configuration's data exceed `max_bytes`,
@@ -322,16 +499,82 @@ def one_task(item: tuple) -> dict:
     signal.signal(signal.SIGALRM, over)
     signal.alarm(limit_s)
     try:
-        fitted, scaled = fit_on_cpu(task, max_bytes)
-        if fitted is None:
-            return {"task": task.id, "skipped": f"too large for the CPU even with sizes halved ({scaled})"}
-        result = campaign_torch(fitted, seed)
+        if task.kind == "c2cuda":
+            scaled = {}
+            result = campaign_c(task.model_copy(update={"configs": [c for c in task.configs if c.check and not c.time]}), seed)
+        else:
+            fitted, scaled = fit_on_cpu(task, max_bytes)
+            if fitted is None:
+                return {"task": task.id, "skipped": f"too large for the CPU even with sizes halved ({scaled})"}
+            result = campaign_torch(fitted, seed)
         result.update(task=task.id, kind=task.kind, scaled=scaled, seconds=round(time.perf_counter() - t0, 1))
         return result
     except Exception as e:  # noqa: BLE001 - a task that fails is reported with its reason, the campaign goes on
         return {"task": task.id, "skipped": f"{type(e).__name__}: {str(e)[:200]}"}
     finally:
         signal.alarm(0)
+
+
+def worker(in_path: str, out_path: str) -> None:
+    """`--worker IN OUT`: the campaign of every task in IN (one JSON item a line), one result a line in OUT, each
+    preceded by a line naming the task it starts, so that a crash (a mutant that makes a C reference fault) is
+    pinned on its task."""
+    with open(out_path, "a") as out:
+        for line in Path(in_path).read_text().splitlines():
+            item = json.loads(line)
+            out.write(json.dumps({"start": item[0]}) + "\n")
+            out.flush()
+            out.write(json.dumps(one_task((item[1], *item[2:]))) + "\n")
+            out.flush()
+
+
+def run_workers(task_jsons: list[str], args) -> list[dict]:
+    """Every task through `args.workers` worker processes; a worker that dies takes only its current task with it
+    (listed as skipped) and is started again on the rest of its share."""
+    import subprocess
+    import tempfile
+    ids = [json.loads(t)["id"] for t in task_jsons]
+    shares = [list(range(k, len(task_jsons), args.workers)) for k in range(args.workers)]
+    results: dict[int, dict] = {}
+    with tempfile.TemporaryDirectory(prefix="cudaperf-mutation-") as d:
+        procs = {}
+
+        def start(w: int, todo: list[int]) -> None:
+            inp, out = Path(d, f"in{w}.jsonl"), Path(d, f"out{w}.jsonl")
+            inp.write_text("".join(json.dumps([ids[i], task_jsons[i], args.seed, args.task_limit_s, args.max_bytes])
+                                   + "\n" for i in todo))
+            out.write_text("")
+            procs[w] = (subprocess.Popen([sys.executable, __file__, "--worker", str(inp), str(out)]), todo, out)
+        for w, share in enumerate(shares):
+            if share:
+                start(w, share)
+        while procs:
+            time.sleep(1)
+            for w, (proc, todo, out) in list(procs.items()):
+                if proc.poll() is None:
+                    continue
+                del procs[w]
+                started, done = None, []
+                for line in out.read_text().splitlines():
+                    row = json.loads(line)
+                    if "start" in row:
+                        started = row["start"]
+                    else:
+                        done.append(row)
+                        started = None
+                for row in done:
+                    i = ids.index(row["task"])
+                    results[i] = row
+                    print(f"[{len(results)}/{len(ids)}] {row['task']}: "
+                          f"{row.get('skipped') or sum(v['changing'] for v in row['mutants'].values())}", flush=True)
+                rest = [i for i in todo if i not in results]
+                if started is not None and rest:
+                    i = ids.index(started)
+                    results[i] = {"task": started, "skipped": f"the worker died (exit {proc.returncode}) on it"}
+                    rest = [j for j in rest if j != i]
+                if rest:
+                    start(w, rest)
+    return [results[i] for i in sorted(results)]
 
 
 def summarise(results: list[dict]) -> dict:
@@ -341,7 +584,7 @@ def summarise(results: list[dict]) -> dict:
     for r in results:
         if "skipped" in r:
             continue
-        group = r["task"].split("/")[0] + ("/" + r["task"].split("/")[1] if r["task"].startswith("kernelbench") else "")
+        group = "/".join(r["task"].split("/")[:2]) if r["task"].startswith("kernelbench") else r["kind"]
         for op, row in r["mutants"].items():
             if not row["changing"]:
                 continue
@@ -366,7 +609,12 @@ def load_campaign_tasks(args) -> list:
     from pipeline.tasks.sources import load_kernelbench
     tasks = []
     if args.builtin:
-        tasks += [t for t in load_tasks("builtin") if t.kind == "torch2cuda"]
+        tasks += load_tasks("builtin")
+    if args.pareval:
+        tasks += load_tasks("pareval")
+    if args.generated_per_family:
+        from pipeline.data.checks import sample_tasks
+        tasks += sample_tasks(load_tasks("generated"), per_group=args.generated_per_family)
     if args.kernelbench:
         tasks += load_kernelbench(args.kernelbench, [int(x) for x in args.levels.split(",")])
     if args.only:
@@ -376,7 +624,9 @@ def load_campaign_tasks(args) -> list:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--builtin", action="store_true", help="the built-in torch2cuda tasks")
+    ap.add_argument("--builtin", action="store_true", help="the built-in tasks (c2cuda and torch2cuda)")
+    ap.add_argument("--pareval", action="store_true", help="ParEval's problems as c2cuda tasks")
+    ap.add_argument("--generated-per-family", type=int, default=0, help="this many generated tasks of each family")
     ap.add_argument("--kernelbench", default="", help="a KernelBench checkout (its levels' problems)")
     ap.add_argument("--levels", default="1,2,3")
     ap.add_argument("--only", default="", help="comma-separated substrings of task ids to keep")
@@ -389,13 +639,7 @@ def main() -> None:
     args = ap.parse_args()
     tasks = load_campaign_tasks(args)
     t0 = time.perf_counter()
-    items = [(t.model_dump_json(), args.seed, args.task_limit_s, args.max_bytes) for t in tasks]
-    results = []
-    with ProcessPoolExecutor(args.workers) as pool:
-        for k, r in enumerate(pool.map(one_task, items)):
-            results.append(r)
-            note = r.get("skipped") or f"{sum(v['changing'] for v in r['mutants'].values())} changing mutants"
-            print(f"[{k + 1}/{len(items)}] {r['task']}: {note}", flush=True)
+    results = run_workers([t.model_dump_json() for t in tasks], args)
     report = {"summary": summarise(results), "tasks": results, "command": " ".join(sys.argv),
               "machine": platform.node(), "cpus": os.cpu_count(), "wall_s": round(time.perf_counter() - t0, 1),
               "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
@@ -409,4 +653,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--worker"]:
+        worker(sys.argv[2], sys.argv[3])
+    else:
+        main()

@@ -36,7 +36,9 @@ from pipeline.evaluation.gpu_memory import MemoryBudget, MemoryTooLarge, MemoryW
 from pipeline.evaluation.gate import check_candidate, cuda_sources_of, gate_profile
 from pipeline.evaluation.reference import (GroupData, TaskBroken, add_timing_slots, adopt_baseline_outputs,
                                            arena_layout, build_c2cuda, build_torch2cuda, config_bytes,
-                                           group_footprint, poison_byte, run_c_reference, to_device, check_outputs)
+                                           group_footprint, poison_byte, run_c_reference, to_device, check_outputs,
+                                           can_anchor_c, run_c_reference64)
+from pipeline.evaluation.fidelity import C_FLOAT64_PRELUDE
 from pipeline.evaluation.result_cache import ResultCache
 from pipeline.evaluation.sandbox import ChildFailed, ChildProcess, SandboxUnavailable
 from pipeline.evaluation.timed_rounds import CALIBRATION_FILL_MAX
@@ -313,6 +315,10 @@ class Evaluator:
         if not ref.ok:
             raise TaskBroken(f"task {task.id}: its C reference does not compile: {ref.log}")
         run_c_reference(group, ref.artifact)
+        if can_anchor_c(task):
+            ref64 = self.compiler.compile_c_reference(C_FLOAT64_PRELUDE + task.reference)
+            group.anchor_note = (run_c_reference64(group, ref64.artifact) if ref64.ok
+                                 else "the C reference does not build in float64")
 
     def _c2cuda_references(self, group: GroupData) -> None:
         task = group.task

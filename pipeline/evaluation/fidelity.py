@@ -82,8 +82,9 @@ def adversarial_like(x, gen, mild: bool = False):
         pairs = min(MAX_SPIKE_PAIRS, max(1, n // 2048), n // 2)
         at = torch.randperm(n, generator=gen, device=dev)[:2 * pairs]
         rms = float(flat.pow(2).mean().sqrt())
-        flat[at[:pairs]] = SPIKE_SCALE * rms
-        flat[at[pairs:]] = -SPIKE_SCALE * rms
+        jitter = 1 + 0.25 * torch.rand(2 * pairs, generator=gen, device=dev, dtype=torch.float64)  # no ties (argmax)
+        flat[at[:pairs]] = SPIKE_SCALE * rms * jitter[:pairs]
+        flat[at[pairs:]] = -SPIKE_SCALE * rms * jitter[pairs:]
     low, high, strict = domain_of(x)
     rms_x = float(x.double().pow(2).mean().sqrt()) or 1.0
     if high == 1.0:  # within [0, 1]: squash to (0, 1), the spikes land near the ends
@@ -164,3 +165,52 @@ def anchored(out, ref64, allowance: float) -> tuple[bool, str]:
         return True, ""
     return False, (f"off the float64 reference by {err:.3g} in norm, {err / max(allowance, 1e-300):.3g} times what "
                    f"honest float32 arithmetic gets ({allowance:.3g}): work left out or done in lower precision")
+
+
+def adversarial_uniform(rng, n: int, lo: float, hi: float):
+    """numpy float64 values in [lo, hi) drawn so that every element matters (c2cuda inputs declared
+    uniform(lo, hi)): a secret centre, heavy tails, blocks of a secret length with scales of their own, and a few
+    values near both ends at secret positions, none equal to another (no ties for an argmax)."""
+    import numpy as np
+    width = hi - lo
+    z = rng.standard_normal(n) * np.exp(0.75 * rng.standard_normal(n))
+    block = int(rng.integers(2, max(3, n // 4 + 1)))
+    z *= np.repeat(np.exp(rng.uniform(-1.4, 1.4, -(-n // block))), block)[:n]
+    centre = rng.uniform(0.2, 0.8)
+    u = centre + (0.5 - abs(centre - 0.5)) * np.tanh(0.5 * z)
+    spikes = min(2 * MAX_SPIKE_PAIRS, max(2, n // 1024), n)
+    at = rng.permutation(n)[:spikes]
+    u[at[: spikes // 2]] = 1 - 0.01 * rng.random(spikes // 2)
+    u[at[spikes // 2:]] = 0.01 * rng.random(spikes - spikes // 2)
+    return np.clip(lo + width * u, lo, np.nextafter(hi, lo))
+
+
+C_FLOAT64_PRELUDE = """#include <math.h>
+#define float double
+#define expf exp
+#define logf log
+#define log2f log2
+#define exp2f exp2
+#define sqrtf sqrt
+#define fabsf fabs
+#define sinf sin
+#define cosf cos
+#define tanf tan
+#define tanhf tanh
+#define powf pow
+#define fmaxf fmax
+#define fminf fmin
+#define floorf floor
+#define ceilf ceil
+#define erff erf
+#define atan2f atan2
+#define atanf atan
+#define hypotf hypot
+#define roundf round
+#define fmodf fmod
+#define cbrtf cbrt
+#define log1pf log1p
+#define expm1f expm1
+"""
+"""Put before a C reference, it computes in float64: its float buffers and scalars become double (the harness
+passes float64 copies), the float maths functions their double forms."""

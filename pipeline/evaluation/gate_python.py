@@ -626,7 +626,7 @@ def _check_alias_meanings(tree: ast.Module, aliases: dict[str, str], out: list[F
             shown = " and ".join(q or "something else" for q in seen)
             out.append(finding("introspection", max(seen.values()), f"binds {name} to {shown}: a name that stands for a "
                                                                     f"module or a torch name has one meaning in the file",
-                               f"give each its own name"))
+                               "give each its own name"))
 
 
 def _check_module_values(tree: ast.Module, aliases: dict[str, str], out: list[Finding], modules: frozenset[str]) -> None:

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.evaluation import light_abi
-from pipeline.evaluation.fidelity import adversarial_like, as_float64, float64_twin, redraw_constant_state
+from pipeline.evaluation.fidelity import (adversarial_like, adversarial_uniform, anchor_allowance, as_float64,
+                                          float64_twin, redraw_constant_state)
 from pipeline.evaluation.numerics import set_full_float32
 from pipeline.records import Task, Tolerance
 from pipeline.tasks import arg_dtype, config_params, eval_expr, is_pointer, parse_init
@@ -169,6 +170,7 @@ class GroupData:
     baseline_child: object = None  # c2cuda: the child running the naive baseline for this group
     reference_calls: list = field(default_factory=list)  # torch2cuda: per config, runs the reference once
     compiled_calls: list = field(default_factory=list)  # torch2cuda: per config, the torch.compile'd reference or None
+    anchor_note: str = ""  # c2cuda: why the check has no float64 anchor ("" when it has one or none was tried)
     arenas: list = field(default_factory=list)  # device pointers of the allocations (arena_layout), while held
     arena_handles: list = field(default_factory=list)  # their IPC handles
     arena_bytes: int = 0  # their sizes together
@@ -241,15 +243,18 @@ def _work(task: Task, params: dict) -> tuple[float, float]:
 
 
 # --- c2cuda ------------------------------------------------------------------------------------
-def build_c2cuda(task: Task, seed: int) -> GroupData:
+def build_c2cuda(task: Task, seed: int, fidelity: bool = True) -> GroupData:
     """Buffers and inputs for a c2cuda task; outputs of check configs from the C reference are
-    filled by `run_c_reference`, those of timing configs by the baseline (see evaluator)."""
+    filled by `run_c_reference`, those of timing configs by the baseline (see evaluator). With `fidelity`,
+    the second input set of a check configuration that is not timed is adversarial where an input is declared
+    uniform(lo, hi) (fidelity.adversarial_uniform; other draws, indices and records, stay the task's own)."""
     rng = np.random.default_rng(seed)
     buffers: list[Buffer] = []
     configs: list[ConfigData] = []
     for cfg in task.configs:
         params = config_params(task, cfg)
         idx, sets, call_args = [], [{}, {}], []
+        adversarial = fidelity and cfg.check and not cfg.time
         for arg in task.args:
             if not is_pointer(arg):
                 _, value = parse_init(arg.init, params)
@@ -264,9 +269,11 @@ def build_c2cuda(task: Task, seed: int) -> GroupData:
                 init = parse_init(arg.init, params)
                 for s in sets:
                     s[b] = _fill(rng, arg_dtype(arg), n, init)
+                if adversarial and init[0] == "uniform" and np.dtype(arg_dtype(arg)).kind == "f":
+                    sets[1][b] = adversarial_uniform(rng, n, init[1], init[2]).astype(arg_dtype(arg))
         flops, nbytes = _work(task, params)
         cd = ConfigData(cfg.name, cfg.check, cfg.time, params, idx, sets,
-                        calls={"c2cuda": {"args": call_args}}, flops=flops, min_bytes=nbytes)
+                        calls={"c2cuda": {"args": call_args}}, flops=flops, min_bytes=nbytes, adversarial=adversarial)
         if cfg.time:
             cd.fresh = _c2cuda_fresh(task, params, [buffers[b] for b in idx])
         configs.append(cd)
@@ -434,6 +441,53 @@ def run_c_reference(group: GroupData, library_path: str) -> None:
             host, args = _c_call(group, cd, inputs)
             fn(*args)
             cd.expected.append({b: host[b] for b in cd.buffers if group.buffers[b].role in ("out", "inout")})
+
+
+def can_anchor_c(task: Task) -> bool:
+    """A C reference can run in float64 (fidelity.C_FLOAT64_PRELUDE) when its floating data are float32 buffers
+    and scalars drawn or given as numbers (no records holding floats bit for bit)."""
+    for arg in task.args:
+        if arg_dtype(arg) == "float64" or (is_pointer(arg) and arg.init.strip().startswith(("records", "graph"))):
+            return False
+    return any(arg_dtype(a) == "float32" for a in task.args if is_pointer(a) and a.role in ("out", "inout"))
+
+
+def run_c_reference64(group: GroupData, library_path: str) -> str:
+    """Float64 anchors of every check configuration that is not a timing one (ConfigData.anchors), from the C
+    reference built with fidelity.C_FLOAT64_PRELUDE; the float32 reference (`run_c_reference`) must have run.
+    Returns why there is no anchor ("" when there is): a float64 result that disagrees with the float32 one
+    beyond the task's tolerance means the reference relies on float32 itself (bit tricks), so it gets none."""
+    fn = _c_function(group.task, library_path)
+    for cd in group.configs:
+        if cd.time:
+            continue
+        cd.anchors = []
+        for si, inputs in enumerate(cd.input_sets):
+            host, args = {}, []
+            for (kind, *rest), arg in zip(cd.calls["c2cuda"]["args"], group.task.args):
+                wide = "float64" if arg_dtype(arg) == "float32" else arg_dtype(arg)
+                if kind == "scalar":
+                    args.append(_NP_CTYPES[wide](rest[1]))
+                    continue
+                b = rest[0]
+                buf = group.buffers[b]
+                host[b] = inputs[b].astype(wide) if b in inputs else np.zeros(buf.shape, wide)
+                args.append(ctypes.c_void_p(host[b].ctypes.data))
+            fn(*args)
+            anchors = {}
+            for b, r32 in cd.expected[si].items():
+                if r32.dtype != np.float32:
+                    continue
+                import torch
+                t32, t64 = torch.from_numpy(r32), torch.from_numpy(host[b])
+                ok, _, why = compare(t32, t64, group.task.tolerance)
+                if not ok:
+                    for c in group.configs:
+                        c.anchors = []
+                    return f"the C reference in float64 disagrees with itself in float32 on {cd.name} ({why})"
+                anchors[b] = (host[b], anchor_allowance(t32, t64))
+            cd.anchors.append(anchors)
+    return ""
 
 
 def time_c_reference(group: GroupData, library_path: str, config: str, trials: int = 5) -> float:
@@ -635,6 +689,10 @@ def to_device(group: GroupData) -> None:
             for b, v in table.items():
                 if isinstance(v, np.ndarray):
                     table[b] = torch.from_numpy(np.ascontiguousarray(v)).reshape(group.buffers[b].shape).cuda()
+        for table in cd.anchors:
+            for b, (v, allowance) in table.items():
+                if isinstance(v, np.ndarray):
+                    table[b] = (torch.from_numpy(np.ascontiguousarray(v)).reshape(group.buffers[b].shape).cuda(), allowance)
 
 
 COMPARE_CHUNK = 1 << 25  # elements per step: the comparison's float64 temporaries stay near 1 GiB
