@@ -55,6 +55,7 @@ from pipeline.kernelbench_results import (BaselineTimes, eval_results_by_level, 
                                           published_comparison, write_eval_results)
 from pipeline.records import Candidate, EvalResult, Task
 from pipeline.tasks import load_candidate_file, load_kernelbench, load_tasks
+from pipeline.tasks.degenerate import split_degenerate
 from pipeline.tasks.pareval import in_kernel_form, kernel_candidate
 
 ANSWER_SUFFIXES = (".cu", ".py")
@@ -428,6 +429,9 @@ def main(argv: list[str], open_cluster=None) -> int:
         raise BenchError(str(e)) from None
     tasks = suite_tasks(args.suite, args.kernelbench_dir, levels, args.tasks, args.limit,
                         cfg.data.split_seed, shard)
+    tasks, degenerate = split_degenerate(tasks)
+    for task_id, why in degenerate:  # a check a lazy kernel passes says nothing: out of every aggregate
+        print(f"left out {task_id}: degenerate ({why}); see docs/fidelity.md")
     answers = Path(args.answers).expanduser() if args.answers else None
     if answers is not None and not answers.is_dir():
         raise BenchError(f"--answers {args.answers} is not a directory; pass the directory holding the answers")

@@ -19,6 +19,7 @@ from pipeline.config import RunConfig
 from pipeline.lost_work import ItemFailed
 from pipeline.records import Candidate
 from pipeline.tasks import select_tasks
+from pipeline.tasks.degenerate import entry_of
 
 
 def verify_tasks(cfg: RunConfig, cluster, out_path: str | None = None) -> dict:
@@ -60,7 +61,13 @@ def verify_tasks(cfg: RunConfig, cluster, out_path: str | None = None) -> dict:
                "verdicts": dict(verdicts), "failed": sum(n for v, n in verdicts.items() if v != expected),
                "wall_s": round(wall, 2), "actor_restarts": restarts,
                "candidates_per_minute": round(60 * len(rows) / wall, 1) if wall else None}
-    report = {"summary": summary, "rows": rows, "machine": platform.node(),
+    fidelity = {t.id: (entry_of(t) or {"verdict": "unchecked", "reason": "not in the degeneracy registry: run "
+                                      "cudaperf data degeneracy"}) for t in tasks}
+    summary["degeneracy"] = dict(Counter(e["verdict"] for e in fidelity.values()))
+    for task_id, e in fidelity.items():
+        if e["verdict"] == "degenerate":
+            print(f"DEGENERATE {task_id}: {e.get('reason', '')[:300]} (left out of training and benchmark aggregates)")
+    report = {"summary": summary, "rows": rows, "degeneracy": fidelity, "machine": platform.node(),
               "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     path = Path(out_path) if out_path else Path(cfg.run.output_dir) / cfg.run.name / "verify.json"
     path.parent.mkdir(parents=True, exist_ok=True)

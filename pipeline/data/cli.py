@@ -9,6 +9,10 @@
   cudaperf data stats   [--source S] [--measured DIR] [--card DIR]   the dataset card's table
   cudaperf data card    [--source S] [--measured DIR] [--out DIR]    the card (markdown + plots)
   cudaperf data measure --shard K/N [--minutes M] [--out DIR] [--source S] [--retry-failed] [--compile-only]
+  cudaperf data degeneracy [--source S] [--kernelbench-dir DIR --levels 1,2,3] [--out FILE] [--update]
+                                                      run every reference on the CPU and flag tasks whose check
+                                                      a kernel passes without the work (docs/fidelity.md);
+                                                      --update writes the verdicts into the shipped registry
 
 Every subcommand takes --config FILE and section.key=value overrides (e.g. data.gpu_workers=3).
 Exit status: 0 done, 1 a check failed or a shard is incomplete, 2 a usage error (one line).
@@ -159,6 +163,60 @@ def cmd_measure(cfg: RunConfig, args) -> int:
     return 0 if args.compile_only or complete else 1
 
 
+def _degeneracy_one(item: tuple) -> dict:
+    """A worker of cmd_degeneracy: one task's degeneracy within a time limit."""
+    import signal
+    from pipeline.evaluation.degeneracy import Degeneracy, degeneracy
+    from pipeline.records import Task
+    task_json, limit_s = item
+    task = Task.model_validate_json(task_json)
+
+    def over(*_):
+        raise TimeoutError
+    signal.signal(signal.SIGALRM, over)
+    signal.alarm(limit_s)
+    try:
+        d = degeneracy(task)
+    except TimeoutError:
+        d = Degeneracy(task.id, "unchecked", reason=f"the CPU check took over {limit_s} s")
+    finally:
+        signal.alarm(0)
+    return {**d.to_dict(), "hash": task.content_hash()}
+
+
+def cmd_degeneracy(cfg: RunConfig, args) -> int:
+    """Every selected task's degeneracy (pipeline/evaluation/degeneracy.py); 1 if any is degenerate."""
+    import json
+    from concurrent.futures import ProcessPoolExecutor
+    from pathlib import Path
+    from pipeline.tasks import load_kernelbench
+    from pipeline.tasks.degenerate import REGISTRY
+    tasks = (load_kernelbench(args.kernelbench_dir, [int(x) for x in args.levels.split(",")])
+             if args.kernelbench_dir else _tasks(cfg, args.source))
+    if args.sample:
+        from pipeline.data.checks import sample_tasks
+        tasks = sample_tasks(tasks, args.sample)
+    rows = []
+    with ProcessPoolExecutor(max(1, args.workers)) as pool:
+        for k, row in enumerate(pool.map(_degeneracy_one, [(t.model_dump_json(), args.limit_s) for t in tasks])):
+            rows.append(row)
+            if row["verdict"] != "ok":
+                print(f"[{k + 1}/{len(tasks)}] {row['task']}: {row['verdict']}: {row['reason'][:200]}", flush=True)
+    counts = Counter(r["verdict"] for r in rows)
+    print(", ".join(f"{v} {n}" for v, n in sorted(counts.items())))
+    report = {"tasks": {r["task"]: r for r in rows}}
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=1))
+        print(f"report written to {args.out}")
+    if args.update:
+        old = json.loads(REGISTRY.read_text()) if REGISTRY.is_file() else {"tasks": {}}
+        old["tasks"].update(report["tasks"])
+        old["tasks"] = dict(sorted(old["tasks"].items()))
+        REGISTRY.write_text(json.dumps(old, indent=1) + "\n")
+        print(f"registry updated: {REGISTRY}")
+    return int(counts["degenerate"] > 0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cudaperf data", description="build, measure and summarise the task dataset")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -190,6 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="directory of the shard's Parquet file (default data.measured_dir)")
     p.add_argument("--retry-failed", action="store_true", help="measure again tasks with a failed implementation")
     p.add_argument("--compile-only", action="store_true", help="only compile and analyse (no GPU needed)")
+    p = common(sub.add_parser("degeneracy", help="flag tasks whose check a kernel passes without doing the work"))
+    p.add_argument("--kernelbench-dir", default="", help="a KernelBench checkout instead of --source")
+    p.add_argument("--levels", default="1,2,3", help="KernelBench levels (with --kernelbench-dir)")
+    p.add_argument("--sample", type=int, default=0, help="check only this many tasks (spread over families)")
+    p.add_argument("--workers", type=int, default=2, help="parallel CPU processes")
+    p.add_argument("--limit-s", type=int, default=600, help="seconds one task's check may take")
+    p.add_argument("--out", default="", help="write the report (JSON) here")
+    p.add_argument("--update", action="store_true", help="merge the verdicts into the shipped registry")
     return parser
 
 
@@ -203,4 +269,6 @@ def main(argv: list[str]) -> int:
         return cmd_stats(cfg, args, args.card)
     if args.command == "card":
         return cmd_stats(cfg, args, args.out)
+    if args.command == "degeneracy":
+        return cmd_degeneracy(cfg, args)
     return cmd_measure(cfg, args)

@@ -2,7 +2,8 @@
 
 In: task sources (`generated`, `generated:<split>`, `builtin`, a directory of task YAML files, a
 KernelBench checkout: whatever `pipeline.tasks.load_tasks` takes), filters by kind, family and
-split, a shuffle seed. Out: a `TaskReader` whose `rows()` are plain dicts (one per task, in a
+split, a shuffle seed; tasks the degeneracy registry marks degenerate are left out (`degenerate` lists them with
+their reasons). Out: a `TaskReader` whose `rows()` are plain dicts (one per task, in a
 seeded order, with its position) that `actors/data.py` turns into a Ray Data stream, and whose
 `state()` saved after the rows consumed so far gives, once restored, exactly the tasks not yet
 seen. Plain Python: no Ray here.
@@ -22,6 +23,7 @@ from pipeline.data.splits import split_of_task
 from pipeline.errors import UserError
 from pipeline.records import Task
 from pipeline.tasks import load_tasks
+from pipeline.tasks.degenerate import split_degenerate
 
 
 class DataError(UserError, ValueError):
@@ -61,6 +63,7 @@ class TaskReader:
         kinds, families, splits = (set(x) if x is not None else None for x in (kinds, families, splits))
         picked = [t for t in tasks if (kinds is None or t.kind in kinds) and (families is None or t.family in families)
                   and (splits is None or split_of_task(t, split_seed) in splits)]
+        picked, self.degenerate = split_degenerate(picked)  # their checks pass lazy kernels: never trained on
         seen: set[str] = set()
         for t in picked:
             if t.id in seen:

@@ -130,6 +130,8 @@ def run_training(cfg: RunConfig, run_dir: Path, cluster, resume_from: Path | Non
     each step's metrics."""
     reader = task_reader(cfg)
     live = live_eval_reader(cfg, reader)  # a bad live source is reported before anything starts
+    for task_id, why in reader.degenerate:
+        print(f"not training on {task_id}: degenerate ({why}); see docs/fidelity.md", flush=True)
     model_path = resolve_model_path(cfg.model)  # built here once, so actors find the tiny model ready
     check_placement(cfg, cluster.gpus)
     with StatusLine(f"starting {starting(cfg, cluster.evaluator_gpus())}") as status, \

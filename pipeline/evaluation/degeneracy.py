@@ -1,0 +1,276 @@
+"""Degenerate tasks: outputs a kernel can match without doing the work, found by running the reference on the CPU.
+
+In: a Task whose reference runs on this CPU (PyTorch references; C references through gcc). Out: a
+`Degeneracy` record: the properties found on the task's own draw, those left under the evaluator's check
+(check set 1 adversarial, constant module state redrawn, the float64 anchor: `fidelity.py`), and a verdict:
+- `ok`: nothing found;
+- `repaired`: found on the task's own draw, gone under the evaluator's check (the repair is in how the task
+  is checked; the task's code is unchanged);
+- `degenerate`: still there under the evaluator's check: kept out of training and benchmark aggregates;
+- `unchecked`: the reference could not run here (too large for the CPU, or it failed), with the reason.
+Touches nothing but the CPU (torch on "cpu", gcc through the Compiler's cache).
+
+Properties, per check configuration and output (timing configurations under the task's own draw, which is
+what the timed rounds check, when they fit `max_bytes`):
+- `non-finite`: the reference itself is Inf or NaN somewhere;
+- `constant` / `zero`: every element equal;
+- `rounding-noise`: the output's rms under the float32 rounding of its inputs (`rounding_floor`);
+- `trivial`: a kernel writing zeros, the output's mean, an input, or an affine function of one input
+  (a * x + b, fitted) passes the check (`check_outputs`, as a candidate would be checked);
+- `insensitive`: with one input or parameter redrawn, the reference's outputs still pass the check: a kernel
+  ignoring it would be called correct.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from pipeline.records import Task
+
+MAX_BYTES = 256 << 20  # a configuration's data (inputs, outputs, parameters) the CPU check takes on
+
+
+@dataclass
+class Degeneracy:
+    task: str
+    verdict: str  # ok | repaired | degenerate | unchecked
+    task_draw: list[str] = field(default_factory=list)  # properties on the task's own draw
+    under_check: list[str] = field(default_factory=list)  # properties left under the evaluator's check
+    reason: str = ""  # one line for reports
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def degeneracy(task: Task, seed: int = 1, max_bytes: int = MAX_BYTES) -> Degeneracy:
+    """The task's degeneracy (module docstring), never raising for a task's own failure."""
+    try:
+        if task.kind == "torch2cuda":
+            task, note = _fit_batch(task, max_bytes)
+            too_big = _too_big(task, max_bytes)
+            if too_big:
+                return Degeneracy(task.id, "unchecked", reason=too_big)
+            plain = _torch_properties(task, seed, fidelity=False)
+            checked = _torch_properties(task, seed, fidelity=True)
+        else:
+            plain = _c_properties(task, seed, fidelity=False)
+            checked = _c_properties(task, seed, fidelity=True)
+    except Exception as e:  # noqa: BLE001 - the task's reference failed here: report it, never stop a sweep
+        return Degeneracy(task.id, "unchecked", reason=f"the reference failed on the CPU: {type(e).__name__}: "
+                                                       f"{str(e)[:200]}")
+    verdict = "degenerate" if checked else "repaired" if plain else "ok"
+    reason = {"ok": "", "repaired": f"on its own draw: {'; '.join(plain[:3])}; none under the check",
+              "degenerate": "; ".join(checked[:3])}[verdict]
+    return Degeneracy(task.id, verdict, plain, checked, reason + (f" ({note})" if task.kind == "torch2cuda" and note
+                                                                  else ""))
+
+
+BATCH_NAMES = ("batch_size", "batch", "B", "N")  # module globals that count independent samples
+
+
+def _fit_batch(task: Task, max_bytes: int) -> tuple[Task, str]:
+    """The task with its batch size (the first global of BATCH_NAMES it defines) halved until every check
+    configuration fits `max_bytes`: samples are independent, so what makes an output degenerate (the length of a
+    reduction, the values a clamp leaves) is kept. Returns the task and a note of the batch size used."""
+    from pipeline.evaluation.reference import load_reference_module
+    from pipeline.tasks import config_params
+    note = ""
+    for _ in range(16):
+        if not _too_big(task, max_bytes):
+            return task, note
+        ns = load_reference_module(task, config_params(task, task.configs[0]))
+        name = next((n for n in BATCH_NAMES if type(ns.get(n)) is int and ns[n] > 1), None)
+        if name is None:
+            break
+        value = max(1, ns[name] // 2)
+        note = f"checked with {name} = {value}, the other sizes as the task has them"
+        task = task.model_copy(update={"configs": [c.model_copy(update={"params": {**c.params, name: value}})
+                                                   for c in task.configs]})
+    return task, note
+
+
+def _too_big(task: Task, max_bytes: int) -> str:
+    """Why the task's check configurations cannot run on this CPU ("" when they can)."""
+    from pipeline.evaluation.reference import config_bytes
+    checked = {c.name for c in task.configs if c.check}
+    big = [s.name for s in config_bytes(task) if s.name in checked and s.inputs + s.outputs + s.params > max_bytes]
+    return (f"configurations {', '.join(big)} hold more than {max_bytes >> 20} MiB: too large for the CPU check"
+            if big else "")
+
+
+def _torch_properties(task: Task, seed: int, fidelity: bool) -> list[str]:
+    """Properties of a torch2cuda task's check (fidelity) or own draw (not), on the CPU."""
+    import torch
+    from pipeline.evaluation import reference as R
+    R.DEVICE = "cpu"
+    found: list[str] = []
+    configs = [c for c in task.configs if c.check or not fidelity]
+    sizes = {s.name: s for s in R.config_bytes(task)}
+    configs = [c for c in configs if c.check or sizes[c.name].inputs + sizes[c.name].outputs + sizes[c.name].params
+               <= MAX_BYTES]
+    group = R.build_torch2cuda(task.model_copy(update={"configs": configs}), seed, init_seed=seed + 7,
+                               fidelity=fidelity)
+    for cd in group.configs:
+        if not cd.check:  # a timing configuration: what its timed rounds compare against, on the task's own draw
+            inputs, expected = cd.check_set(0)
+            for b, out in expected.items():
+                found += [f"{cd.name}/{group.buffers[b].name.split('.', 1)[1]}: {p}"
+                          for p in _output_properties(out, inputs, task)]
+            cd.drop_sets()
+            continue
+        sets = [cd.check_set(si) for si in range(2)]
+        for si, (inputs, expected) in enumerate(sets):
+            for b, out in expected.items():
+                name = f"{cd.name}/{group.buffers[b].name.split('.', 1)[1]}"
+                found += [f"{name}: {p}" for p in _output_properties(out, inputs, task)]
+        for label, outs_of in _trivial_outputs(group, cd, sets).items():
+            if all(R.check_outputs(group, cd, si, {**sets[si][0], **outs_of(si)})[0] for si in range(2)):
+                found.append(f"{cd.name}: {label} passes the check")
+        for label, outs_of in _ignoring(cd, sets, seed).items():
+            if all(R.check_outputs(group, cd, si, {**sets[si][0], **outs_of(si)})[0] for si in range(2)):
+                found.append(f"{cd.name}: insensitive to {label} (a kernel ignoring it passes)")
+        cd.drop_sets()
+        torch.manual_seed(0)
+    return sorted(set(found))
+
+
+def _output_properties(out, inputs: dict, task: Task) -> list[str]:
+    import torch
+    from pipeline.evaluation.reference import rounding_floor
+    if not out.is_floating_point():
+        flat = out.reshape(-1)
+        return ["constant"] if flat.numel() > 1 and bool((flat == flat[0]).all()) else []
+    props = []
+    if not bool(torch.isfinite(out).all()):
+        props.append("non-finite")
+    flat = out.reshape(-1)
+    if flat.numel() > 1 and bool((flat == flat[0]).all()):
+        props.append("zero" if float(flat[0]) == 0 else "constant")
+    elif flat.numel() == 1 and float(flat[0]) == 0:
+        props.append("zero")
+    floor = rounding_floor(task.tolerance, inputs.values())
+    rms = float(out.double().pow(2).mean().sqrt()) if out.numel() else 0.0
+    if floor > 0 and rms <= floor and "zero" not in props:
+        props.append(f"rounding-noise (rms {rms:.3g} <= {floor:.3g})")
+    return props
+
+
+def _trivial_outputs(group, cd, sets) -> dict:
+    """label -> function(set index) -> {output buffer: tensor} of outputs a lazy kernel could write."""
+    import torch
+    outs = [b for b in cd.buffers if group.buffers[b].role == "out"]
+    inputs = [b for b in cd.buffers if group.buffers[b].role in ("in", "param")]
+
+    def const(kind):
+        def f(si):
+            exp = sets[si][1]
+            return {b: (torch.zeros_like(exp[b]) if kind == "zeros" else
+                        torch.full_like(exp[b], float(exp[b].double().mean()) if exp[b].is_floating_point() else 0))
+                    for b in outs}
+        return f
+    table = {"writing zeros": const("zeros")}
+    if any(sets[0][1][b].numel() > 1 for b in outs):  # a scalar's mean is the answer itself
+        table["writing the mean"] = const("mean")
+    for k in inputs:
+        def copy(si, k=k, affine=False):
+            src, exp = sets[si][0][k], sets[si][1]
+            got = {}
+            for b in outs:
+                if src.numel() != exp[b].numel() or not src.is_floating_point() or not exp[b].is_floating_point():
+                    return {b: torch.zeros_like(exp[b]) for b in outs}
+                x = src.reshape(exp[b].shape).double()
+                if affine:  # the best a * x + b in least squares
+                    y = exp[b].double()
+                    xm, ym = float(x.mean()), float(y.mean())
+                    var = float(((x - xm) ** 2).sum())
+                    a = float(((x - xm) * (y - ym)).sum()) / var if var > 0 else 0.0
+                    x = a * (x - xm) + ym
+                got[b] = x.to(exp[b].dtype)
+            return got
+        name = group.buffers[k].name.split(".", 1)[1]
+        table[f"copying '{name}'"] = copy
+        table[f"an affine function of '{name}'"] = lambda si, k=k, c=copy: c(si, k, True)
+    return table
+
+
+def _ignoring(cd, sets, seed: int) -> dict:
+    """label -> function(set index) -> the reference's outputs with one input (or parameter) redrawn."""
+    import torch
+    from pipeline.evaluation.reference import reference_inputs_of
+    table = {}
+    positions = list(range(len(cd.buffers)))
+    state = list(cd.module.state_dict().values())
+    floating = [j for j in positions[cd.n_inputs:cd.n_inputs + len(cd.param_values)]
+                if state[j - cd.n_inputs].is_floating_point()]  # counters (num_batches_tracked) are no input
+    for j in positions[:cd.n_inputs] + floating:
+        def redrawn(si, j=j):
+            inputs = sets[si][0]
+            fresh = reference_inputs_of(cd, inputs)
+            x = fresh[j]
+            if not x.is_floating_point():
+                if x.dtype == torch.bool:
+                    fresh[j] = ~x
+                else:
+                    fresh[j] = x.flip(-1) if x.dim() else x
+            else:
+                g = torch.Generator().manual_seed(seed * 31 + j + 1000 * si)
+                fresh[j] = x * torch.empty(x.shape, dtype=torch.float64).uniform_(0.5, 1.5, generator=g).to(x.dtype) \
+                    + 0.25 * float(x.double().pow(2).mean().sqrt()) * torch.randn(x.shape, generator=g).to(x.dtype)
+            outs = cd.run_reference(cd.reference_copy(fresh)) if j < cd.n_inputs else _with_param(cd, j, fresh[j], fresh)
+            out_bufs = [b for b in cd.buffers if b in sets[si][1]]
+            return {b: o.detach().reshape(sets[si][1][b].shape) for b, o in zip(out_bufs, outs)}
+        name = f"input {j}" if j < cd.n_inputs else f"parameter '{list(cd.module.state_dict())[j - cd.n_inputs]}'"
+        table[name] = redrawn
+    return table
+
+
+def _with_param(cd, j: int, value, fresh: dict) -> list:
+    """The reference's outputs with state entry j - n_inputs set to `value` (then put back)."""
+    import torch
+    name = list(cd.module.state_dict())[j - cd.n_inputs]
+    t = cd.module.state_dict(keep_vars=True)[name]
+    before = t.detach().clone()
+    with torch.no_grad():
+        t.data.copy_(value)
+    try:
+        return cd.run_reference(cd.reference_copy(fresh))
+    finally:
+        with torch.no_grad():
+            t.data.copy_(before)
+
+
+def _c_properties(task: Task, seed: int, fidelity: bool) -> list[str]:
+    """Properties of a c2cuda task's check configurations that are not timed (the C reference runs on them)."""
+    import torch
+    from pipeline.config import CompileSection
+    from pipeline.evaluation.compile import Compiler
+    from pipeline.evaluation.fidelity import C_FLOAT64_PRELUDE
+    from pipeline.evaluation import reference as R
+    small = task.model_copy(update={"configs": [c for c in task.configs if c.check and not c.time]})
+    comp = Compiler(CompileSection())
+    lib = comp.compile_c_reference(small.reference)
+    if not lib.ok:
+        raise RuntimeError(f"the C reference does not compile: {lib.log[:200]}")
+    group = R.build_c2cuda(small, seed, fidelity=fidelity)
+    R.run_c_reference(group, lib.artifact)
+    if fidelity and R.can_anchor_c(small):
+        lib64 = comp.compile_c_reference(C_FLOAT64_PRELUDE + small.reference)
+        if lib64.ok:
+            R.run_c_reference64(group, lib64.artifact)
+    found = []
+    for cd in group.configs:
+        cd.input_sets = [{b: torch.from_numpy(v) for b, v in s.items()} for s in cd.input_sets]
+        cd.expected = [{b: torch.from_numpy(v) for b, v in s.items()} for s in cd.expected]
+        cd.anchors = [{b: (torch.from_numpy(v), a) for b, (v, a) in s.items()} for s in cd.anchors]
+        sets = [cd.check_set(si) for si in range(2)]
+        for inputs, expected in sets:
+            for b, out in expected.items():
+                if group.buffers[b].role == "out":
+                    name = f"{cd.name}/{group.buffers[b].name.split('.', 1)[1]}"
+                    found += [f"{name}: {p}" for p in _output_properties(out, inputs, task)]
+        full = [{b: sets[si][0].get(b, torch.zeros(1)) for b in cd.buffers} for si in range(2)]
+        for label, outs_of in _trivial_outputs(group, cd, sets).items():
+            if "affine" in label or "copying" in label:
+                continue  # C outputs beside inputs of the same size are common (saxpy's y): judged by redraws
+            if all(R.check_outputs(group, cd, si, {**full[si], **outs_of(si)})[0] for si in range(2)):
+                found.append(f"{cd.name}: {label} passes the check")
+    return sorted(set(found))

@@ -1,0 +1,90 @@
+"""Degenerate tasks are found by running their references on the CPU; the check's own repairs (adversarial
+inputs, redrawn state) are credited, and a task whose check a lazy kernel still passes is degenerate, kept out
+of training and reported with its reason."""
+import json
+
+import pytest
+
+from pipeline.evaluation import reference
+from pipeline.evaluation.degeneracy import degeneracy
+from pipeline.tasks.degenerate import load_registry, split_degenerate
+from pipeline.tasks.sources import KERNELBENCH_TOLERANCE
+from pipeline.tasks.validation import task_from_dict
+
+HEAD = "import torch\nimport torch.nn as nn\n\n"
+INPUTS = "\n\ndef get_inputs():\n    return [torch.randn(8, 256)]\n\ndef get_init_inputs():\n    return []\n"
+
+
+def _task(forward: str, init: str = "", task_id: str = "t/probe", inputs: str = INPUTS, tolerance=None):
+    source = (HEAD + "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+              + (f"        {init}\n" if init else "") + f"    def forward(self, x):\n        return {forward}\n"
+              + inputs)
+    return task_from_dict({"id": task_id, "kind": "torch2cuda", "family": "probe", "reference": source,
+                           "configs": [{"name": "a"}, {"name": "b"}],
+                           "tolerance": tolerance.model_dump() if tolerance else {"rtol": 1e-4, "atol": 1e-4}})
+
+
+@pytest.fixture(autouse=True)
+def _cpu(monkeypatch):
+    monkeypatch.setattr(reference, "DEVICE", "cpu")
+
+
+def test_an_honest_task_is_ok():
+    d = degeneracy(_task("torch.softmax(x, dim=1)"))
+    assert d.verdict == "ok", d
+
+
+def test_an_output_of_zeros_is_degenerate():
+    d = degeneracy(_task("torch.clamp(x, min=-1, max=1) * 0.0"))
+    assert d.verdict == "degenerate"
+    assert any("zero" in p for p in d.under_check) and "a: writing zeros passes the check" in d.under_check
+    assert d.reason
+
+
+def test_an_output_insensitive_to_its_input_is_degenerate():
+    d = degeneracy(_task("torch.relu(-torch.abs(x)) + 1.0"))  # ones whatever x holds
+    assert d.verdict == "degenerate"
+    assert any("insensitive to input 0" in p for p in d.under_check) or any("constant" in p for p in d.under_check)
+
+
+def test_an_identity_at_the_task_s_sizes_is_degenerate_and_rounding_noise_too():
+    assert degeneracy(_task("torch.clamp(x, min=-100.0, max=100.0)")).verdict == "degenerate"  # returns x
+    scaled = _task("x.sum(dim=1, keepdim=True) * 1e-30")  # tiny but computed: the check is relative
+    assert degeneracy(scaled).verdict == "ok"
+    underflow = _task("torch.prod(x, dim=1)", tolerance=KERNELBENCH_TOLERANCE)  # 256 factors of randn: ~1e-42
+    d = degeneracy(underflow)
+    assert d.verdict == "degenerate" and "a: writing zeros passes the check" in d.under_check, d
+
+
+def test_a_batchnorm_at_its_defaults_is_repaired_by_the_redrawn_state():
+    bn = _task("self.bn(x)", "self.bn = nn.BatchNorm1d(256)")
+    d = degeneracy(bn)
+    assert d.verdict == "repaired", d
+    assert any("'input0' passes the check" in p for p in d.task_draw)  # running stats 0 and 1: the input passes
+    assert d.under_check == []
+
+
+def test_a_kept_constant_is_a_repair_the_task_can_refuse():
+    bn = _task("self.bn(x)", "self.bn = nn.BatchNorm1d(256)")
+    fixed = bn.model_copy(update={"fixed_state": ["bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"]})
+    assert degeneracy(fixed).verdict == "degenerate"
+
+
+def test_the_registry_keeps_degenerate_tasks_out_and_forgets_a_changed_task(tmp_path):
+    bad, good = _task("x * 0.0", task_id="t/bad"), _task("torch.tanh(x)", task_id="t/good")
+    path = tmp_path / "degeneracy.json"
+    path.write_text(json.dumps({"tasks": {
+        "t/bad": {"hash": bad.content_hash(), "verdict": "degenerate", "reason": "writing zeros passes the check"},
+        "t/good": {"hash": good.content_hash(), "verdict": "ok", "reason": ""}}}))
+    load_registry.cache_clear()
+    keep, dropped = split_degenerate([bad, good], str(path))
+    assert [t.id for t in keep] == ["t/good"] and dropped == [("t/bad", "writing zeros passes the check")]
+    changed = bad.model_copy(update={"reference": bad.reference.replace("0.0", "2.0")})
+    assert split_degenerate([changed], str(path))[0] == [changed]  # checked as it was, not as it is
+
+
+def test_the_shipped_registry_flags_none_of_the_built_in_tasks():
+    from pipeline.tasks import load_tasks
+    load_registry.cache_clear()
+    keep, dropped = split_degenerate(load_tasks("builtin"))
+    assert dropped == [] and len(keep) == 24

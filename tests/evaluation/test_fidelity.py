@@ -1,0 +1,228 @@
+""""Correct" means the work was done: kernels that skip work, drop a parameter of ones or return their input
+pass the version 13 check (fidelity off) and fail this one, while honest float32 computations pass it.
+Everything runs the evaluator's own `check_outputs` on its own check sets, on the CPU."""
+import math
+
+import pytest
+import torch
+
+from pipeline.evaluation import reference
+from pipeline.evaluation.fidelity import adversarial_like, domain_of, redraw_constant_state
+from pipeline.evaluation.reference import build_torch2cuda, check_outputs, reference_inputs_of
+from pipeline.tasks import kernelbench_task
+
+DOT = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, a, b):
+        return (a * b).sum(dim=1)
+
+n = 65536
+
+def get_inputs():
+    return [torch.rand(4, n), torch.rand(4, n)]
+
+def get_init_inputs():
+    return []
+'''
+
+BATCHNORM = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(c)
+    def forward(self, x):
+        return self.bn(x)
+
+def get_inputs():
+    return [torch.randn(4, 8, 16, 16)]
+
+def get_init_inputs():
+    return [8]
+'''
+
+SCALE = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.linear = nn.Linear(n, n)
+        self.scale = nn.Parameter(torch.ones(n))
+    def forward(self, x):
+        return torch.relu(self.linear(x)) * self.scale
+
+def get_inputs():
+    return [torch.randn(16, 64)]
+
+def get_init_inputs():
+    return [64]
+'''
+
+
+@pytest.fixture(autouse=True)
+def _cpu(monkeypatch):
+    monkeypatch.setattr(reference, "DEVICE", "cpu")
+
+
+def _task(tmp_path, source: str, name: str):
+    path = tmp_path / "level1" / f"{name}.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(source)
+    task = kernelbench_task(path)
+    return task.model_copy(update={"configs": [c for c in task.configs if not c.time]})
+
+
+def _dot_task():
+    """The dot product at a tolerance of the data set's (1e-3): a subsample of uniform inputs is a fair sample."""
+    from pipeline.tasks.validation import task_from_dict
+    return task_from_dict({"id": "t/dot", "kind": "torch2cuda", "family": "dot", "reference": DOT,
+                           "configs": [{"name": "a"}, {"name": "b", "params": {"n": 65537}}],
+                           "tolerance": {"rtol": 1e-3, "atol": 1e-3}})
+
+
+def _judge(task, kernel, fidelity: bool, seed: int = 3) -> bool:
+    """Whether `kernel(module, args) -> outputs` passes every check set of every configuration."""
+    group = build_torch2cuda(task, seed, init_seed=seed + 1, fidelity=fidelity)
+    for cd in group.configs:
+        for si in range(2):
+            inputs, expected = cd.check_set(si)
+            pos = reference_inputs_of(cd, inputs)
+            args = [pos[j] for j in range(cd.n_inputs)]
+            with torch.no_grad():
+                outs = kernel(cd.module, args)
+            now = dict(inputs)
+            now.update({b: o.reshape(expected[b].shape) for b, o in zip(expected, outs)})
+            if not check_outputs(group, cd, si, now)[0]:
+                return False
+    return True
+
+
+def _honest(module, args):
+    return [module(*args)]
+
+
+def _float64_rounded(module, args):
+    import copy
+    return [copy.deepcopy(module).double()(*[a.double() for a in args]).float()]
+
+
+def test_a_dot_product_that_skips_every_eighth_pair_passed_before_and_fails_now():
+    task = _dot_task()
+
+    def skipping(module, args):
+        a, b = args
+        keep = torch.arange(a.shape[1]) % 8 != 7
+        return [(a[:, keep] * b[:, keep]).sum(dim=1) * (a.shape[1] / int(keep.sum()))]
+    assert _judge(task, skipping, fidelity=False)  # uniform inputs: the rescaled sample is within 1e-3
+    assert not _judge(task, skipping, fidelity=True)
+    assert _judge(task, _honest, fidelity=True) and _judge(task, _float64_rounded, fidelity=True)
+
+
+def test_blocked_and_serial_float32_sums_are_honest():
+    task = _dot_task()
+
+    def serial(module, args):  # one thread per row, summing left to right in float32: the naive kernel's order
+        a, b = args
+        acc = torch.zeros(a.shape[0], dtype=torch.float32)
+        for k in range(0, a.shape[1], 64):  # blocks of 64 in float32, as a loop with an unrolled inner step
+            acc = acc + (a[:, k:k + 64] * b[:, k:k + 64]).sum(dim=1)
+        return [acc]
+    assert _judge(task, serial, fidelity=True)
+
+    def one_by_one(module, args):  # strictly left to right in float32 (numpy's cumsum does not pair terms)
+        import numpy as np
+        a, b = (x.numpy() for x in args)
+        return [torch.from_numpy(np.cumsum(a * b, axis=1, dtype=np.float32)[:, -1].copy())]
+    assert _judge(task, one_by_one, fidelity=True)
+
+
+def test_a_batchnorm_that_returns_its_input_passed_before_and_fails_now(tmp_path):
+    task = _task(tmp_path, BATCHNORM, "33_BatchNorm")
+
+    def identity(module, args):
+        return [args[0].clone()]
+    assert _judge(task, identity, fidelity=False)  # running mean 0 and variance 1: x / sqrt(1 + eps)
+    assert not _judge(task, identity, fidelity=True)
+    assert _judge(task, _honest, fidelity=True)
+
+
+def test_leaving_out_a_weight_of_ones_passed_before_and_fails_now(tmp_path):
+    task = _task(tmp_path, SCALE, "85_Scale")
+
+    def without_scale(module, args):
+        return [torch.relu(module.linear(args[0]))]
+    assert _judge(task, without_scale, fidelity=False)
+    assert not _judge(task, without_scale, fidelity=True)
+    assert _judge(task, _honest, fidelity=True) and _judge(task, _float64_rounded, fidelity=True)
+
+
+def test_lower_precision_fails_the_float64_anchor(tmp_path):
+    task = _task(tmp_path, SCALE, "85_Scale")
+
+    def bf16_inputs(module, args):
+        import copy
+        m = copy.deepcopy(module).to(torch.bfloat16)
+        return [m(args[0].to(torch.bfloat16)).float()]
+    assert not _judge(task, bf16_inputs, fidelity=True)
+
+
+def test_a_fixed_state_name_keeps_its_value(tmp_path):
+    task = _task(tmp_path, SCALE, "85_Scale").model_copy(update={"fixed_state": ["scale"]})
+    group = build_torch2cuda(task, 3, init_seed=4)
+    assert bool((group.configs[0].module.scale == 1).all())
+    group = build_torch2cuda(task.model_copy(update={"fixed_state": []}), 3, init_seed=4)
+    assert not bool((group.configs[0].module.scale == 1).all())
+
+
+def test_adversarial_draws_keep_the_domain_of_the_task_s_draw():
+    g = torch.Generator().manual_seed(0)
+    cases = {"signed": torch.randn(64, 300, generator=g), "unit": torch.rand(64, 300, generator=g),
+             "positive": torch.rand(64, 300, generator=g) + 0.1, "vector": torch.randn(5000, generator=g)}
+    for name, x in cases.items():
+        gen = torch.Generator().manual_seed(7)
+        y = adversarial_like(x, gen)
+        assert y.shape == x.shape and y.dtype == x.dtype and bool(torch.isfinite(y).all()), name
+        low, high, strict = domain_of(x)
+        assert float(y.min()) >= (float(x.min()) if strict else low), name
+        assert float(y.max()) <= high, name
+        assert not torch.equal(y, x)
+        flat = y.reshape(-1).double()
+        peak = float(flat.abs().max()) / float(flat.pow(2).mean().sqrt())
+        assert peak > 5 or name == "unit", f"{name}: no large values ({peak:.1f} x rms)"
+        again = adversarial_like(x, torch.Generator().manual_seed(7))
+        assert torch.equal(y, again)  # the seed decides the draw
+        assert not torch.equal(y, adversarial_like(x, torch.Generator().manual_seed(8)))
+
+
+def test_indices_masks_and_labels_are_left_as_drawn():
+    g = torch.Generator().manual_seed(0)
+    for x in (torch.randint(0, 10, (100,), generator=g), torch.rand(100, generator=g) > 0.5,
+              torch.randint(0, 3, (100,), generator=g).float()):
+        assert torch.equal(adversarial_like(x, torch.Generator().manual_seed(1)), x)
+
+
+def test_constant_state_is_redrawn_away_from_its_default_and_keeps_its_sign():
+    bn = torch.nn.BatchNorm1d(32)
+    lin = torch.nn.Linear(8, 8)
+    before = lin.weight.detach().clone()
+    names = redraw_constant_state(bn, torch.Generator().manual_seed(0))
+    assert set(names) == {"weight", "bias", "running_mean", "running_var"}
+    assert bool((bn.running_var > 0).all()) and not bool((bn.running_var == 1).all())
+    assert int(bn.num_batches_tracked) == 0  # integers keep their value
+    assert redraw_constant_state(lin, torch.Generator().manual_seed(0)) == []  # already a random draw
+    assert torch.equal(lin.weight, before)
+
+
+def test_every_check_set_has_a_float64_anchor_and_set_1_is_adversarial():
+    group = build_torch2cuda(_dot_task(), 3, init_seed=4)
+    for cd in group.configs:
+        for si in range(2):
+            anchors = cd.anchor_set(si)
+            assert anchors and all(a[0].dtype == torch.float64 and math.isfinite(a[1]) for a in anchors.values())
+        assert cd.draws == ["task", "adversarial"]
