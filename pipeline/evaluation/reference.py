@@ -96,16 +96,17 @@ class ConfigData:
         is held. The float64 anchor of the set is `anchor_set(si)`."""
         if self.input_sets:  # c2cuda: stored (a timing configuration's expected outputs come from its baseline)
             return self.input_sets[si], (self.expected[si] if si < len(self.expected) else {})
-        return self._made_set(si)[:2]
+        return self._made_set(si)[0]
 
     def anchor_set(self, si: int) -> dict:
         """{buffer index: (float64 reference output, allowance)} of check set `si` (fidelity.anchored); empty
         where the reference has no float64 twin or (c2cuda) the configuration is a timing one."""
         if self.input_sets:
             return self.anchors[si] if si < len(self.anchors) else {}
-        return self._made_set(si)[2]
+        return self._made_set(si)[1]
 
-    def _made_set(self, si: int) -> tuple[dict, dict, dict]:
+    def _made_set(self, si: int) -> tuple[tuple[dict, dict], dict]:
+        """((inputs, expected outputs), anchors) of check set `si`, made on first use."""
         from pipeline.evaluation.fidelity import anchor_allowance
         if si not in self._made:
             if not self.keep_sets:
@@ -119,7 +120,7 @@ class ConfigData:
                 while len(self.draws) <= si:
                     self.draws.append("")
                 self.draws[si] = draw
-                self._made[si] = (inputs, expected, anchors)
+                self._made[si] = ((inputs, expected), anchors)
             except Exception as e:  # the trusted reference failed (or its memory ran out): never the candidate's fault
                 raise TaskBroken(f"config {self.name}: making check set {si + 1} (the task's get_inputs and "
                                  f"reference) failed: {type(e).__name__}: {str(e)[:300]}") from e
@@ -888,8 +889,8 @@ def _torch_config_bytes(task: Task, cfg, params: dict) -> ConfigBytes:
 def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_bytes: int, max_slots: int = 32,
                     calibration_max: int = 0) -> int:
     """Device bytes an evaluation of a group may hold at its peak, the candidate's process included.
-    Every configuration's parameters stay (the reference model's and the shared copy; the candidate's
-    model once); c2cuda configurations keep their two input sets and expected outputs. Beyond that,
+    Every configuration's parameters stay (the reference model's, its float64 twin's and the shared copy; the
+    candidate's model once), and the float64 anchor of the check set in use; c2cuda configurations keep their two input sets and expected outputs. Beyond that,
     configurations are worked through one at a time in one shared allocation (arena_layout), so it is
     the largest that counts: its shared buffers and timing slots (as many as `add_timing_slots` makes),
     a timed round's fresh inputs with the reference's copy, its expected and torch.compile'd outputs, or
@@ -899,6 +900,8 @@ def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_by
     configuration's outputs, at most `calibration_max`, freed when the group is released)."""
     held = sum(2 * c.params + (2 * (c.inputs + c.outputs) if c.stored else 0) for c in sizes)
     held += max((c.params for c in sizes), default=0)
+    held += sum(2 * c.params for c in sizes if not c.stored)  # the float64 twin of each reference module
+    held += 2 * max((c.outputs for c in sizes if not c.stored), default=0)  # the float64 anchor of the set in use
     largest = 0
     for c in sizes:
         one = c.inputs + c.outputs + c.params
