@@ -902,6 +902,7 @@ def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_by
     held += max((c.params for c in sizes), default=0)
     held += sum(2 * c.params for c in sizes if not c.stored)  # the float64 twin of each reference module
     held += 2 * max((c.outputs for c in sizes if not c.stored), default=0)  # the float64 anchor of the set in use
+    held += sum(4 * c.outputs for c in sizes if c.stored and not c.time)  # c2cuda: both sets' float64 anchors
     largest = 0
     for c in sizes:
         one = c.inputs + c.outputs + c.params
