@@ -3,6 +3,10 @@
 #   bash benchmarks/gpu_checks.sh [verify] [tests] [trust] [protocols] [kernelbench] [kernelbench_memory]
 #                                 [kernelbench_baseline] [kernelbench_bench] [pareval] [bench]
 #                                 [structure] [generation] [train] [sft] [train_sft] [sft_bench] [measure] [multi_gpu]
+#                                 [fidelity]
+# fidelity: what evaluator version 14 (adversarial check set, redrawn state, float64 anchor) does to honest code:
+#   every built-in implementation through trusted_timing.py (two stability runs), then the KernelBench answers
+#   of levels KB_LEVELS (default 1) within FIDELITY_KB_S seconds (default 270); one call.
 # sft: a short warm start, SFT_S seconds of training; train_sft: two RL steps starting from it, on the
 #   train split it was fitted to; sft_bench: SFT then `cudaperf bench` of it on LIMIT held-out tasks
 #   (benchmarks/sft_h200.sh: what carries over to unseen families); measure: the dataset within MEASURE_S
@@ -65,6 +69,9 @@ for step in $steps; do
              --suite kernelbench --kernelbench-dir .kernelbench --levels ${KB_LEVELS:-1} --config configs/h200.yaml \
              --baseline-json .kernelbench/results/timing --baseline-hardware H100_Modal --out "$OUT/kernelbench_bench" \
              eval.gate_profile=kernelbench compile.cache_dir=$CUDAPERF_TEST_COMPILE_CACHE > "$OUT/kernelbench_bench.log" 2>&1 ;;
+    fidelity) timeout 250 python3 benchmarks/trusted_timing.py --stability-runs 2 --out "$OUT/trusted_timing_h200.json" \
+                > "$OUT/trust.log" 2>&1
+              KB_BENCH_S=${FIDELITY_KB_S:-270} OUT="$OUT" bash benchmarks/gpu_checks.sh kernelbench_bench > /dev/null 2>&1 ;;
     protocols) timeout 300 python3 benchmarks/timing_protocols.py --out "$OUT/timing_protocols_h200.json" --trials 12 \
                  > "$OUT/protocols.log" 2>&1
                nvcc -O2 -arch=sm_90 -o /tmp/ipc_mapping benchmarks/ipc_mapping.cu -lcuda \

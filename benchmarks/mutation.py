@@ -555,6 +555,8 @@ def run_workers(task_jsons: list[str], args) -> list[dict]:
     ids = [json.loads(t)["id"] for t in task_jsons]
     shares = [list(range(k, len(task_jsons), args.workers)) for k in range(args.workers)]
     results: dict[int, dict] = {}
+    if not task_jsons:
+        return []
     with tempfile.TemporaryDirectory(prefix="cudaperf-mutation-") as d:
         procs = {}
 
@@ -655,10 +657,18 @@ def main() -> None:
     ap.add_argument("--max-bytes", type=int, default=64 << 20, help="a check configuration's data on the CPU")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", default="benchmarks/results/mutation.json")
+    ap.add_argument("--resume", nargs="*", default=[], help="worker output files (JSON lines) of an earlier run")
     args = ap.parse_args()
     tasks = load_campaign_tasks(args)
     t0 = time.perf_counter()
-    results = run_workers([t.model_dump_json() for t in tasks], args)
+    done = {}
+    for path in args.resume:  # rows of an earlier run (a worker's output lines): their tasks are not run again
+        for line in Path(path).read_text().splitlines():
+            row = json.loads(line)
+            if "task" in row and "start" not in row:
+                done[row["task"]] = row
+    todo = [t for t in tasks if t.id not in done]
+    results = [done[t.id] for t in tasks if t.id in done] + run_workers([t.model_dump_json() for t in todo], args)
     report = {"summary": summarise(results), "tasks": results, "command": " ".join(sys.argv),
               "machine": platform.node(), "cpus": os.cpu_count(), "wall_s": round(time.perf_counter() - t0, 1),
               "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}

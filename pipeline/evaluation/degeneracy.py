@@ -15,10 +15,11 @@ what the timed rounds check, when they fit `max_bytes`):
 - `non-finite`: the reference itself is Inf or NaN somewhere;
 - `constant` / `zero`: every element equal;
 - `rounding-noise`: the output's rms under the float32 rounding of its inputs (`rounding_floor`);
-- `trivial`: a kernel writing zeros, the output's mean, an input, or an affine function of one input
-  (a * x + b, fitted) passes the check (`check_outputs`, as a candidate would be checked);
-- `insensitive`: with one input or parameter redrawn, the reference's outputs still pass the check: a kernel
-  ignoring it would be called correct.
+- `trivial`: a kernel writing zeros, a constant, an input, or a fixed affine function of one input
+  (a * x + b, fitted on the first check set and kept for the second) passes the check (`check_outputs`, as a
+  candidate would be checked);
+- `insensitive`: with one input or parameter (the first MAX_PARAMS floating ones) redrawn, the reference's
+  outputs still pass the check: a kernel ignoring it would be called correct.
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ from dataclasses import asdict, dataclass, field
 
 from pipeline.records import Task
 
-MAX_BYTES = 256 << 20  # a configuration's data (inputs, outputs, parameters) the CPU check takes on
+MAX_BYTES = 64 << 20  # a configuration's data (inputs, outputs, parameters) the CPU check takes on
+MAX_PARAMS = 8  # parameters redrawn one at a time for `insensitive` (the first ones of the state)
 
 
 @dataclass
@@ -45,15 +47,17 @@ def degeneracy(task: Task, seed: int = 1, max_bytes: int = MAX_BYTES) -> Degener
     """The task's degeneracy (module docstring), never raising for a task's own failure."""
     try:
         if task.kind == "torch2cuda":
-            task, note = _fit_batch(task, max_bytes)
-            too_big = _too_big(task, max_bytes)
-            if too_big:
-                return Degeneracy(task.id, "unchecked", reason=too_big)
+            fitted, changed = fit_sizes(task, lambda t: not _too_big(t, max_bytes))
+            if fitted is None:
+                return Degeneracy(task.id, "unchecked", reason=_too_big(task, max_bytes))
+            task = fitted
+            note = (f"checked with {', '.join(f'{k} = {v}' for k, v in changed.items())}, the other sizes as the "
+                    f"task has them" if changed else "")
             plain = _torch_properties(task, seed, fidelity=False)
-            checked = _torch_properties(task, seed, fidelity=True)
+            checked = _torch_properties(task, seed, fidelity=True) if plain else []  # the check only adds to it
         else:
             plain = _c_properties(task, seed, fidelity=False)
-            checked = _c_properties(task, seed, fidelity=True)
+            checked = _c_properties(task, seed, fidelity=True) if plain else []
     except Exception as e:  # noqa: BLE001 - the task's reference failed here: report it, never stop a sweep
         return Degeneracy(task.id, "unchecked", reason=f"the reference failed on the CPU: {type(e).__name__}: "
                                                        f"{str(e)[:200]}")
@@ -67,25 +71,44 @@ def degeneracy(task: Task, seed: int = 1, max_bytes: int = MAX_BYTES) -> Degener
 BATCH_NAMES = ("batch_size", "batch", "B", "N")  # module globals that count independent samples
 
 
-def _fit_batch(task: Task, max_bytes: int) -> tuple[Task, str]:
-    """The task with its batch size (the first global of BATCH_NAMES it defines) halved until every check
-    configuration fits `max_bytes`: samples are independent, so what makes an output degenerate (the length of a
-    reduction, the values a clamp leaves) is kept. Returns the task and a note of the batch size used."""
+def runs_on_meta(task: Task) -> bool:
+    """Whether the task's reference builds and runs on torch's meta device at its first configuration's sizes
+    (a size changed alone can disagree with a shape the module derived from it when it was loaded)."""
+    import torch
     from pipeline.evaluation.reference import load_reference_module
     from pipeline.tasks import config_params
-    note = ""
-    for _ in range(16):
-        if not _too_big(task, max_bytes):
-            return task, note
+    try:
         ns = load_reference_module(task, config_params(task, task.configs[0]))
-        name = next((n for n in BATCH_NAMES if type(ns.get(n)) is int and ns[n] > 1), None)
-        if name is None:
+        with torch.device("meta"), torch.no_grad():
+            ns["Model"](*list(ns["get_init_inputs"]()))(*list(ns["get_inputs"]()))
+        return True
+    except Exception:  # noqa: BLE001 - any failure means this size cannot be changed alone
+        return False
+
+
+def fit_sizes(task: Task, fits) -> tuple[Task | None, dict]:
+    """The task with its module's integer sizes halved until `fits(task)`: batch sizes (BATCH_NAMES) first,
+    since samples are independent and what makes an output degenerate (a reduction's length, the values a
+    clamp leaves) stays; then the largest size, each only where the reference still runs. Returns the task
+    (None when nothing makes it fit) and the sizes changed."""
+    from pipeline.evaluation.reference import load_reference_module
+    from pipeline.tasks import config_params
+    changed, frozen = {}, set()
+    for _ in range(40):
+        if fits(task):
+            return task, changed
+        ns = load_reference_module(task, config_params(task, task.configs[0]))
+        ints = {k: v for k, v in ns.items() if not k.startswith("_") and type(v) is int and v > 1 and k not in frozen}
+        if not ints:
             break
-        value = max(1, ns[name] // 2)
-        note = f"checked with {name} = {value}, the other sizes as the task has them"
-        task = task.model_copy(update={"configs": [c.model_copy(update={"params": {**c.params, name: value}})
-                                                   for c in task.configs]})
-    return task, note
+        name = next((n for n in BATCH_NAMES if n in ints), None) or max(ints, key=ints.get)
+        trial = task.model_copy(update={"configs": [c.model_copy(update={"params": {**c.params, name: ints[name] // 2}})
+                                                    for c in task.configs]})
+        if runs_on_meta(trial):
+            task, changed[name] = trial, ints[name] // 2
+        else:
+            frozen.add(name)
+    return None, changed
 
 
 def _too_big(task: Task, max_bytes: int) -> str:
@@ -103,7 +126,12 @@ def _torch_properties(task: Task, seed: int, fidelity: bool) -> list[str]:
     from pipeline.evaluation import reference as R
     R.DEVICE = "cpu"
     found: list[str] = []
-    configs = [c for c in task.configs if c.check or not fidelity]
+    configs, seen = [], set()
+    for c in task.configs:  # configurations of the same sizes (KernelBench's seed0, seed1, timing) once
+        key = (tuple(sorted(c.params.items())), c.check)
+        if (c.check or not fidelity) and key not in seen:
+            seen.add(key)
+            configs.append(c)
     sizes = {s.name: s for s in R.config_bytes(task)}
     configs = [c for c in configs if c.check or sizes[c.name].inputs + sizes[c.name].outputs + sizes[c.name].params
                <= MAX_BYTES]
@@ -155,40 +183,49 @@ def _output_properties(out, inputs: dict, task: Task) -> list[str]:
 
 
 def _trivial_outputs(group, cd, sets) -> dict:
-    """label -> function(set index) -> {output buffer: tensor} of outputs a lazy kernel could write."""
+    """label -> function(set index) -> {output buffer: tensor} of outputs a lazy kernel could write: zeros, a
+    constant, an input, or a fixed affine function a * x + b of one input. The constant and (a, b) are fitted on
+    set 0 and used unchanged on set 1, as a kernel would hard-code them (sqrt(N) for a norm of a fixed draw)."""
     import torch
     outs = [b for b in cd.buffers if group.buffers[b].role == "out"]
     inputs = [b for b in cd.buffers if group.buffers[b].role in ("in", "param")]
 
-    def const(kind):
-        def f(si):
-            exp = sets[si][1]
-            return {b: (torch.zeros_like(exp[b]) if kind == "zeros" else
-                        torch.full_like(exp[b], float(exp[b].double().mean()) if exp[b].is_floating_point() else 0))
-                    for b in outs}
-        return f
-    table = {"writing zeros": const("zeros")}
+    def zeros(si):
+        return {b: torch.zeros_like(sets[si][1][b]) for b in outs}
+
+    def mean(si):
+        return {b: torch.full_like(sets[si][1][b], float(sets[0][1][b].double().mean()))
+                if sets[si][1][b].is_floating_point() else torch.zeros_like(sets[si][1][b]) for b in outs}
+    table = {"writing zeros": zeros}
     if any(sets[0][1][b].numel() > 1 for b in outs):  # a scalar's mean is the answer itself
-        table["writing the mean"] = const("mean")
+        table["writing a constant"] = mean
+
+    def fit(k: int, b: int) -> tuple[float, float]:
+        x, y = sets[0][0][k].reshape(-1).double(), sets[0][1][b].reshape(-1).double()
+        xm, ym = float(x.mean()), float(y.mean())
+        var = float(((x - xm) ** 2).sum())
+        a = float(((x - xm) * (y - ym)).sum()) / var if var > 0 else 0.0
+        return a, ym - a * xm
+
     for k in inputs:
+        usable = all(sets[0][0][k].numel() == sets[0][1][b].numel() and sets[0][0][k].is_floating_point()
+                     and sets[0][1][b].is_floating_point() for b in outs)
+        if not usable:
+            continue
+        coefficients = {b: fit(k, b) for b in outs}
+
         def copy(si, k=k, affine=False):
-            src, exp = sets[si][0][k], sets[si][1]
             got = {}
             for b in outs:
-                if src.numel() != exp[b].numel() or not src.is_floating_point() or not exp[b].is_floating_point():
-                    return {b: torch.zeros_like(exp[b]) for b in outs}
-                x = src.reshape(exp[b].shape).double()
-                if affine:  # the best a * x + b in least squares
-                    y = exp[b].double()
-                    xm, ym = float(x.mean()), float(y.mean())
-                    var = float(((x - xm) ** 2).sum())
-                    a = float(((x - xm) * (y - ym)).sum()) / var if var > 0 else 0.0
-                    x = a * (x - xm) + ym
-                got[b] = x.to(exp[b].dtype)
+                x = sets[si][0][k].reshape(sets[si][1][b].shape).double()
+                if affine:
+                    a, c = coefficients[b]
+                    x = a * x + c
+                got[b] = x.to(sets[si][1][b].dtype)
             return got
         name = group.buffers[k].name.split(".", 1)[1]
         table[f"copying '{name}'"] = copy
-        table[f"an affine function of '{name}'"] = lambda si, k=k, c=copy: c(si, k, True)
+        table[f"a fixed affine function of '{name}'"] = lambda si, k=k, c=copy: c(si, k, True)
     return table
 
 
@@ -200,7 +237,7 @@ def _ignoring(cd, sets, seed: int) -> dict:
     positions = list(range(len(cd.buffers)))
     state = list(cd.module.state_dict().values())
     floating = [j for j in positions[cd.n_inputs:cd.n_inputs + len(cd.param_values)]
-                if state[j - cd.n_inputs].is_floating_point()]  # counters (num_batches_tracked) are no input
+                if state[j - cd.n_inputs].is_floating_point()][:MAX_PARAMS]  # counters are no input
     for j in positions[:cd.n_inputs] + floating:
         def redrawn(si, j=j):
             inputs = sets[si][0]
