@@ -91,6 +91,7 @@ def test_the_shipped_registry_flags_none_of_the_built_in_tasks():
 
 
 def test_a_norm_taken_as_a_constant_passes_the_task_s_draw_only():
-    d = degeneracy(_task("x / torch.norm(x, p='fro')", inputs=INPUTS.replace("randn(8, 256)", "randn(64, 4096)")))
+    d = degeneracy(_task("x / torch.norm(x, p='fro')", inputs=INPUTS.replace("randn(8, 256)", "randn(64, 4096)"),
+                         tolerance=KERNELBENCH_TOLERANCE))
     assert d.verdict == "repaired", d  # sqrt(N) for the norm passes on randn alone, not on the adversarial set
     assert any("a fixed affine function of 'input0'" in p for p in d.task_draw)
