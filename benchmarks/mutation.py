@@ -462,46 +462,18 @@ def _record(row: dict, phase: str, changing: bool, detected: bool) -> None:
 
 
 # --- sizes on the CPU ---------------------------------------------------------------------------------------------
-def _runs_on_meta(task) -> bool:
-    """Whether the task's reference builds and runs on torch's meta device at its first configuration's sizes
-    (a size halved alone can disagree with a shape the module derived from it at import)."""
-    import torch
-    from pipeline.evaluation.reference import load_reference_module
-    from pipeline.tasks import config_params
-    try:
-        ns = load_reference_module(task, config_params(task, task.configs[0]))
-        with torch.device("meta"), torch.no_grad():
-            ns["Model"](*list(ns["get_init_inputs"]()))(*list(ns["get_inputs"]()))
-        return True
-    except Exception:  # noqa: BLE001 - any failure means this size cannot be changed alone
-        return False
-
-
 def fit_on_cpu(task, max_bytes: int):
     """The task with its timing configurations left out and, where a check configuration's inputs and outputs
-    exceed `max_bytes`, its module's integer sizes halved (batch sizes first, then the largest, each only where
-    the reference still runs) until they fit; returns (task or None, the sizes changed)."""
-    from pipeline.evaluation.degeneracy import BATCH_NAMES
-    from pipeline.evaluation.reference import config_bytes, load_reference_module
-    from pipeline.tasks import config_params
+    exceed `max_bytes` (or its parameters 600 MB), its sizes halved as the degeneracy check does
+    (degeneracy.fit_sizes: batch first); returns (task or None, the sizes changed)."""
+    from pipeline.evaluation.degeneracy import fit_sizes
+    from pipeline.evaluation.reference import config_bytes
     checks = [c for c in task.configs if c.check and not c.time]
-    task = task.model_copy(update={"configs": checks})
-    scaled, frozen = {}, set()
-    for _ in range(40):
-        if all(s.inputs + s.outputs <= max_bytes and s.params <= max(8 * max_bytes, 600 << 20) for s in config_bytes(task)):
-            return task, scaled
-        ns = load_reference_module(task, config_params(task, task.configs[0]))
-        ints = {k: v for k, v in ns.items() if not k.startswith("_") and type(v) is int and v > 1 and k not in frozen}
-        if not ints:
-            break
-        name = next((n for n in BATCH_NAMES if n in ints), None) or max(ints, key=ints.get)
-        trial = task.model_copy(update={"configs": [c.model_copy(update={"params": {**c.params, name: ints[name] // 2}})
-                                                    for c in task.configs]})
-        if _runs_on_meta(trial):
-            task, scaled[name] = trial, ints[name] // 2
-        else:
-            frozen.add(name)
-    return None, scaled
+
+    def fits(t) -> bool:
+        return all(s.inputs + s.outputs <= max_bytes and s.params <= max(8 * max_bytes, 600 << 20)
+                   for s in config_bytes(t))
+    return fit_sizes(task.model_copy(update={"configs": checks}), fits)
 
 
 def one_task(item: tuple) -> dict:
