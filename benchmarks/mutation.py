@@ -630,6 +630,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", default="benchmarks/results/mutation.json")
     ap.add_argument("--resume", nargs="*", default=[], help="worker output files (JSON lines) of an earlier run")
+    ap.add_argument("--no-run", action="store_true", help="only report the resumed rows")
     args = ap.parse_args()
     tasks = load_campaign_tasks(args)
     t0 = time.perf_counter()
@@ -640,12 +641,17 @@ def main() -> None:
             if "task" in row and "start" not in row:
                 done[row["task"]] = row
     todo = [t for t in tasks if t.id not in done]
-    results = [done[t.id] for t in tasks if t.id in done] + run_workers([t.model_dump_json() for t in todo], args)
+    if args.no_run:  # a report of the resumed rows alone: the rest are listed as not run
+        fresh = [{"task": t.id, "skipped": "not run (--no-run: the campaign was stopped before it)"} for t in todo]
+    else:
+        fresh = run_workers([t.model_dump_json() for t in todo], args)
+    results = [done[t.id] for t in tasks if t.id in done] + fresh
     report = {"summary": summarise(results), "tasks": results, "command": " ".join(sys.argv),
               "machine": platform.node(), "cpus": os.cpu_count(), "wall_s": round(time.perf_counter() - t0, 1),
               "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=1))
+    rows = ",\n".join("  " + json.dumps(r) for r in report.pop("tasks"))  # one line a task: a diff reads by task
+    Path(args.out).write_text(json.dumps(report, indent=1)[:-2] + ',\n "tasks": [\n' + rows + "\n ]\n}\n")
     print(f"{'class':<22}{'tasks':<22}{'changing':>9}{'before':>9}{'after':>9}")
     for row in report["summary"]["rows"]:
         print(f"{row['class']:<22}{row['tasks']:<22}{row['changing']:>9}{row['before_rate']:>9.3f}{row['after_rate']:>9.3f}")

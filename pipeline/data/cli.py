@@ -168,7 +168,7 @@ def _degeneracy_one(item: tuple) -> dict:
     import signal
     from pipeline.evaluation.degeneracy import Degeneracy, degeneracy
     from pipeline.records import Task
-    task_json, limit_s = item
+    task_json, limit_s, max_bytes = item
     task = Task.model_validate_json(task_json)
 
     def over(*_):
@@ -176,7 +176,7 @@ def _degeneracy_one(item: tuple) -> dict:
     signal.signal(signal.SIGALRM, over)
     signal.alarm(limit_s)
     try:
-        d = degeneracy(task)
+        d = degeneracy(task, max_bytes=max_bytes)
     except TimeoutError:
         d = Degeneracy(task.id, "unchecked", reason=f"the CPU check took over {limit_s} s")
     finally:
@@ -198,7 +198,8 @@ def cmd_degeneracy(cfg: RunConfig, args) -> int:
         tasks = sample_tasks(tasks, args.sample)
     rows = []
     with ProcessPoolExecutor(max(1, args.workers)) as pool:
-        for k, row in enumerate(pool.map(_degeneracy_one, [(t.model_dump_json(), args.limit_s) for t in tasks])):
+        for k, row in enumerate(pool.map(_degeneracy_one, [(t.model_dump_json(), args.limit_s, args.max_mib << 20)
+                                                         for t in tasks])):
             rows.append(row)
             if row["verdict"] != "ok":
                 print(f"[{k + 1}/{len(tasks)}] {row['task']}: {row['verdict']}: {row['reason'][:200]}", flush=True)
@@ -254,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", type=int, default=0, help="check only this many tasks (spread over families)")
     p.add_argument("--workers", type=int, default=2, help="parallel CPU processes")
     p.add_argument("--limit-s", type=int, default=600, help="seconds one task's check may take")
+    p.add_argument("--max-mib", type=int, default=64, help="a configuration's data on the CPU; larger problems are "
+                   "checked with their batch (then their largest size) halved")
     p.add_argument("--out", default="", help="write the report (JSON) here")
     p.add_argument("--update", action="store_true", help="merge the verdicts into the shipped registry")
     return parser

@@ -78,6 +78,7 @@ class ConfigData:
     anchors: list[dict] = field(default_factory=list)  # c2cuda: per check set, buffer index -> (float64 output,
     # allowance) for the float64 anchor (fidelity.anchored); torch2cuda: made with the set
     draws: list[str] = field(default_factory=list)  # per check set: "task" | "adversarial" | "mild" | "task (...)"
+    anchor_note: str = ""  # why a check set has no float64 anchor ("" when every one has)
     adversarial: bool = True  # torch2cuda: check set 1 is an adversarial draw
     module: object = None  # torch2cuda: the reference module (its state redrawn) and its float64 twin
     module64: object = None
@@ -134,7 +135,8 @@ class ConfigData:
             return {}
         try:
             outs64 = self.run_reference64(fresh)
-        except Exception:  # noqa: BLE001 - the reference runs only in float32: the check keeps its tolerance alone
+        except Exception as e:  # noqa: BLE001 - the reference runs only in float32: the check keeps its tolerance
+            self.anchor_note = f"no float64 anchor: the float64 twin failed ({type(e).__name__}: {str(e)[:120]})"
             return {}
         anchors = {}
         for b, o64 in zip(outputs, outs64):
