@@ -9,8 +9,8 @@ Why each part (`docs/fidelity.md` has the measurements):
 - A kernel that reads every second element and rescales, or truncates a loop, stays within a flat
   tolerance when the inputs are alike (uniform draws: every element is a fair sample of the rest).
   `adversarial_like` draws inputs where every element matters: heavy tails, scales that differ by
-  row, column and batch (blocks for 1-D), a non-zero mean, and a few large values in cancelling
-  pairs at secret positions. It stays inside the domain the task's own draw shows (non-negative,
+  row, column and batch (blocks for 1-D), a non-zero mean, a few large values in cancelling
+  pairs at secret positions, and large values on every dimension's first and last index. It stays inside the domain the task's own draw shows (non-negative,
   strictly positive, within [0, 1]); integer tensors (indices) and discrete floats (masks, labels)
   are left as drawn. A reference that is not finite on such a draw makes the caller fall back.
 - Parameters left at torch's defaults (ones, zeros) let a kernel drop a multiply by a weight of ones
@@ -20,8 +20,9 @@ Why each part (`docs/fidelity.md` has the measurements):
 - A flat relative tolerance (KernelBench's 1 % of the norm) admits skipped work. `anchored` measures
   the candidate against the reference computed in float64 on the same inputs, and allows
   ANCHOR_FACTOR times the float32 reference's own error against it, plus the roundings of a serial float32
-  sum along the inputs' longest axis (`anchor_allowance`): what an honest float32 kernel, in any order of its
-  sums, gets. Skipped work on the adversarial set is off by far more than that.
+  sum as long as the longest sum the reference computes (`run_measuring_sums` watches its ATen operations;
+  `anchor_allowance`): what an honest float32 kernel, in any order of its sums, gets. Skipped work on the
+  adversarial set is off by far more than that.
 """
 from __future__ import annotations
 
@@ -86,8 +87,21 @@ def adversarial_like(x, gen, mild: bool = False):
         jitter = 1 + 0.25 * torch.rand(2 * pairs, generator=gen, device=dev, dtype=torch.float64)  # no ties (argmax)
         flat[at[:pairs]] = SPIKE_SCALE * rms * jitter[:pairs]
         flat[at[pairs:]] = -SPIKE_SCALE * rms * jitter[pairs:]
+        # large values on the boundaries too (the first and last index of every dimension), where an off-by-one
+        # loop bound or a dropped tail would leave them out
+        for d in (d for d in dims if shape[d] >= 3):
+            for edge in (0, shape[d] - 1):
+                idx = [slice(None)] * len(shape)
+                idx[d] = edge
+                block = v[tuple(idx)]
+                signs = torch.where(torch.rand(block.shape, generator=gen, device=dev) < 0.5, -1.0, 1.0)
+                mag = SPIKE_SCALE / 4 * rms * (1 + 0.25 * torch.rand(block.shape, generator=gen, device=dev,
+                                                                         dtype=torch.float64))
+                v[tuple(idx)] = signs.to(torch.float64) * mag
     low, high, strict = domain_of(x)
-    rms_x = float(x.double().pow(2).mean().sqrt()) or 1.0
+    g = torch.rand(2, generator=gen, device=dev, dtype=torch.float64)  # a secret overall scale, never near 1: a
+    size = math.exp((0.2 + float(g[0])) * (1.0 if float(g[1]) < 0.5 else -1.0))  # norm taken as a constant fails
+    rms_x = size * (float(x.double().pow(2).mean().sqrt()) or 1.0)
     if high == 1.0:  # within [0, 1]: squash to (0, 1), the spikes land near the ends
         v = torch.sigmoid(v)
     elif low == 0.0:  # non-negative: magnitudes at the draw's own size
@@ -152,19 +166,72 @@ def norm_error(a, b) -> float:
 
 
 def longest_axis(inputs) -> int:
-    """The longest dimension of any floating input (or parameter): how long a sum over it can be. A serial
-    float32 sum of n terms, the order of a naive kernel's loop, is off by about sqrt(n / 3) roundings of its
-    result, where the reference's tree or cascade sums are off by a few."""
+    """The longest dimension of any floating input (or parameter): how long a sum over it can be, for references
+    whose operations cannot be seen (C)."""
     return max((max(t.shape) for t in inputs if t.is_floating_point() and t.dim()), default=1)
 
 
-def anchor_allowance(ref32, ref64, inputs=()) -> float:
+def _reduced_length(func, args, kwargs, out) -> int:
+    """How many terms one output element of an ATen operation sums (1 for elementwise operations)."""
+    name = func.__name__.split(".")[0] if hasattr(func, "__name__") else str(func)
+    import torch
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if not tensors:
+        return 1
+    x = tensors[0]
+    if name in ("mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "dot", "mv", "addmv"):
+        a = tensors[1] if name.startswith("add") or name.startswith("badd") else tensors[0]
+        return int(a.shape[-1]) if a.dim() else 1
+    if name in ("convolution", "_convolution", "cudnn_convolution", "mkldnn_convolution", "conv2d", "conv3d",
+                "conv1d", "_slow_conv2d_forward", "slow_conv3d_forward", "slow_conv_transpose2d",
+                "slow_conv_transpose3d"):
+        w = tensors[1] if len(tensors) > 1 else x
+        return int(w[0].numel()) if w.dim() and w.shape[0] else 1  # in_channels / groups x kernel (x transposed)
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    outs = [o for o in outs if isinstance(o, torch.Tensor)]
+    if outs and x.numel() > max(o.numel() for o in outs):  # a reduction of any kind (sum, mean, norm, pooling)
+        return max(1, x.numel() // max(1, max(o.numel() for o in outs)))
+    if name in ("_softmax", "_log_softmax", "cumsum", "cumprod", "logcumsumexp", "_cummax_helper", "_cummin_helper",
+                "native_layer_norm", "native_group_norm", "native_batch_norm", "_native_batch_norm_legit_no_training"):
+        dim = next((a for a in args[1:] if isinstance(a, int)), -1)
+        if name.startswith("native_layer_norm"):
+            shape = args[1] if len(args) > 1 else [x.shape[-1]]
+            return max(1, int(math.prod(shape)))
+        if name.startswith("native_group_norm") or name.startswith("native_batch_norm") or "batch_norm" in name:
+            return max(1, x.numel() // max(1, int(x.shape[1]) if x.dim() > 1 else 1))
+        return int(x.shape[dim]) if x.dim() else 1
+    return 1
+
+
+def run_measuring_sums(run, *args) -> tuple[object, int]:
+    """(run(*args), the longest sum any of its ATen operations computes for one output element): the reduction
+    length that bounds how far an honest serial float32 order may drift (anchor_allowance)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    longest = [1]
+
+    class Sums(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            try:
+                longest[0] = max(longest[0], _reduced_length(func, args, kwargs or {}, out))
+            except Exception:  # noqa: BLE001 - an operation whose shape cannot be read counts as elementwise
+                pass
+            return out
+    with Sums():
+        result = run(*args)
+    return result, longest[0]
+
+
+def anchor_allowance(ref32, ref64, inputs=(), summed: int | None = None) -> float:
     """The norm of error an honest float32 computation of this output may have against the float64 value:
-    ANCHOR_FACTOR times the float32 reference's own, plus ANCHOR_ULPS * sqrt(longest axis of `inputs`) float32
-    epsilons of the output's norm (a serial sum along that axis)."""
+    ANCHOR_FACTOR times the float32 reference's own, plus ANCHOR_ULPS * sqrt(n) float32 epsilons of the output's
+    norm, n the longest sum of the computation (`summed`, from run_measuring_sums; else the longest axis of
+    `inputs`): a serial float32 sum of n terms, the order of a naive kernel's loop, drifts by about sqrt(n / 3)
+    roundings where the reference's tree or cascade sums drift by a few."""
     import torch
     zero = torch.zeros((), dtype=torch.float64, device=ref64.device)
-    serial = ANCHOR_ULPS * EPS32 * math.sqrt(longest_axis(inputs))
+    n = summed if summed is not None else longest_axis(inputs)
+    serial = ANCHOR_ULPS * EPS32 * math.sqrt(max(1, n))
     return ANCHOR_FACTOR * norm_error(ref32, ref64) + serial * norm_error(zero.expand(ref64.shape), ref64)
 
 

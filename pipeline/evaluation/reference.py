@@ -21,7 +21,7 @@ import numpy as np
 
 from pipeline.evaluation import light_abi
 from pipeline.evaluation.fidelity import (adversarial_like, adversarial_uniform, anchor_allowance, as_float64,
-                                          float64_twin, redraw_constant_state)
+                                          float64_twin, redraw_constant_state, run_measuring_sums)
 from pipeline.evaluation.numerics import set_full_float32
 from pipeline.records import Task, Tolerance
 from pipeline.tasks import arg_dtype, config_params, eval_expr, is_pointer, parse_init
@@ -108,7 +108,6 @@ class ConfigData:
 
     def _made_set(self, si: int) -> tuple[tuple[dict, dict], dict]:
         """((inputs, expected outputs), anchors) of check set `si`, made on first use."""
-        from pipeline.evaluation.fidelity import anchor_allowance
         if si not in self._made:
             if not self.keep_sets:
                 self._made.clear()
@@ -134,14 +133,14 @@ class ConfigData:
         if self.run_reference64 is None:
             return {}
         try:
-            outs64 = self.run_reference64(fresh)
+            outs64, summed = run_measuring_sums(self.run_reference64, fresh)
         except Exception as e:  # noqa: BLE001 - the reference runs only in float32: the check keeps its tolerance
             self.anchor_note = f"no float64 anchor: the float64 twin failed ({type(e).__name__}: {str(e)[:120]})"
             return {}
         anchors = {}
         for b, o64 in zip(outputs, outs64):
             if o64.dtype == torch.float64 and expected[b].is_floating_point() and o64.numel() == expected[b].numel():
-                anchors[b] = (o64.detach(), anchor_allowance(expected[b], o64, fresh.values()))
+                anchors[b] = (o64.detach(), anchor_allowance(expected[b], o64, summed=summed))
         return anchors if len(anchors) == len(outputs) else {}
 
     def _draw(self, si: int) -> tuple[dict, list, str]:
