@@ -125,7 +125,14 @@ def _torch_properties(task: Task, seed: int, fidelity: bool) -> list[str]:
     """Properties of a torch2cuda task's check (fidelity) or own draw (not), on the CPU."""
     import torch
     from pipeline.evaluation import reference as R
-    R.DEVICE = "cpu"
+    device, R.DEVICE = R.DEVICE, "cpu"
+    try:
+        return _torch_properties_cpu(task, seed, fidelity, R, torch)
+    finally:
+        R.DEVICE = device
+
+
+def _torch_properties_cpu(task: Task, seed: int, fidelity: bool, R, torch) -> list[str]:
     found: list[str] = []
     sizes = {s.name: s for s in R.config_bytes(task)}
     checks, timed, seen = [], [], set()

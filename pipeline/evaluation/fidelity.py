@@ -9,10 +9,11 @@ Why each part (`docs/fidelity.md` has the measurements):
 - A kernel that reads every second element and rescales, or truncates a loop, stays within a flat
   tolerance when the inputs are alike (uniform draws: every element is a fair sample of the rest).
   `adversarial_like` draws inputs where every element matters: heavy tails, scales that differ by
-  row, column and batch (blocks for 1-D), a non-zero mean, a few large values in cancelling
-  pairs at secret positions, and large values on every dimension's first and last index. It stays inside the domain the task's own draw shows (non-negative,
-  strictly positive, within [0, 1]); integer tensors (indices) and discrete floats (masks, labels)
-  are left as drawn. A reference that is not finite on such a draw makes the caller fall back.
+  row, column and batch (blocks for 1-D), a non-zero mean and an overall size of its own, a few large
+  values in cancelling pairs at secret positions, and larger values at the first and last element of
+  every row (an off-by-one bound). It stays inside the domain the task's own draw shows (non-negative,
+  strictly positive, within [0, 1]) and keeps its exact zeros (a triangle, a mask) and symmetry;
+  integer tensors (indices) and discrete floats (masks, labels) are left as drawn. A reference that is not finite on such a draw makes the caller fall back.
 - Parameters left at torch's defaults (ones, zeros) let a kernel drop a multiply by a weight of ones
   or an added zero bias. `redraw_constant_state` replaces every constant floating tensor of a
   module's state by a secret draw around its value (positive stays positive), except names the task
@@ -34,6 +35,7 @@ ANCHOR_ULPS = 8.0  # ... and round the output itself: this many float32 epsilons
 EPS32 = 2.0 ** -23
 DISCRETE_VALUES = 16  # a float tensor with at most this many distinct values is a mask or labels: left as drawn
 SPIKE_SCALE = 32.0  # large values at secret positions, this many times the draw's rms
+EDGE_SCALE = 4.0  # the first and last element of every row, this many times the rms
 MAX_SPIKE_PAIRS = 16
 
 
@@ -50,7 +52,7 @@ def is_discrete(x) -> bool:
     """A float tensor drawn from few values (masks, one-hot targets, labels stored as floats)."""
     import torch
     flat = x.reshape(-1)
-    sample = flat if flat.numel() <= 1 << 16 else flat[torch.randperm(flat.numel(), device=flat.device)[:1 << 16]]
+    sample = flat if flat.numel() <= 1 << 16 else flat[torch.randint(flat.numel(), (1 << 16,), device=flat.device)]
     return int(torch.unique(sample).numel()) <= DISCRETE_VALUES
 
 
@@ -63,41 +65,36 @@ def adversarial_like(x, gen, mild: bool = False):
     if not x.is_floating_point() or x.numel() < 4 or is_discrete(x):
         return x.clone()
     dev, shape, n = x.device, tuple(x.shape), x.numel()
-    z = torch.randn(shape, generator=gen, device=dev, dtype=torch.float64)
+    work = torch.float64 if n <= 1 << 24 else torch.float32  # large inputs: float32 temporaries (memory)
+    z = torch.randn(shape, generator=gen, device=dev, dtype=work)
     if not mild:  # heavy tails: a normal scaled by a log-normal
-        z = z * torch.exp(0.75 * torch.randn(shape, generator=gen, device=dev, dtype=torch.float64))
-    scale = torch.ones(shape, device=dev, dtype=torch.float64)
+        z.mul_(torch.randn(shape, generator=gen, device=dev, dtype=work).mul_(0.75).exp_())
     dims = [d for d, s in enumerate(shape) if s > 1]
     for d in dims:  # scales that differ along every dimension: rows, columns, batches
-        f = torch.exp(torch.empty(shape[d], device=dev, dtype=torch.float64).uniform_(-1.4, 1.4, generator=gen))
-        scale = scale * f.reshape([shape[d] if k == d else 1 for k in range(len(shape))])
+        f = torch.exp(torch.empty(shape[d], device=dev, dtype=work).uniform_(-1.4, 1.4, generator=gen))
+        z.mul_(f.reshape([shape[d] if k == d else 1 for k in range(len(shape))]))
     if len(dims) == 1:  # a vector: blocks of a secret length with scales of their own
         size = shape[dims[0]]
         block = int(torch.randint(2, max(3, size // 4 + 1), (1,), generator=gen, device=dev))
-        f = torch.exp(torch.empty(-(-size // block), device=dev, dtype=torch.float64).uniform_(-1.4, 1.4, generator=gen))
-        scale = scale * f.repeat_interleave(block)[:size].reshape(scale.shape)
+        f = torch.exp(torch.empty(-(-size // block), device=dev, dtype=work).uniform_(-1.4, 1.4, generator=gen))
+        z.mul_(f.repeat_interleave(block)[:size].reshape(z.shape))
     u = torch.rand(2, generator=gen, device=dev, dtype=torch.float64)
     mean = (0.5 + float(u[0])) * (1.0 if float(u[1]) < 0.5 else -1.0)  # a non-zero mean of a secret sign
-    v = (z + mean) * scale
+    v = z.add_(mean)
     flat = v.reshape(-1)
     if not mild:  # a few large values in cancelling pairs (+s, -s) at secret positions
         pairs = min(MAX_SPIKE_PAIRS, max(1, n // 2048), n // 2)
-        at = torch.randperm(n, generator=gen, device=dev)[:2 * pairs]
-        rms = float(flat.pow(2).mean().sqrt())
-        jitter = 1 + 0.25 * torch.rand(2 * pairs, generator=gen, device=dev, dtype=torch.float64)  # no ties (argmax)
+        at = torch.randint(n, (2 * pairs,), generator=gen, device=dev)
+        rms = float(flat.double().pow(2).mean().sqrt())
+        jitter = 1 + 0.25 * torch.rand(2 * pairs, generator=gen, device=dev, dtype=work)  # no ties (an argmax)
         flat[at[:pairs]] = SPIKE_SCALE * rms * jitter[:pairs]
         flat[at[pairs:]] = -SPIKE_SCALE * rms * jitter[pairs:]
-        # large values on the boundaries too (the first and last index of every dimension), where an off-by-one
-        # loop bound or a dropped tail would leave them out
-        for d in (d for d in dims if shape[d] >= 3):
-            for edge in (0, shape[d] - 1):
-                idx = [slice(None)] * len(shape)
-                idx[d] = edge
-                block = v[tuple(idx)]
-                signs = torch.where(torch.rand(block.shape, generator=gen, device=dev) < 0.5, -1.0, 1.0)
-                mag = SPIKE_SCALE / 4 * rms * (1 + 0.25 * torch.rand(block.shape, generator=gen, device=dev,
-                                                                         dtype=torch.float64))
-                v[tuple(idx)] = signs.to(torch.float64) * mag
+        if shape and shape[-1] >= 3:  # the first and last element of every row: where an off-by-one loop bound
+            for edge in (0, shape[-1] - 1):  # or a dropped tail leaves a term out
+                block = v[..., edge]
+                signs = torch.where(torch.rand(block.shape, generator=gen, device=dev) < 0.5, -1.0, 1.0).to(work)
+                v[..., edge] = signs * (EDGE_SCALE * rms) * (1 + 0.25 * torch.rand(block.shape, generator=gen,
+                                                                                   device=dev, dtype=work))
     low, high, strict = domain_of(x)
     g = torch.rand(2, generator=gen, device=dev, dtype=torch.float64)  # a secret overall scale, never near 1: a
     size = math.exp((0.2 + float(g[0])) * (1.0 if float(g[1]) < 0.5 else -1.0))  # norm taken as a constant fails
@@ -109,6 +106,11 @@ def adversarial_like(x, gen, mild: bool = False):
     else:
         v = v * rms_x / max(float(v.pow(2).mean().sqrt()), 1e-300)
     out = v.to(x.dtype)
+    zeros = x == 0
+    if float(zeros.float().mean()) > 0.05:  # a structure of exact zeros (a triangle, a mask, padding): kept
+        out = torch.where(zeros, torch.zeros((), dtype=x.dtype, device=dev), out)
+    if x.dim() >= 2 and x.shape[-1] == x.shape[-2] and torch.equal(x, x.transpose(-1, -2)):  # symmetric: kept
+        out = torch.triu(out) + torch.triu(out, 1).transpose(-1, -2)
     if strict or high == 1.0:  # keep away from the bounds the draw never reached (a log, a division)
         tiny = float(x.min()) if strict else 0.0
         out = out.clamp(min=max(tiny, torch.finfo(x.dtype).tiny))
@@ -171,6 +173,12 @@ def longest_axis(inputs) -> int:
     return max((max(t.shape) for t in inputs if t.is_floating_point() and t.dim()), default=1)
 
 
+SUMMING = ("sum", "mean", "nansum", "prod", "norm", "linalg_vector_norm", "var", "std", "logsumexp", "avg_pool",
+           "adaptive_avg_pool", "_adaptive_avg_pool", "mse_loss", "l1_loss", "huber_loss", "smooth_l1_loss",
+           "binary_cross_entropy", "kl_div", "nll_loss", "soft_margin_loss", "multilabel_margin_loss", "dist",
+           "cdist", "_cdist_forward", "_euclidean_dist", "trace", "embedding_bag")  # ATen names that sum terms
+
+
 def _reduced_length(func, args, kwargs, out) -> int:
     """How many terms one output element of an ATen operation sums (1 for elementwise operations)."""
     name = func.__name__.split(".")[0] if hasattr(func, "__name__") else str(func)
@@ -186,10 +194,15 @@ def _reduced_length(func, args, kwargs, out) -> int:
                 "conv1d", "_slow_conv2d_forward", "slow_conv3d_forward", "slow_conv_transpose2d",
                 "slow_conv_transpose3d"):
         w = tensors[1] if len(tensors) > 1 else x
-        return int(w[0].numel()) if w.dim() and w.shape[0] else 1  # in_channels / groups x kernel (x transposed)
+        if not w.dim() or not w.shape[0]:
+            return 1
+        transposed = len(args) > 6 and args[6] is True
+        groups = args[8] if len(args) > 8 and isinstance(args[8], int) else 1
+        # in_channels / groups x kernel; a transposed weight is (in, out / groups, k...): in / groups x kernel
+        return int(w.shape[0] // max(1, groups) * math.prod(w.shape[2:])) if transposed else int(w[0].numel())
     outs = out if isinstance(out, (tuple, list)) else [out]
     outs = [o for o in outs if isinstance(o, torch.Tensor)]
-    if outs and x.numel() > max(o.numel() for o in outs):  # a reduction of any kind (sum, mean, norm, pooling)
+    if outs and name.startswith(SUMMING) and x.numel() > max(o.numel() for o in outs):  # sums of many terms
         return max(1, x.numel() // max(1, max(o.numel() for o in outs)))
     if name in ("_softmax", "_log_softmax", "cumsum", "cumprod", "logcumsumexp", "_cummax_helper", "_cummin_helper",
                 "native_layer_norm", "native_group_norm", "native_batch_norm", "_native_batch_norm_legit_no_training"):
@@ -235,8 +248,12 @@ def anchor_allowance(ref32, ref64, inputs=(), summed: int | None = None) -> floa
     return ANCHOR_FACTOR * norm_error(ref32, ref64) + serial * norm_error(zero.expand(ref64.shape), ref64)
 
 
-def anchored(out, ref64, allowance: float) -> tuple[bool, str]:
-    """(passed, reason): the output as a whole within `allowance` (anchor_allowance) of the float64 reference."""
+def anchored(out, ref64, allowance: float, floor: float = 0.0) -> tuple[bool, str]:
+    """(passed, reason): the output as a whole within `allowance` (anchor_allowance) of the float64 reference;
+    not where the reference's rms is at most `floor` (reference.rounding_floor): rounding noise of the inputs'
+    size, judged by the task's elementwise allowance alone (as `compare` does)."""
+    if floor > 0 and ref64.numel() and float(ref64.double().pow(2).mean().sqrt()) <= floor:
+        return True, ""
     err = norm_error(out, ref64)
     if err <= allowance or not ref64.is_floating_point():
         return True, ""
@@ -288,6 +305,19 @@ C_FLOAT64_PRELUDE = """#include <math.h>
 #define cbrtf cbrt
 #define log1pf log1p
 #define expm1f expm1
+#define log10f log10
+#define fmaf fma
+#define truncf trunc
+#define copysignf copysign
+#define sinhf sinh
+#define coshf cosh
+#define asinf asin
+#define acosf acos
+#define rintf rint
+#define nearbyintf nearbyint
+#define lroundf lround
+#define fdimf fdim
+#define erfcf erfc
 """
 """Put before a C reference, it computes in float64: its float buffers and scalars become double (the harness
 passes float64 copies), the float maths functions their double forms."""

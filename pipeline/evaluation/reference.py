@@ -830,7 +830,7 @@ def check_outputs(group: GroupData, cd: ConfigData, si: int, now: dict) -> tuple
         if not ok:
             return False, err, f"output '{group.buffers[b].name.split('.', 1)[1]}': {why}", False
     for b, (ref64, allowance) in cd.anchor_set(si).items():
-        ok, why = anchored(now[b], ref64.reshape(now[b].shape), allowance)
+        ok, why = anchored(now[b], ref64.reshape(now[b].shape), allowance, floor)
         if not ok:
             return False, math.inf, f"output '{group.buffers[b].name.split('.', 1)[1]}': {why}", False
     return True, worst, "", False

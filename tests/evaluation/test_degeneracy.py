@@ -52,11 +52,12 @@ def test_an_identity_at_the_task_s_sizes_is_degenerate_and_rounding_noise_too():
     scaled = _task("x.sum(dim=1, keepdim=True) * 1e-30")  # tiny but computed: the check is relative
     assert degeneracy(scaled).verdict == "ok"
     underflow = _task("torch.prod(x, dim=1)", tolerance=KERNELBENCH_TOLERANCE)  # 256 factors of randn: ~1e-42
-    assert degeneracy(underflow).verdict == "repaired"  # the adversarial set's products are far from zero
+    d = degeneracy(underflow)
+    assert d.verdict == "degenerate" and "every check configuration: writing zeros passes the check" in d.under_check
     timed = underflow.model_copy(update={"configs": underflow.configs + [
         underflow.configs[0].model_copy(update={"name": "timing", "time": True})]})
-    d = degeneracy(timed)  # the timed rounds compare on the task's draw alone: zeros pass there
-    assert d.verdict == "degenerate" and any(p.startswith("timing (timed)/output0: zero") for p in d.under_check), d
+    d = degeneracy(timed)  # the timed rounds compare on the task's draw alone: zeros pass there too
+    assert any(p.startswith("timing (timed)/output0: ") for p in d.under_check), d
 
 
 def test_a_batchnorm_at_its_defaults_is_repaired_by_the_redrawn_state():

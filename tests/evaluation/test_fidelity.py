@@ -226,3 +226,25 @@ def test_every_check_set_has_a_float64_anchor_and_set_1_is_adversarial():
             anchors = cd.anchor_set(si)
             assert anchors and all(a[0].dtype == torch.float64 and math.isfinite(a[1]) for a in anchors.values())
         assert cd.draws == ["task", "adversarial"]
+
+
+def test_adversarial_draws_keep_a_triangle_of_zeros_and_symmetry():
+    g = torch.Generator().manual_seed(0)
+    upper = torch.triu(torch.randn(64, 64, generator=g))
+    y = adversarial_like(upper, torch.Generator().manual_seed(1))
+    assert torch.equal(torch.tril(y, -1), torch.zeros_like(y)) and not torch.equal(y, upper)
+    a = torch.randn(64, 64, generator=g)
+    sym = a + a.T
+    y = adversarial_like(sym, torch.Generator().manual_seed(1))
+    assert torch.equal(y, y.T) and not torch.equal(y, sym)
+
+
+def test_the_anchor_measures_the_longest_sum_of_the_reference():
+    from pipeline.evaluation.fidelity import run_measuring_sums
+    x = torch.rand(4, 1000, dtype=torch.float64)
+    assert run_measuring_sums(torch.sigmoid, x)[1] == 1  # elementwise: no room for another order of sums
+    assert run_measuring_sums(lambda t: torch.softmax(t, 1), x)[1] == 1000
+    assert run_measuring_sums(torch.nn.Linear(1000, 7).double(), x)[1] == 1000
+    assert run_measuring_sums(lambda t: t[:, :10].clone(), x)[1] == 1  # a slice sums nothing
+    conv_t = torch.nn.ConvTranspose2d(6, 4, 3, groups=2).double()
+    assert run_measuring_sums(conv_t, torch.rand(1, 6, 5, 5, dtype=torch.float64))[1] == 3 * 9
