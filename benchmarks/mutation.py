@@ -339,25 +339,9 @@ def _c_input_mutants() -> dict:
 
 
 def _c_run(group, cd, fn, inputs: dict, wide: str | None = None) -> dict:
-    """Outputs of the C library `fn` on `inputs` (buffer -> numpy), float32 buffers and scalars passed as `wide`."""
-    import ctypes
-    import numpy as np
-    from pipeline.evaluation.reference import _NP_CTYPES
-    from pipeline.tasks import arg_dtype
-    host, args = {}, []
-    for (kind, *rest), arg in zip(cd.calls["c2cuda"]["args"], group.task.args):
-        dt = arg_dtype(arg)
-        dt = wide if wide and dt == "float32" else dt
-        if kind == "scalar":
-            args.append(ctypes.c_uint16(np.float16(rest[1]).view(np.uint16)) if dt == "float16"
-                        else _NP_CTYPES[dt](rest[1]))
-            continue
-        b = rest[0]
-        buf = group.buffers[b]
-        host[b] = inputs[b].astype(dt) if b in inputs else np.zeros(buf.shape, dt)
-        args.append(ctypes.c_void_p(host[b].ctypes.data))
-    fn(*args)
-    return {b: host[b] for b in cd.buffers if group.buffers[b].role in ("out", "inout")}
+    """Outputs of the C library `fn` on `inputs` (reference.run_c)."""
+    from pipeline.evaluation.reference import run_c
+    return run_c(group, cd, fn, inputs, wide)
 
 
 def campaign_c(task, seed: int) -> dict:

@@ -470,6 +470,24 @@ def can_anchor_c(task: Task) -> bool:
     return any(arg_dtype(a) == "float32" for a in task.args if is_pointer(a) and a.role in ("out", "inout"))
 
 
+def run_c(group: GroupData, cd: ConfigData, fn, inputs: dict, float_as: str | None = None) -> dict:
+    """{output buffer: numpy array} of one call of the C function `fn` on `inputs` (buffer -> numpy), its float32
+    buffers and scalars passed as `float_as` ("float64" for the float64 anchor, "float16" for a mutant)."""
+    host, args = {}, []
+    for (kind, *rest), arg in zip(cd.calls["c2cuda"]["args"], group.task.args):
+        dt = arg_dtype(arg)
+        dt = float_as if float_as and dt == "float32" else dt
+        if kind == "scalar":
+            args.append(ctypes.c_uint16(np.float16(rest[1]).view(np.uint16)) if dt == "float16"
+                        else _NP_CTYPES[dt](rest[1]))
+            continue
+        b = rest[0]
+        host[b] = inputs[b].astype(dt) if b in inputs else np.zeros(group.buffers[b].shape, dt)
+        args.append(ctypes.c_void_p(host[b].ctypes.data))
+    fn(*args)
+    return {b: host[b] for b in cd.buffers if group.buffers[b].role in ("out", "inout")}
+
+
 def run_c_reference64(group: GroupData, library_path: str) -> str:
     """Float64 anchors of every check configuration that is not a timing one (ConfigData.anchors), from the C
     reference built with fidelity.C_FLOAT64_PRELUDE; the float32 reference (`run_c_reference`) must have run.
@@ -481,17 +499,7 @@ def run_c_reference64(group: GroupData, library_path: str) -> str:
             continue
         cd.anchors = []
         for si, inputs in enumerate(cd.input_sets):
-            host, args = {}, []
-            for (kind, *rest), arg in zip(cd.calls["c2cuda"]["args"], group.task.args):
-                wide = "float64" if arg_dtype(arg) == "float32" else arg_dtype(arg)
-                if kind == "scalar":
-                    args.append(_NP_CTYPES[wide](rest[1]))
-                    continue
-                b = rest[0]
-                buf = group.buffers[b]
-                host[b] = inputs[b].astype(wide) if b in inputs else np.zeros(buf.shape, wide)
-                args.append(ctypes.c_void_p(host[b].ctypes.data))
-            fn(*args)
+            host = run_c(group, cd, fn, inputs, "float64")
             anchors = {}
             for b, r32 in cd.expected[si].items():
                 if r32.dtype != np.float32:
