@@ -165,8 +165,8 @@ def torch_mutants(cd, args: list) -> dict:
         try:
             o = [x.float() if x.is_floating_point() else x for x in _run(copy.deepcopy(model).to(dt), args, dt)]
             out[name] = (o, [x.double() for x in o])
-        except (RuntimeError, TypeError, NotImplementedError):
-            out[name] = None
+        except (RuntimeError, TypeError, NotImplementedError):  # an operator with no kernel of that dtype on
+            out[name] = None  # the CPU: the mutant does not apply (recorded as such, never as detected)
     # output mutants: the same change made to the float32 and to the float64 reference outputs
     def on_outputs(change):
         return [change(r) for r in ref32], [change(r) for r in ref64]
@@ -338,12 +338,6 @@ def _c_input_mutants() -> dict:
             "shift_input_by_one": shift, "bf16_inputs": bf16}
 
 
-def _c_run(group, cd, fn, inputs: dict, wide: str | None = None) -> dict:
-    """Outputs of the C library `fn` on `inputs` (reference.run_c)."""
-    from pipeline.evaluation.reference import run_c
-    return run_c(group, cd, fn, inputs, wide)
-
-
 def campaign_c(task, seed: int) -> dict:
     """As campaign_torch, for a c2cuda task's C reference at its check sizes."""
     import numpy as np
@@ -351,7 +345,7 @@ def campaign_c(task, seed: int) -> dict:
     from pipeline.config import CompileSection
     from pipeline.evaluation.compile import Compiler
     from pipeline.evaluation.fidelity import C_FLOAT64_PRELUDE
-    from pipeline.evaluation.reference import (_c_function, build_c2cuda, can_anchor_c, check_outputs,
+    from pipeline.evaluation.reference import (_c_function, build_c2cuda, can_anchor_c, check_outputs, run_c,
                                                run_c_reference, run_c_reference64)
     comp = Compiler(CompileSection())
     libs = {}
@@ -383,7 +377,7 @@ def campaign_c(task, seed: int) -> dict:
                 cd.input_sets[si], cd.expected[si] = t_in, t_exp
                 if si < len(cd.anchors):
                     cd.anchors[si] = {b: (torch.from_numpy(v), a) for b, (v, a) in cd.anchors[si].items()}
-                ref64 = _c_run(group, cd, libs["f64"], inputs, "float64") if libs["f64"] is not None else None
+                ref64 = run_c(group, cd, libs["f64"], inputs, "float64") if libs["f64"] is not None else None
 
                 def detected(outs: dict) -> bool:
                     now = {b: torch.from_numpy(np.ascontiguousarray(v)) for b, v in inputs.items()}
@@ -402,12 +396,12 @@ def campaign_c(task, seed: int) -> dict:
                 for name, f in _c_input_mutants().items():
                     m = dict(inputs)
                     m.update(f(mut_in, floats[0] if floats else None))
-                    o32 = _c_run(group, cd, libs["f32"], m)
-                    o64 = o32 if name == "bf16_inputs" else (_c_run(group, cd, libs["f64"], m, "float64")
+                    o32 = run_c(group, cd, libs["f32"], m)
+                    o64 = o32 if name == "bf16_inputs" else (run_c(group, cd, libs["f64"], m, "float64")
                                                               if libs["f64"] is not None else None)
                     _record(rows[name], phase, o64 is not None and changed(o64), detected(o32))
                 if libs["f16"] is not None and floats:
-                    o16 = _c_run(group, cd, libs["f16"], inputs, "float16")
+                    o16 = run_c(group, cd, libs["f16"], inputs, "float16")
                     _record(rows["half_compute"], phase, changed(o16), detected({b: v.astype(np.float32) if v.dtype == np.float16 else v for b, v in o16.items()}))
                 if ref64 is not None:
                     src = next(iter(mut_in.values()), None)
@@ -423,7 +417,7 @@ def campaign_c(task, seed: int) -> dict:
                                 detected(o32))
                 if fid:
                     if libs["fast"] is not None:
-                        honest["fast_math_O3"] = honest["fast_math_O3"] and not detected(_c_run(group, cd, libs["fast"], inputs))
+                        honest["fast_math_O3"] = honest["fast_math_O3"] and not detected(run_c(group, cd, libs["fast"], inputs))
                     if ref64 is not None and all(expected[b].dtype == np.float32 for b in expected):
                         honest["float64_rounded"] = honest["float64_rounded"] and not detected(
                             {b: v.astype(np.float32) for b, v in ref64.items()})

@@ -434,18 +434,29 @@ def _c_function(task: Task, library_path: str):
     return fn
 
 
-def _c_call(group: GroupData, cd: ConfigData, inputs: dict) -> tuple[dict, list]:
-    """Host copies of one input set (outputs zeroed) and the ctypes arguments of one C call on them."""
+def _c_call(group: GroupData, cd: ConfigData, inputs: dict, float_as: str | None = None) -> tuple[dict, list]:
+    """Host copies of one input set (outputs zeroed) and the ctypes arguments of one C call on them; float32
+    buffers and scalars passed as `float_as` ("float64" for the float64 anchor, "float16" for a mutant)."""
     host, args = {}, []
     for (kind, *rest), arg in zip(cd.calls["c2cuda"]["args"], group.task.args):
+        dt = arg_dtype(arg)
+        dt = float_as if float_as and dt == "float32" else dt
         if kind == "scalar":
-            args.append(_NP_CTYPES[arg_dtype(arg)](rest[1]))
+            args.append(ctypes.c_uint16(np.float16(rest[1]).view(np.uint16)) if dt == "float16"
+                        else _NP_CTYPES[dt](rest[1]))
             continue
         b = rest[0]
-        buf = group.buffers[b]
-        host[b] = inputs[b].copy() if b in inputs else np.zeros(buf.shape, buf.dtype)
+        host[b] = inputs[b].astype(dt) if b in inputs else np.zeros(group.buffers[b].shape, dt)
         args.append(ctypes.c_void_p(host[b].ctypes.data))
     return host, args
+
+
+def run_c(group: GroupData, cd: ConfigData, fn, inputs: dict, float_as: str | None = None) -> dict:
+    """{output buffer: numpy array} of one call of the C function `fn` on `inputs` (buffer -> numpy), as
+    `_c_call` lays it out."""
+    host, args = _c_call(group, cd, inputs, float_as)
+    fn(*args)
+    return {b: host[b] for b in cd.buffers if group.buffers[b].role in ("out", "inout")}
 
 
 def run_c_reference(group: GroupData, library_path: str) -> None:
@@ -468,24 +479,6 @@ def can_anchor_c(task: Task) -> bool:
         if arg_dtype(arg) == "float64" or (is_pointer(arg) and arg.init.strip().startswith(("records", "graph"))):
             return False
     return any(arg_dtype(a) == "float32" for a in task.args if is_pointer(a) and a.role in ("out", "inout"))
-
-
-def run_c(group: GroupData, cd: ConfigData, fn, inputs: dict, float_as: str | None = None) -> dict:
-    """{output buffer: numpy array} of one call of the C function `fn` on `inputs` (buffer -> numpy), its float32
-    buffers and scalars passed as `float_as` ("float64" for the float64 anchor, "float16" for a mutant)."""
-    host, args = {}, []
-    for (kind, *rest), arg in zip(cd.calls["c2cuda"]["args"], group.task.args):
-        dt = arg_dtype(arg)
-        dt = float_as if float_as and dt == "float32" else dt
-        if kind == "scalar":
-            args.append(ctypes.c_uint16(np.float16(rest[1]).view(np.uint16)) if dt == "float16"
-                        else _NP_CTYPES[dt](rest[1]))
-            continue
-        b = rest[0]
-        host[b] = inputs[b].astype(dt) if b in inputs else np.zeros(group.buffers[b].shape, dt)
-        args.append(ctypes.c_void_p(host[b].ctypes.data))
-    fn(*args)
-    return {b: host[b] for b in cd.buffers if group.buffers[b].role in ("out", "inout")}
 
 
 def run_c_reference64(group: GroupData, library_path: str) -> str:
