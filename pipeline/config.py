@@ -45,6 +45,13 @@ class CompileSection(Section):
                                               "network, read-only system, only the scratch directory writable, caches "
                                               "invisible) or 'none' (limits only)")
     kernelbench_timeout_s: float = Field(300.0, description="wall-clock limit of one load_inline build")
+    cpu_budget_s: float = Field(60.0, gt=0, description="CPU seconds all builds of one c2cuda or light candidate may "
+                                "use together (its compile, the artefact check's preprocessing and object build); "
+                                "past it the candidate is a compile_error that names this budget")
+    kernelbench_cpu_budget_s: float = Field(600.0, gt=0, description="the same budget for one kernelbench candidate's "
+                                            "load_inline builds")
+    tmp_bytes: int = Field(1 << 30, description="size of the compiler's private /tmp (memory, a tmpfs); with "
+                           "sandbox 'bwrap' every file a compiler writes but its products lands there")
     cache_dir: str = Field("~/.cache/cudaperf/compile", description="content-addressed artefact cache")
     workers: int = Field(2, description="CPU compile workers in the pool")
     log_chars: int = Field(2000, description="compiler output kept in a result, trimmed to the errors")

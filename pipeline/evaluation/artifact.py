@@ -54,7 +54,7 @@ import tempfile
 from pathlib import Path
 
 from pipeline.config import CompileSection
-from pipeline.evaluation.compile import CompileResult, toolchain_id
+from pipeline.evaluation.compile import CompileBudget, CompileResult, run_limited, toolchain_id
 from pipeline.evaluation.gate import GateProfile, cuda_sources_of, gate_profile, task_is_float32
 from pipeline.evaluation.gate_cuda import _classify, finding, scan_cuda
 from pipeline.records import Candidate, Finding, Task
@@ -157,10 +157,15 @@ def _f(rule: str, line: int, what: str) -> Finding:
 
 
 # --- running the tools --------------------------------------------------------------------------
-def _run(argv: list[str], cwd: str, timeout_s: float, cfg: CompileSection | None = None) -> subprocess.CompletedProcess | str:
+class BudgetSpent(Exception):
+    """The candidate's CPU budget over all its builds ran out here: a compile_error, never a finding."""
+
+
+def _run(argv: list[str], cwd: str, timeout_s: float, cfg: CompileSection | None = None,
+         budget: CompileBudget | None = None) -> subprocess.CompletedProcess | str:
     """The finished process, or a sentence saying why it could not run. With `cfg`, the compiler runs in
     the compile step's sandbox (compile.sandboxed: bwrap, only the scratch directory writable) with its
-    memory limit."""
+    memory limit, charged to `budget` (BudgetSpent when that runs out)."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": cwd, "TMPDIR": cwd}
     for key in ("CUDA_HOME", "LD_LIBRARY_PATH"):
         if key in os.environ:
@@ -169,14 +174,19 @@ def _run(argv: list[str], cwd: str, timeout_s: float, cfg: CompileSection | None
     if cfg is not None:
         from pipeline.evaluation.compile import _sandbox_preexec, sandboxed
         argv, env = sandboxed(argv, cwd, env, cfg)
-        preexec = _sandbox_preexec(cfg.memory_limit_bytes, cfg.sandbox == "none")
+        preexec = _sandbox_preexec(cfg.memory_limit_bytes, cfg.sandbox == "none",
+                                   budget.left if budget is not None else None)
+    if budget is not None and budget.spent:
+        raise BudgetSpent(budget.message())
     try:
-        return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s,
-                              start_new_session=True, preexec_fn=preexec)
-    except subprocess.TimeoutExpired:
-        return f"{argv[0]} exceeded its {timeout_s:.0f} s limit"
+        ran = run_limited(argv, cwd, env, timeout_s, preexec, budget)
     except FileNotFoundError:
         return f"{argv[0]} is not installed"
+    if ran.over_budget:
+        raise BudgetSpent(budget.message())
+    if ran.timed_out:
+        return f"{argv[0]} exceeded its {timeout_s:.0f} s limit"
+    return subprocess.CompletedProcess(argv, ran.returncode, ran.stdout, ran.stderr)
 
 
 def object_flags(cfg: CompileSection) -> list[str]:
@@ -184,10 +194,11 @@ def object_flags(cfg: CompileSection) -> list[str]:
     return [f"-arch={cfg.arch}", "-c", "-Xcompiler", "-fPIC", "-lineinfo", *cfg.extra_flags]
 
 
-def build_object(source: str, cfg: CompileSection, scratch: str) -> str:
+def build_object(source: str, cfg: CompileSection, scratch: str, budget: CompileBudget | None = None) -> str:
     """Compile `source` to scratch/candidate.o; returns '' or a sentence saying why it failed."""
     Path(scratch, "candidate.cu").write_text(source)
-    proc = _run([cfg.nvcc, *object_flags(cfg), "-o", "candidate.o", "candidate.cu"], scratch, cfg.timeout_s, cfg)
+    proc = _run([cfg.nvcc, *object_flags(cfg), "-o", "candidate.o", "candidate.cu"], scratch, cfg.timeout_s, cfg,
+                budget)
     if isinstance(proc, str):
         return proc
     return "" if proc.returncode == 0 else f"nvcc -c failed: {(proc.stderr or proc.stdout)[-300:]}"
@@ -271,7 +282,8 @@ def _restore(text: str) -> str:
 
 
 def preprocessed_findings(source: str, cfg: CompileSection, scratch: str, fmt: str, float32: bool,
-                          profile: GateProfile, drop_includes: bool = False, line_offset: int = 0) -> list[Finding]:
+                          profile: GateProfile, drop_includes: bool = False, line_offset: int = 0,
+                          budget: CompileBudget | None = None) -> list[Finding]:
     """gate_cuda's rules on the macro-expanded candidate lines, at the candidate's line numbers.
 
     drop_includes (kernelbench sources): #include lines are blanked first, so torch's headers are not
@@ -281,7 +293,7 @@ def preprocessed_findings(source: str, cfg: CompileSection, scratch: str, fmt: s
         source = re.sub(r"(?m)^[ \t]*#[ \t]*include\b.*$", "", source)
     Path(scratch, "pre.cu").write_text(source)
     argv = [cfg.nvcc, f"-arch={cfg.arch}", *cfg.extra_flags, "-E", "pre.cu", "-o", "pre.ii"]
-    proc = _run(argv, scratch, cfg.timeout_s, cfg)
+    proc = _run(argv, scratch, cfg.timeout_s, cfg, budget)
     if isinstance(proc, str) or proc.returncode or not Path(scratch, "pre.ii").exists():
         why = proc if isinstance(proc, str) else (proc.stderr or proc.stdout)[-300:]
         return [_f("artifact-check", line_offset + 1, f"the source does not preprocess on its own ({why})")]
@@ -389,9 +401,10 @@ def syscall_findings(source: str, binary: str, scratch: str) -> list[Finding]:
 
 # --- entry ----------------------------------------------------------------------------------------
 def check_built(candidate: Candidate, task: Task, comp: CompileResult, cfg: CompileSection,
-                profile: str = "strict") -> list[Finding]:
+                profile: str = "strict", budget: CompileBudget | None = None) -> list[Finding]:
     """Findings on what the compile step built under the gate profile `profile` (see the module
-    docstring); empty when all is well.
+    docstring); empty when all is well. Its builds are charged to `budget` (the candidate's, which its
+    compile was charged to), BudgetSpent when it runs out; cached findings charge nothing.
 
     Runs the tools itself in a scratch directory; findings are cached by content under
     compile.cache_dir/artifact-checks. A candidate that no longer builds as an object here
@@ -404,7 +417,7 @@ def check_built(candidate: Candidate, task: Task, comp: CompileResult, cfg: Comp
     cached = Path(os.path.expanduser(cfg.cache_dir), "artifact-checks", f"{key}.json")
     if cached.is_file():
         return [Finding.model_validate(f) for f in json.loads(cached.read_text())]
-    findings = _check_built(candidate, comp, cfg, float32, rules)
+    findings = _check_built(candidate, comp, cfg, float32, rules, budget)
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps([f.model_dump() for f in findings]))
@@ -413,20 +426,20 @@ def check_built(candidate: Candidate, task: Task, comp: CompileResult, cfg: Comp
 
 
 def _check_built(candidate: Candidate, comp: CompileResult, cfg: CompileSection, float32: bool,
-                 profile: GateProfile) -> list[Finding]:
+                 profile: GateProfile, budget: CompileBudget | None = None) -> list[Finding]:
     scratch = tempfile.mkdtemp(prefix="cudaperf-artifact-")
     try:
         if candidate.format == "kernelbench":
             out = []
             for text, offset in cuda_sources_of(candidate):
                 out += preprocessed_findings(text, cfg, scratch, "kernelbench", float32, profile,
-                                             drop_includes=True, line_offset=offset)
+                                             drop_includes=True, line_offset=offset, budget=budget)
             for so in comp.extensions.values():
                 if so and Path(so).is_file():
                     out += extension_findings(candidate.code, so, scratch, profile)
             return _dedupe(out)
-        out = preprocessed_findings(candidate.code, cfg, scratch, candidate.format, float32, profile)
-        why = build_object(candidate.code, cfg, scratch)
+        out = preprocessed_findings(candidate.code, cfg, scratch, candidate.format, float32, profile, budget=budget)
+        why = build_object(candidate.code, cfg, scratch, budget)
         if why:
             return _dedupe(out + [_f("artifact-check", 1, f"the source did not build as an object for checking: {why}")])
         return _dedupe(out + object_findings(candidate.code, str(Path(scratch, "candidate.o")), scratch,

@@ -56,7 +56,7 @@ def apply_sandbox(hello: dict) -> dict:
     """
     import pwd
     import resource
-    from pipeline.evaluation import seccomp
+    from pipeline.evaluation import landlock, seccomp
     applied: dict = {}
     for lim, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, 256 << 20)):
         try:
@@ -64,7 +64,8 @@ def apply_sandbox(hello: dict) -> dict:
         except (ValueError, OSError):
             pass
     os.chdir(hello["scratch"])
-    os.environ.update(HOME=hello["scratch"], TMPDIR=hello["scratch"])
+    tmp = hello.get("tmp") or hello["scratch"]
+    os.environ.update(HOME=tmp, TMPDIR=tmp)
     if hello.get("isolate_network"):
         ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET)
     if hello.get("preload_torch"):  # before the filter and, with 'none', before dropping privileges
@@ -82,6 +83,13 @@ def apply_sandbox(hello: dict) -> dict:
         applied["user"] = str(os.getuid())
     with open("/proc/net/dev") as f:  # this process's network namespace: only 'lo' when isolated
         applied["network_isolated"] = [ln.split(":")[0].strip() for ln in f.readlines()[2:]] in ([], ["lo"])
+    if hello.get("access"):  # the kernel's file allow-list (landlock.py), before any candidate code
+        try:
+            applied.update(landlock.restrict(hello["access"]))
+        except landlock.LandlockFailed as e:
+            if hello.get("sandbox") != "none":
+                raise
+            applied["landlock_error"] = str(e)
     applied["seccomp"] = False
     if hello.get("libseccomp"):
         try:
@@ -189,13 +197,30 @@ class TorchRunner:
         return self.flags
 
 
+def lock_exec(hello: dict, applied: dict, native: bool) -> str:
+    """The second seccomp filter once the candidate is loaded (seccomp.lock_exec); what it locks, '' if none.
+    Native children first load the CUDA driver's JIT compiler, the one library the driver may still load
+    (for PTX when the device is newer than the build's architecture)."""
+    if not applied.get("seccomp"):
+        return ""
+    from pipeline.evaluation import seccomp
+    if native:
+        try:
+            ctypes.CDLL("libnvidia-ptxjitcompiler.so.1")
+        except OSError:
+            pass
+    seccomp.lock_exec(hello["libseccomp"], mappings=native)
+    return "memfd and executable mappings" if native else "memfd"
+
+
 def serve(rin, wout) -> None:
     def send(obj: dict) -> None:
         wout.write(json.dumps(obj) + "\n")
         wout.flush()
 
     hello = json.loads(rin.readline())
-    send({"ok": True, "sandbox": apply_sandbox(hello), "pid": os.getpid()})
+    applied = apply_sandbox(hello)
+    send({"ok": True, "sandbox": applied, "pid": os.getpid()})
     driver = runner = None
     scratch, scratch_bytes, events = 0, 0, None
 
@@ -220,7 +245,8 @@ def serve(rin, wout) -> None:
                 ptrs = [bases[b["arena"]] + b["offset"] if bases[b["arena"]] else 0 for b in msg["buffers"]]
                 runner = (TorchRunner if msg["format"] == "kernelbench" else NativeRunner)(msg, ptrs)
                 driver.synchronize()
-                send({"ok": True, "device": driver.info().name, "flags": runner.flags})
+                locked = lock_exec(hello, applied, native=isinstance(runner, NativeRunner))
+                send({"ok": True, "device": driver.info().name, "flags": runner.flags, "exec_lock": locked})
             elif op == "call":
                 ret = runner.call(msg["config"], msg.get("slot", 0))
                 driver.synchronize()

@@ -16,6 +16,13 @@ version, so identical candidates compile once.
   call names (the gate profile decides which are allowed); this needs a CUDA build of torch (GPU
   hosts); elsewhere the result says the build is unavailable here.
 Compiler output is trimmed to the errors a reader needs, with scratch paths replaced.
+
+Nothing of the candidate runs here: a kernelbench build stops when the extension is linked (torch's
+builder is told not to import it, so no constructor of it runs outside the child's sandbox), and every
+string that becomes source (`functions` included) was gated. Each candidate has one CPU budget over
+all its builds (`CompileBudget`: compile.cpu_budget_s, kernelbench_cpu_budget_s), which `run_limited`
+enforces on the whole process tree of a build, besides its wall-clock limit, its memory limit and a
+file-size limit; under bwrap a compiler's temporary files land in a private tmpfs of compile.tmp_bytes.
 """
 from __future__ import annotations
 
@@ -26,9 +33,11 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -41,6 +50,7 @@ from pipeline.records import Candidate, Task
 from pipeline.structure.ptxas import function_of_line
 
 CLONE_NEWNET = 0x40000000
+FILE_BYTES = 1 << 30  # largest file a compiler (or the artefact check's tools) may write (RLIMIT_FSIZE)
 
 
 class CompileResult(BaseModel):
@@ -55,6 +65,8 @@ class CompileResult(BaseModel):
     cached: bool = False
     seconds: float = 0.0
     payload: dict[str, bytes] = Field(default_factory=dict, description="artefact files by name, for another host")
+    cpu_s: float = Field(0.0, description="CPU seconds the build used (charged to the candidate's budget, also "
+                                          "when the result comes from the cache)")
 
     def packed(self) -> "CompileResult":
         """A copy carrying its artefact files, so an evaluator on another node can use it."""
@@ -72,11 +84,113 @@ def toolchain_id(nvcc: str) -> str:
     return out.strip().splitlines()[-1] if out.strip() else "unknown"
 
 
-def _sandbox_preexec(memory_limit_bytes: int, isolate_network: bool):
-    """Limits for the compiler (inherited through bwrap); a network namespace only without bwrap."""
+class CompileBudget:
+    """CPU seconds one candidate's builds may use together (its compile, the artefact check's nvcc -E and
+    nvcc -c): each build is charged what its process tree used, and one that would pass what is left is
+    stopped. `field` names the config key in the message a stopped candidate gets."""
+
+    def __init__(self, cpu_s: float, field: str = "compile.cpu_budget_s"):
+        self.total, self.left, self.field = float(cpu_s), float(cpu_s), field
+
+    @classmethod
+    def of(cls, fmt: str, cfg: CompileSection, spent_s: float = 0.0) -> "CompileBudget":
+        """The budget of a candidate of format `fmt`, less `spent_s` already used (a build done elsewhere)."""
+        budget = cls(cfg.kernelbench_cpu_budget_s, "compile.kernelbench_cpu_budget_s") if fmt == "kernelbench" \
+            else cls(cfg.cpu_budget_s)
+        budget.left -= spent_s
+        return budget
+
+    def charge(self, cpu_s: float) -> None:
+        self.left -= cpu_s
+
+    @property
+    def spent(self) -> bool:
+        return self.left <= 0
+
+    def message(self) -> str:
+        return (f"the builds of this candidate used up its CPU budget of {self.total:.0f} s ({self.field}); "
+                f"simplify the source: deep macro, template or constexpr expansion costs the compiler more than "
+                f"any kernel is worth")
+
+
+@dataclass
+class Ran:
+    """A finished build process: exit code, output, CPU seconds of its whole tree, and why it was stopped."""
+    returncode: int
+    stdout: str
+    stderr: str
+    cpu_s: float
+    timed_out: bool = False
+    over_budget: bool = False
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """CPU seconds of `pid` and its live descendants, each with the children it has reaped."""
+    total, todo, tick = 0.0, [pid], os.sysconf("SC_CLK_TCK")
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += sum(int(v) for v in fields[11:15]) / tick  # utime stime cutime cstime
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def run_limited(argv: list[str], cwd: str, env: dict, timeout_s: float, preexec=None,
+                budget: CompileBudget | None = None) -> Ran:
+    """Run a build in a new session; kill its group past `timeout_s` or past what `budget` has left (its tree's
+    CPU, read every 20 ms); charge the budget what the tree used (from wait4, exact once it has ended)."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=preexec)
+    chunks: dict[str, bytes] = {}
+    readers = [threading.Thread(target=lambda k=k, f=f: chunks.__setitem__(k, f.read()), daemon=True)
+               for k, f in (("out", proc.stdout), ("err", proc.stderr))]
+    for r in readers:
+        r.start()
+    deadline, timed_out, over = time.monotonic() + timeout_s, False, False
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            timed_out = True
+        elif budget is not None and _tree_cpu_s(proc.pid) > budget.left:
+            over = True
+        if timed_out or over:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            pid, status, usage = os.wait4(proc.pid, 0)
+            break
+        time.sleep(0.02)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    for r in readers:
+        r.join(timeout=10)
+    cpu_s = usage.ru_utime + usage.ru_stime
+    if budget is not None:
+        budget.charge(cpu_s)
+        over = over or budget.spent
+    return Ran(proc.returncode, chunks.get("out", b"").decode(errors="replace"),
+               chunks.get("err", b"").decode(errors="replace"), cpu_s, timed_out, over)
+
+
+def _sandbox_preexec(memory_limit_bytes: int, isolate_network: bool, cpu_s: float | None = None):
+    """Limits for the compiler (inherited through bwrap): memory, no core files, files of FILE_BYTES at most,
+    CPU seconds per process where a budget is left; a network namespace only without bwrap."""
+    import math
+
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_BYTES, FILE_BYTES))
+        if cpu_s is not None:
+            limit = max(1, math.ceil(cpu_s))
+            resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 1))
         if isolate_network:
             ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET)  # best effort: fails without privilege
     return apply
@@ -97,8 +211,9 @@ def sandboxed(argv: list[str], scratch: str, env: dict[str, str], cfg: CompileSe
     bwrap, bwrap_env = require_bwrap(field="compile.sandbox")
     trees = [_install_root(argv[0]), _install_root(cfg.nvcc), *python_trees(),
              *[d for d in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d], env.get("CUDA_HOME", "")]
+    env = dict(env, TMPDIR="/tmp")  # temporary files in the sandbox's tmpfs of cfg.tmp_bytes, not on the host
     prefix = bwrap_command(bwrap, scratch, [t for t in trees if t], env, [str(Path.home()), cfg.cache_dir],
-                           devices=False)
+                           devices=False, tmp_bytes=cfg.tmp_bytes)
     return prefix + argv, bwrap_environment(bwrap_env)
 
 
@@ -198,20 +313,23 @@ class Compiler:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
 
     # --- public ---------------------------------------------------------------------------
-    def compile(self, candidate: Candidate, task: Task) -> CompileResult:
+    def compile(self, candidate: Candidate, task: Task, budget: CompileBudget | None = None) -> CompileResult:
+        """Build a candidate within `budget` (a fresh one of its format when None), which is charged."""
+        budget = budget or CompileBudget.of(candidate.format, self.cfg)
         if candidate.format == "kernelbench":
-            return self.compile_kernelbench(candidate.code)
-        return self.compile_cuda(candidate.code)
+            return self.compile_kernelbench(candidate.code, budget)
+        return self.compile_cuda(candidate.code, budget)
 
     def nvcc_flags(self) -> list[str]:
         return [f"-arch={self.cfg.arch}", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-Xptxas", "-v",
                 *self.cfg.extra_flags]
 
-    def compile_cuda(self, source: str) -> CompileResult:
+    def compile_cuda(self, source: str, budget: CompileBudget | None = None) -> CompileResult:
         flags = self.nvcc_flags()
         key = self._key("cuda", source, flags, toolchain_id(self.cfg.nvcc))
         return self._cached(key, lambda scratch: self._run_compiler(
-            [self.cfg.nvcc, *flags, "-o", "artifact.so", "candidate.cu"], scratch, source, "candidate.cu"))
+            [self.cfg.nvcc, *flags, "-o", "artifact.so", "candidate.cu"], scratch, source, "candidate.cu",
+            budget=budget), budget)
 
     def compile_cuda_batch(self, sources: list[str], entries: list[str]) -> list[BatchMember] | None:
         """Build trusted sources into one shared library with one nvcc call (see `batch_source`).
@@ -249,7 +367,7 @@ class Compiler:
         return self._cached(key, lambda scratch: self._run_compiler(
             ["gcc", *flags, "-o", "artifact.so", "reference.c", "-lm"], scratch, source, "reference.c"))
 
-    def compile_kernelbench(self, source: str) -> CompileResult:
+    def compile_kernelbench(self, source: str, budget: CompileBudget | None = None) -> CompileResult:
         from pipeline.evaluation.gate import extract_load_inline
         try:
             builds = extract_load_inline(source)
@@ -263,7 +381,7 @@ class Compiler:
                                  log="kernelbench-format candidates build only on a GPU host with a CUDA build of torch")
         spec = json.dumps(builds, sort_keys=True)
         key = self._key("kernelbench", spec, [self.cfg.arch], _torch_id())
-        return self._cached(key, lambda scratch: self._build_extensions(builds, scratch))
+        return self._cached(key, lambda scratch: self._build_extensions(builds, scratch, budget), budget)
 
     def unpack(self, result: CompileResult) -> CompileResult:
         """A result from a compile worker, with its artefacts at paths that exist on this host."""
@@ -285,12 +403,16 @@ class Compiler:
         body = "\0".join([kind, source, " ".join(flags), self.cfg.arch, toolchain])
         return hashlib.sha256(body.encode()).hexdigest()[:24]
 
-    def _cached(self, key: str, build) -> CompileResult:
+    def _cached(self, key: str, build, budget: CompileBudget | None = None) -> CompileResult:
+        """The cached result of `key`, else `build(scratch)` published atomically. A cached result is charged
+        to `budget` as the build was, so a candidate's verdict does not depend on the cache."""
         entry = self.cache_dir / key
         meta = entry / "result.json"
         if meta.is_file():
             result = CompileResult.model_validate_json(meta.read_text())
             if not result.ok or all(Path(p).exists() for p in [result.artifact, *result.extensions.values()] if p):
+                if budget is not None:
+                    budget.charge(result.cpu_s)
                 return result.model_copy(update={"cached": True, "seconds": 0.0})
         t0 = time.perf_counter()
         scratch = tempfile.mkdtemp(prefix="cudaperf-compile-")
@@ -313,7 +435,8 @@ class Compiler:
         return result
 
     def _run_compiler(self, argv: list[str], scratch: str, source: str, filename: str,
-                      timeout_s: float | None = None, product: str = "artifact.so") -> CompileResult:
+                      timeout_s: float | None = None, product: str = "artifact.so",
+                      budget: CompileBudget | None = None) -> CompileResult:
         Path(scratch, filename).write_text(source)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": scratch, "TMPDIR": scratch}
         for key in ("CUDA_HOME", "LD_LIBRARY_PATH"):
@@ -323,46 +446,59 @@ class Compiler:
         if shutil.which(argv[0], path=env["PATH"]) is None:
             return CompileResult(ok=False, unavailable=True,
                                  log=f"compiler '{argv[0]}' not found; install it or set compile.nvcc")
+        if budget is not None and budget.spent:
+            return CompileResult(ok=False, log=budget.message())
         run_argv, run_env = sandboxed(argv, scratch, env, self.cfg)
+        preexec = _sandbox_preexec(self.cfg.memory_limit_bytes, self.cfg.sandbox == "none",
+                                   budget.left if budget is not None else None)
         try:
-            proc = subprocess.run(run_argv, cwd=scratch, env=run_env, capture_output=True, text=True, timeout=timeout_s,
-                                  preexec_fn=_sandbox_preexec(self.cfg.memory_limit_bytes, self.cfg.sandbox == "none"),
-                                  start_new_session=True)
-        except subprocess.TimeoutExpired:
-            return CompileResult(ok=False, log=f"compilation exceeded its {timeout_s:.0f} s limit")
+            proc = run_limited(run_argv, scratch, run_env, timeout_s, preexec, budget)
         except FileNotFoundError:
             return CompileResult(ok=False, unavailable=True,
                                  log=f"compiler '{argv[0]}' not found; install it or set compile.nvcc")
+        if proc.over_budget:
+            return CompileResult(ok=False, log=budget.message(), cpu_s=proc.cpu_s)
+        if proc.timed_out:
+            return CompileResult(ok=False, log=f"compilation exceeded its {timeout_s:.0f} s limit", cpu_s=proc.cpu_s)
         text = (proc.stdout or "") + (proc.stderr or "")
         ptxas = "\n".join(ln for ln in text.splitlines() if ln.startswith("ptxas") or "bytes stack frame" in ln)
         if proc.returncode != 0 or not Path(scratch, product).exists():
             if proc.returncode < 0 or "Killed" in text or "out of memory" in text.lower():
                 return CompileResult(ok=False, log=f"the compiler was stopped ({proc.returncode}): it exceeded "
-                                                   f"its memory or time limit\n" + trim_log(text, scratch, self.cfg.log_chars))
-            return CompileResult(ok=False, log=trim_log(text, scratch, self.cfg.log_chars), ptxas_log=ptxas)
+                                                   f"its memory or time limit\n" + trim_log(text, scratch, self.cfg.log_chars),
+                                     cpu_s=proc.cpu_s)
+            return CompileResult(ok=False, log=trim_log(text, scratch, self.cfg.log_chars), ptxas_log=ptxas,
+                                 cpu_s=proc.cpu_s)
         return CompileResult(ok=True, artifact=os.path.join(scratch, product) if product.endswith(".so") else "",
-                             ptxas_log=ptxas)
+                             ptxas_log=ptxas, cpu_s=proc.cpu_s)
 
-    def _build_extensions(self, builds: list[dict], scratch: str) -> CompileResult:
-        """Build each load_inline call with torch's builder in a sandboxed subprocess."""
+    def _build_extensions(self, builds: list[dict], scratch: str, budget: CompileBudget | None = None) -> CompileResult:
+        """Build each load_inline call with torch's builder in a sandboxed subprocess, without loading what it
+        built (BUILD_SCRIPT): the extension's code first runs in the child's sandbox."""
         Path(scratch, "builds.json").write_text(json.dumps(builds))
         arch = self.cfg.arch.replace("sm_", "")
         argv = ["env", f"TORCH_CUDA_ARCH_LIST={arch[:-1]}.{arch[-1]}", f"TORCH_EXTENSIONS_DIR={scratch}/ext",
                 sys.executable, "build.py"]
-        result = self._run_compiler(argv, scratch, _BUILD_SCRIPT, "build.py", self.cfg.kernelbench_timeout_s,
-                                    product="built.json")
+        result = self._run_compiler(argv, scratch, BUILD_SCRIPT, "build.py", self.cfg.kernelbench_timeout_s,
+                                    product="built.json", budget=budget)
         if not result.ok:
             return result
         extensions = json.loads(Path(scratch, "built.json").read_text())
-        return CompileResult(ok=True, extensions=extensions, ptxas_log=result.ptxas_log)
+        return CompileResult(ok=True, extensions=extensions, ptxas_log=result.ptxas_log, cpu_s=result.cpu_s)
 
 
-_BUILD_SCRIPT = r'''
-import json, os, sys
+# torch's load_inline builds and then imports the extension, which runs its static constructors; here the import
+# is replaced by nothing, and function names are checked again, since torch pastes them into C++ it generates.
+BUILD_SCRIPT = r'''
+import json, os, re, sys
+import torch.utils.cpp_extension as cpp_extension
 from torch.utils.cpp_extension import load_inline
+cpp_extension._import_module_from_library = lambda *args, **kwargs: None  # build, never load
 builds = json.load(open("builds.json"))
 out = {}
 for b in builds:
+    if not all(re.fullmatch(r"[A-Za-z_]\w*", f) for f in [b["name"], *(b.get("functions") or [])]):
+        sys.exit("error: a load_inline name or function name is not a plain identifier")
     d = os.path.join(os.getcwd(), "ext", b["name"])
     os.makedirs(d, exist_ok=True)
     load_inline(name=b["name"], cpp_sources=b["cpp_sources"], cuda_sources=b["cuda_sources"],

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from pipeline.config import CompileSection, EvalSection
 from pipeline.evaluation import device_views
-from pipeline.evaluation.compile import CompileResult, Compiler
+from pipeline.evaluation.compile import CompileBudget, CompileResult, Compiler
 from pipeline.evaluation.cuda_driver import CudaError, allocated_bytes
 from pipeline.evaluation.gpu_lock import GpuLock
 from pipeline.evaluation.gpu_memory import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout, gib
@@ -163,17 +163,23 @@ class Evaluator:
             return self._base(task, cand, "rejected", errors[0].message, findings=findings,
                               flags=sorted({f.rule for f in errors}), stage_s={"gate": gate_s})
         t1 = time.perf_counter()
-        comp = self.compiler.unpack(comp) if comp is not None else self.compiler.compile(cand, task)
+        budget = CompileBudget.of(cand.format, self.compiler.cfg)  # one CPU budget over all its builds
+        if comp is not None:  # built by a compile worker, which charged its own copy of the budget
+            comp = self.compiler.unpack(comp)
+            budget.charge(comp.cpu_s)
+        else:
+            comp = self.compiler.compile(cand, task, budget)
         stage = {"gate": gate_s, "compile": time.perf_counter() - t1}
         if not comp.ok and not comp.unavailable:
-            return self._base(task, cand, "compile_error", "the candidate does not compile", compile_log=comp.log,
-                              findings=findings + [Finding(source="compile", severity="error", message=comp.log)],
-                              stage_s=stage)
+            return self._compile_error(task, cand, comp.log, findings, stage)
         if comp.ok:  # the gate's second look, at what was built (artifact.py)
-            from pipeline.evaluation.artifact import check_built
+            from pipeline.evaluation.artifact import BudgetSpent, check_built
             t_built = time.perf_counter()
-            built = [f for f in check_built(cand, task, comp, self.compiler.cfg, self.cfg.gate_profile)
-                     if f.severity == "error"]
+            try:
+                built = [f for f in check_built(cand, task, comp, self.compiler.cfg, self.cfg.gate_profile, budget)
+                         if f.severity == "error"]
+            except BudgetSpent as e:
+                return self._compile_error(task, cand, str(e), findings, stage)
             stage["gate"] += time.perf_counter() - t_built
             if built:
                 return self._base(task, cand, "rejected", built[0].message, findings=findings + built,
@@ -182,6 +188,10 @@ class Evaluator:
         features, hints = self.structure_features(cand, comp)
         stage["structure"] = time.perf_counter() - t2
         return Prepared(comp, findings + hints, stage, features)
+
+    def _compile_error(self, task: Task, cand: Candidate, log: str, findings: list[Finding], stage: dict) -> EvalResult:
+        return self._base(task, cand, "compile_error", "the candidate does not compile", compile_log=log,
+                          findings=findings + [Finding(source="compile", severity="error", message=log)], stage_s=stage)
 
     def structure_features(self, cand: Candidate, comp: CompileResult) -> tuple[dict, list[Finding]]:
         """Compile-time structural features and hints (ptxas report, occupancy, static analysis)."""

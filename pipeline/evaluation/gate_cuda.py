@@ -560,6 +560,9 @@ def _supplement(text: str, add, fmt: str, float32: bool, profile: GateProfile) -
         path = target and (target.group(2) or target.group(3))
         if m.group(1) != "include" or not path or not include_allowed(path, fmt, profile):
             add("forbidden-include", line_of(m.start()), f"has the directive #{m.group(1)} {m.group(2).strip()}")
+    for m in re.finditer(r"\b__has_(include|include_next|embed)\b", code):
+        add("forbidden-include", line_of(m.start()), f"asks __has_{m.group(1)} whether a file exists, which turns "
+                                                     f"the compile machine's files into compile results")
     if "##" in code:
         add("token-paste", line_of(code.index("##")), "pastes tokens together with ##")
     for m in _STREAM_CAST.finditer(code):

@@ -876,6 +876,9 @@ def _evaluate_call(call: ast.Call, assigns: dict[str, list]) -> dict:
         raise _Dynamic(line, "gives load_inline a name that is not a plain identifier string")
     has_functions = args.get("functions") is not None and not (
         isinstance(args["functions"], ast.Constant) and args["functions"].value is None)
+    if has_functions and not all(re.fullmatch(r"[A-Za-z_]\w{0,127}", t) for t, _ in value("functions")[0]):
+        # torch pastes each name into the C++ it generates (m.def("<name>", <name>, "<name>")), which no gate reads
+        raise _Dynamic(line, "gives load_inline a function name that is not a plain identifier string")
     return {"name": name[0][0], "cpp_sources": value("cpp_sources")[0], "cuda_sources": value("cuda_sources")[0],
             "functions": [t for t, _ in value("functions")[0]] if has_functions else None,
             "extra_cflags": [t.strip() for t, _ in value("extra_cflags")[0] if t.strip()],

@@ -6,8 +6,9 @@ it runs inside bubblewrap (`bwrap_command`):
 - user namespace: uid/gid 65534 inside, no capabilities, no further user namespaces; pid, net
   (no network, not even a route to the host), ipc, uts and cgroup namespaces of its own;
 - mount namespace: /usr, /etc, /lib*, /bin, /sbin, /opt, /sys, the Python installation and the
-  `pipeline/` package read-only; a fresh /dev with the /dev/nvidia* nodes, a fresh /proc, a
-  private /tmp (tmpfs) and the scratch directory, the only host path it can write. The home
+  `pipeline/` package read-only; a fresh /dev with the /dev/nvidia* nodes, a fresh /proc, the
+  scratch directory read-only (the artefact is placed there) and a private /tmp, a tmpfs of
+  CHILD_TMP_BYTES: the only place it can write, so its disk use has a kernel-enforced quota. The home
   directory, the project's other directories (runs/, outputs) and the compile and result
   caches do not exist in there. Files of /etc that other users cannot read are hidden, and so
   are /sys's debug, tracing, firmware and bpf trees;
@@ -15,8 +16,11 @@ it runs inside bubblewrap (`bwrap_command`):
   without the seccomp filter and whose memory (/proc/1/mem) a child could write to run code unfiltered;
 - a clean environment (bwrap itself gets only PATH and its libraries, so no process of the sandbox
   can read the evaluator's environment), a new session (no terminal), and death with its parent.
-The child then installs a seccomp allow-list (seccomp.py) before it loads candidate code. What
-held is reported in `sandbox_info`. `sandbox="none"` is an explicit opt-out for hosts without
+The child then narrows what it can open to an allow-list the kernel enforces (landlock.py,
+`child_access`: the libraries, the package, the artefact, the devices CUDA needs and its /tmp) and
+installs a seccomp allow-list (seccomp.py) before it loads candidate code; once the candidate is
+loaded, a second filter refuses memfd_create and, in c2cuda/light children, new executable memory
+(`seccomp.lock_exec`). What held is reported in `sandbox_info` and in the load reply. `sandbox="none"` is an explicit opt-out for hosts without
 user namespaces: rlimits, a best-effort network namespace, an unprivileged user when the
 evaluator runs as root, and seccomp where libseccomp is found.
 
@@ -53,7 +57,11 @@ SANDBOX_UID = 65534
 SYSTEM_TREES = ["/usr", "/etc", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/opt"]
 HIDDEN_SYS = ["/sys/kernel/debug", "/sys/kernel/tracing", "/sys/kernel/security", "/sys/firmware", "/sys/fs/bpf",
               "/sys/fs/pstore"]
-TMP_BYTES = 1 << 30  # size of the sandbox's private /tmp (it is memory)
+TMP_BYTES = 1 << 30  # size of a sandbox's private /tmp (it is memory); the compile step sets its own
+CHILD_TMP_BYTES = 256 << 20  # the candidate child's private /tmp, the only place it can write: its disk quota
+LIBRARY_TREES = ["/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/usr/local/lib", "/usr/local/cuda",
+                 "/usr/local/nvidia"]  # where the loader and the CUDA driver find libraries
+DEVICE_NODES = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"]
 FIX = "install bubblewrap (apt-get install bubblewrap), run benchmarks/sandbox_tools.sh, or set {field}=none"
 
 
@@ -150,13 +158,15 @@ def _covered(path: str, trees: list[str]) -> bool:
 
 
 def bwrap_command(bwrap: str, scratch: str, read_only: list[str], env: dict[str, str], hidden: list[str],
-                  devices: bool) -> list[str]:
+                  devices: bool, tmp_bytes: int = TMP_BYTES, scratch_writable: bool = True) -> list[str]:
     """The bwrap argv (up to and including '--') for one sandbox; the program's argv follows it.
 
     `read_only`: host paths bound read-only besides the system trees (skipped when missing or
-    already inside a bound tree); `scratch`: the one writable host path; `env`: the whole
+    already inside a bound tree); `scratch`: the one host path the sandbox may write, or only read
+    with `scratch_writable` off (then nothing it writes reaches the host's disk); `env`: the whole
     environment inside; `hidden`: paths that must stay invisible (SandboxUnavailable if a bound
-    tree would contain one); `devices`: bind the /dev/nvidia* nodes.
+    tree would contain one); `devices`: bind the /dev/nvidia* nodes; `tmp_bytes`: the size of its
+    private /tmp (a tmpfs: a kernel-enforced quota).
     """
     bound = [t for t in SYSTEM_TREES if os.path.isdir(t) and not os.path.islink(t)]
     extra = []
@@ -176,13 +186,14 @@ def bwrap_command(bwrap: str, scratch: str, read_only: list[str], env: dict[str,
     for key, value in env.items():
         argv += ["--setenv", key, value]
     argv += list(_system_mounts())
-    argv += ["--dev", "/dev", "--proc", "/proc", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
+    argv += ["--dev", "/dev", "--proc", "/proc", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
     if devices:
         for node in sorted(glob.glob("/dev/nvidia*")):
             argv += ["--dev-bind", node, node]
     for path in extra:
         argv += ["--ro-bind", path, path]
-    argv += ["--bind", scratch, scratch, "--remount-ro", "/", "--chdir", scratch, "--"]  # "/": bwrap's own tmpfs
+    argv += ["--bind" if scratch_writable else "--ro-bind", scratch, scratch,
+             "--remount-ro", "/", "--chdir", scratch, "--"]  # "/": bwrap's own tmpfs
     return argv
 
 
@@ -196,6 +207,18 @@ def _env_trees(env: dict[str, str]) -> list[str]:
     """Library and CUDA directories the environment names (bound read-only so they resolve inside)."""
     dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d]
     return dirs + ([env["CUDA_HOME"]] if env.get("CUDA_HOME") else [])
+
+
+def child_access(scratch: str, env: dict[str, str], sandbox: str) -> dict[str, list[str]]:
+    """The child's filesystem allow-list (landlock.restrict): what it may read, write and open as a device.
+
+    Read: the Python installation and the package, the library trees, the directories the environment
+    names, the loader's cache, /proc and /sys, and the scratch directory that holds the artefact. Write:
+    its private /tmp under bwrap (the scratch stays read-only there), the scratch without bwrap."""
+    devices = DEVICE_NODES + sorted(glob.glob("/dev/nvidia*"))
+    read = [*python_trees(), *LIBRARY_TREES, *sorted(glob.glob("/usr/local/cuda-*")), *_env_trees(env),
+            "/etc/ld.so.cache", "/proc", "/sys", scratch]
+    return {"read": read, "write": ["/tmp"] if sandbox == "bwrap" else [scratch], "devices": devices}
 
 
 def bwrap_environment(bwrap_env: dict[str, str]) -> dict[str, str]:
@@ -249,9 +272,11 @@ class ChildProcess:
         self.scratch = tempfile.mkdtemp(prefix="cudaperf-child-")
         to_child_r, self._to_child = os.pipe()
         self._from_child, from_child_w = os.pipe()
+        tmp = "/tmp" if sandbox == "bwrap" else self.scratch  # the one place it writes: its quota'd tmpfs under bwrap
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": os.pathsep.join(
                p for p in [PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")] if p),
-               "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1", "HOME": self.scratch, "TMPDIR": self.scratch}
+               "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1", "HOME": tmp, "TMPDIR": tmp,
+               "CUDA_CACHE_DISABLE": "1"}
         for key in ("LD_LIBRARY_PATH", "CUDA_HOME", "VIRTUAL_ENV"):
             if key in os.environ:
                 env[key] = os.environ[key]
@@ -269,8 +294,9 @@ class ChildProcess:
             os.close(to_child_r)
             os.close(from_child_w)
         self._buffer = b""
-        hello = {"op": "hello", "scratch": self.scratch, "sandbox": sandbox, "user": user,
-                 "isolate_network": sandbox == "none", "preload_torch": preload_torch, "libseccomp": libseccomp}
+        hello = {"op": "hello", "scratch": self.scratch, "tmp": tmp, "sandbox": sandbox, "user": user,
+                 "isolate_network": sandbox == "none", "preload_torch": preload_torch, "libseccomp": libseccomp,
+                 "access": child_access(self.scratch, env, sandbox)}
         try:
             reply = self.request(hello, startup_timeout_s)
         except BaseException:
@@ -285,7 +311,8 @@ class ChildProcess:
             bwrap, bwrap_env = tools
             user = ""  # the user namespace gives it uid 65534; no setuid needed
             hide = [str(Path.home()), *hidden, os.path.join(PACKAGE_ROOT, "runs")]
-            argv = bwrap_command(bwrap, self.scratch, python_trees() + _env_trees(env), env, hide, devices=True)
+            argv = bwrap_command(bwrap, self.scratch, python_trees() + _env_trees(env), env, hide, devices=True,
+                                 tmp_bytes=CHILD_TMP_BYTES, scratch_writable=False)
             argv, popen_env = argv + program, bwrap_environment(bwrap_env)
         else:
             argv, popen_env = program, env

@@ -74,7 +74,9 @@ ALLOWED = {
                                                       "recvmsg sendmmsg recvmmsg shutdown getsockname getpeername "
                                                       "setsockopt getsockopt",
     "limits and system information": "getrlimit setrlimit prlimit64 getrusage sysinfo uname getrandom",
+    "more filters (a filter can only narrow; lock_exec adds one)": "seccomp",
 }
+PROT_EXEC = 0x4
 
 
 def _special(pid: int) -> list[tuple[str, int, list[tuple[int, int, int, int]]]]:
@@ -116,6 +118,23 @@ def allowed_names() -> list[str]:
 
 def install(libseccomp: str) -> int:
     """Install the allow-list on this process (irreversible); returns the number of rules added."""
+    rules = [(name, SCMP_ACT_ALLOW, []) for name in allowed_names()] + _special(os.getpid())
+    return _load(libseccomp, SCMP_ACT_ERRNO(errno.EPERM), rules)
+
+
+def lock_exec(libseccomp: str, mappings: bool) -> int:
+    """A second filter, once the candidate's code is loaded: no memfd_create (no library from memory) and, with
+    `mappings`, no new executable memory (mmap, mprotect or pkey_mprotect with PROT_EXEC), so no code is
+    loaded or generated on the host from here on. `mappings` is off where the trusted code itself still
+    loads libraries lazily (torch's cuDNN and NVRTC parts in kernelbench children)."""
+    exec_bit = [(2, SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC)]
+    rules = [("memfd_create", SCMP_ACT_ERRNO(errno.EPERM), [])]
+    if mappings:
+        rules += [(name, SCMP_ACT_ERRNO(errno.EPERM), exec_bit) for name in ("mmap", "mprotect", "pkey_mprotect")]
+    return _load(libseccomp, SCMP_ACT_ALLOW, rules)
+
+
+def _load(libseccomp: str, default: int, rules: list) -> int:
     try:
         lib = ctypes.CDLL(libseccomp, use_errno=True)
     except OSError as e:
@@ -127,10 +146,9 @@ def install(libseccomp: str) -> int:
                                            ctypes.POINTER(_ArgCmp)]
     lib.seccomp_load.argtypes = [ctypes.c_void_p]
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
-    ctx = lib.seccomp_init(SCMP_ACT_ERRNO(errno.EPERM))
+    ctx = lib.seccomp_init(default)
     if not ctx:
         raise SeccompUnavailable("seccomp_init failed")
-    rules = [(name, SCMP_ACT_ALLOW, []) for name in allowed_names()] + _special(os.getpid())
     added = 0
     try:
         for name, action, cmps in rules:

@@ -9,6 +9,7 @@ two that must work (writing in scratch, a thread). No GPU is needed.
 from __future__ import annotations
 
 import ast
+import ctypes.util
 import os
 import shutil
 import sys
@@ -31,7 +32,8 @@ def send(obj):
     wout.flush()
 
 hello = json.loads(rin.readline())
-send({"ok": True, "sandbox": apply_sandbox(hello)})
+applied = apply_sandbox(hello)
+send({"ok": True, "sandbox": applied})
 paths = json.loads(rin.readline())["paths"]
 results = {}
 def attempt(name, fn):
@@ -97,8 +99,54 @@ for name, path in paths["write"].items():
 for name, path in paths["read"].items():
     attempt("read_" + name, lambda p=path: os.listdir(p) if os.path.isdir(p) else [open(p).read(40)])
 attempt("write_scratch", lambda: write(os.path.join(os.getcwd(), "inside.txt")))
+attempt("write_private_tmp", lambda: write("/tmp/inside.txt"))
+attempt("read_placed", lambda: [open(os.path.join(os.getcwd(), "placed.txt")).read()])
+
+def fill_tmp():  # many files, each under the file-size limit: only the tmpfs's size stops them
+    chunk = b"x" * (1 << 20)
+    for i in range(2000):
+        with open(f"/tmp/fill{i}", "wb") as f:
+            for _ in range(16):
+                f.write(chunk)
+
+attempt("fill_tmp", fill_tmp)
+for i in range(2000):
+    try:
+        os.unlink(f"/tmp/fill{i}")
+    except OSError:
+        break
+
+def native_open(path):  # what native code reaches by finding open/read in the loaded objects' symbol tables
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.open(path.encode(), 0)
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    libc.close(fd)
+
+for name, path in paths["outside_allow_list"].items():
+    attempt("native_open_" + name, lambda p=path: native_open(p))
+attempt("proc_self_mem", lambda: open("/proc/self/mem", "r+b"))
 attempt("thread", thread)
 send(results)
+json.loads(rin.readline())  # "lock": what a loaded candidate meets once the child has locked execution
+import mmap
+from pipeline.evaluation.child import lock_exec
+locked = {"lock": lock_exec(hello, applied, native=True)}
+def attempt2(name, fn):
+    try:
+        fn()
+        locked[name] = "ok"
+    except Exception as e:
+        locked[name] = f"{type(e).__name__}: {e}"
+attempt2("memfd", lambda: os.memfd_create("lib"))
+attempt2("exec_mapping", lambda: mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_EXEC))
+def dlopen_from_tmp():
+    import shutil
+    shutil.copyfile(paths["library"], "/tmp/lib.so")
+    ctypes.CDLL("/tmp/lib.so")
+attempt2("dlopen_written_library", dlopen_from_tmp)
+attempt2("data_mapping", lambda: mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE))
+send(locked)
 json.loads(rin.readline())
 try:
     os.execv("/bin/true", ["/bin/true"])
@@ -144,11 +192,27 @@ def test_candidate_code_cannot_leave_the_sandbox(secrets_dirs, monkeypatch):
     if os.path.exists("/etc/shadow"):
         reads["shadow"] = "/etc/shadow"
     os.makedirs(reads["runs"], exist_ok=True)
+    outside = {"etc_passwd": "/etc/passwd", "usr_bin": shutil.which("env") or "/usr/bin/env",
+               "usr_share": "/usr/share"}
+    library = ctypes.util.find_library("m") or "libm.so.6"
+    library = next((os.path.join(d, library) for d in ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu",
+                                                        "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
+                    if os.path.exists(os.path.join(d, library))), library)
     with ProbeChild(None, "", 1 << 30, hidden=tuple(str(v) for v in secrets_dirs.values())) as child:
         assert child.sandbox_info["seccomp"] is True and child.sandbox_info["uid"] == 65534
-        results = child.request({"paths": {"write": writes, "read": reads}, "op": "probe"}, 60)
-        scratch_file = Path(child.scratch, "inside.txt")
-        assert results.pop("write_scratch") == "ok" and scratch_file.read_text() == "x"
+        assert child.sandbox_info["landlock"] >= 1, child.sandbox_info  # this kernel has Landlock
+        Path(child.place(__file__)).rename(Path(child.scratch, "placed.txt"))  # what the evaluator places there
+        results = child.request({"paths": {"write": writes, "read": reads, "outside_allow_list": outside,
+                                           "library": library}, "op": "probe"}, 120)
+        # the scratch is the host's disk: read-only inside; the private /tmp is writable up to its quota
+        assert "Read-only file system" in results.pop("write_scratch")
+        assert not Path(child.scratch, "inside.txt").exists()
+        assert results.pop("write_private_tmp") == "ok"
+        assert results.pop("read_placed").startswith("ok")
+        assert "No space left" in results.pop("fill_tmp")
+        for name in outside:  # in bound trees, but not on the allow-list the kernel enforces
+            assert "Permission denied" in results.pop("native_open_" + name), name
+        assert "Permission denied" in results.pop("proc_self_mem")
         assert results.pop("thread") == "ok"
         assert results.pop("own_pid") == "pid 1"
         assert results.pop("unix_socketpair") == "ok"  # the CUDA driver's AF_UNIX sockets; see seccomp.py
@@ -172,6 +236,11 @@ def test_candidate_code_cannot_leave_the_sandbox(secrets_dirs, monkeypatch):
             assert "Operation not permitted" in results[name], (name, results[name])
         for path in (project_file, package_file, *writes.values()):
             assert not os.path.exists(path)
+        locked = child.request({"op": "lock"}, 60)
+        assert locked.pop("lock") == "memfd and executable mappings"
+        assert locked.pop("data_mapping") == "ok"
+        for name, outcome in locked.items():  # no library from memory or from a file it wrote, no JIT'd code
+            assert "Operation not permitted" in outcome or "failed to map" in outcome, (name, outcome)
         try:  # exec is refused by the filter: the probe answers instead of turning into /bin/true
             reply = child.request({"op": "exec"}, 30)
         except ChildFailed as e:

@@ -1,0 +1,134 @@
+"""The compile step from the attacker's side: it builds what it is given and runs none of it, every string that
+becomes source is gated, and one CPU budget bounds all builds of a candidate."""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import CompileSection
+from pipeline.evaluation import artifact
+from pipeline.evaluation.compile import Compiler, CompileBudget, CompileResult
+from pipeline.evaluation.gate import check_candidate
+from pipeline.records import Candidate
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+
+# a static constructor that leaves a mark wherever it runs: in the compile step it would run with no seccomp filter
+CONSTRUCTOR = r'''
+#include <cstdio>
+static int mark = [] {
+    FILE* f = std::fopen("CONSTRUCTOR_RAN", "w");
+    if (f) { std::fputs("ran", f); std::fclose(f); }
+    return 1;
+}();
+int twice(int x) { return 2 * x + mark - 1; }
+'''
+
+
+def test_a_built_extension_is_not_imported_in_the_compile_step(tmp_path):
+    """torch's load_inline imports what it builds; the build step must stop at the linked library."""
+    pytest.importorskip("torch.utils.cpp_extension")
+    if shutil.which("ninja") is None and not Path(shutil.which("python3") or "").parent.joinpath("ninja").exists():
+        import sys
+        if not Path(sys.executable).parent.joinpath("ninja").exists():
+            pytest.skip("ninja is not installed")
+    compiler = Compiler(CompileSection(cache_dir=str(tmp_path / "cache")))
+    scratch = tempfile.mkdtemp(prefix="cudaperf-compile-test-")
+    try:
+        builds = [{"name": "wall_probe", "cpp_sources": [CONSTRUCTOR], "cuda_sources": [], "functions": ["twice"],
+                   "extra_cflags": [], "extra_cuda_cflags": [], "extra_ldflags": [], "extra_include_paths": []}]
+        result = compiler._build_extensions(builds, scratch)
+        assert result.ok, result.log
+        so = Path(result.extensions["wall_probe"])
+        assert so.is_file() and so.suffix == ".so"
+        marks = list(Path(scratch).rglob("CONSTRUCTOR_RAN"))
+        assert not marks, f"the extension's constructor ran in the compile step: {marks}"
+        assert result.cpu_s > 0
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _kb(functions: str) -> Candidate:
+    code = f'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+cuda_src = """
+__global__ void k(float* x) {{ x[threadIdx.x] *= 2.0f; }}
+torch::Tensor twice(torch::Tensor x) {{ k<<<1, 32>>>(x.data_ptr<float>()); return x; }}
+"""
+cpp_src = "torch::Tensor twice(torch::Tensor x);"
+ext = load_inline(name="ext", cpp_sources=cpp_src, cuda_sources=cuda_src, functions={functions})
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.twice(x)
+'''
+    return Candidate(task_id="t", code=code, format="kernelbench")
+
+
+def test_function_names_that_would_inject_cpp_are_refused(builtin_tasks):
+    task = builtin_tasks["torch2cuda/relu"]
+    clean = check_candidate(_kb('["twice"]'), task, profile="kernelbench")
+    assert not any(f.rule == "dynamic-build" for f in clean), clean
+    injected = '[\'twice", twice); } static int x = system("id"); void f() { //\']'
+    findings = check_candidate(_kb(injected), task, profile="kernelbench")
+    assert any(f.rule == "dynamic-build" and "function name" in f.message for f in findings), findings
+
+
+@pytest.mark.parametrize("probe", ['#if __has_include("/etc/shadow")\n#define K k_shadow\n#else\n#define K k_none\n#endif',
+                                   '#if defined(__has_include_next)\n#endif'])
+def test_has_include_cannot_turn_files_into_kernel_names(probe, builtin_tasks):
+    code = probe + '\nextern "C" __global__ void k(float* x) { x[0] = 1; }\n'
+    task = builtin_tasks["c2cuda/saxpy"]
+    findings = check_candidate(Candidate(task_id="t", code=code, format="light"), task)
+    assert any(f.rule == "forbidden-include" and "__has_include" in f.message for f in findings), findings
+
+
+EXPLOSION = "\n".join(["#define X0 a = a * 1.0001f + 1.0f;"] + [f"#define X{i} X{i-1} X{i-1}" for i in range(1, 23)]) + r'''
+extern "C" __global__ void k(float* x) { float a = x[0]; X22 x[0] = a; }
+'''
+
+
+@needs_nvcc
+def test_a_source_that_explodes_in_the_compiler_is_stopped_by_its_budget(tmp_path, builtin_tasks):
+    compiler = Compiler(CompileSection(cache_dir=str(tmp_path), cpu_budget_s=3.0))
+    t0 = time.monotonic()
+    task = builtin_tasks["c2cuda/saxpy"]
+    result = compiler.compile(Candidate(task_id=task.id, code=EXPLOSION, format="light"), task)
+    wall = time.monotonic() - t0
+    assert not result.ok and "compile.cpu_budget_s" in result.log and "3 s" in result.log, result.log
+    assert wall < 30, wall
+    assert 2.5 < result.cpu_s < 10, result.cpu_s
+
+
+@needs_nvcc
+def test_one_budget_covers_every_build_of_a_candidate(tmp_path, builtin_tasks):
+    """The artefact check's own nvcc -E and nvcc -c are charged to the budget the compile left."""
+    cfg = CompileSection(cache_dir=str(tmp_path))
+    code = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1; }\n'
+    task = builtin_tasks["c2cuda/saxpy"]
+    cand = Candidate(task_id=task.id, code=code, format="light")
+    budget = CompileBudget.of("light", cfg)
+    comp = Compiler(cfg).compile(cand, task, budget)
+    assert comp.ok and comp.cpu_s > 0 and budget.left == pytest.approx(cfg.cpu_budget_s - comp.cpu_s)
+    spent = CompileBudget(1.0)
+    spent.charge(1.0)
+    with pytest.raises(artifact.BudgetSpent, match="CPU budget"):
+        artifact.check_built(cand, task, comp, cfg, "strict", spent)
+    again = Compiler(cfg).compile(cand, task, CompileBudget(0.5))  # from the cache, charged as it was built
+    assert again.cached and again.cpu_s == comp.cpu_s
+
+
+def test_a_cached_build_is_charged_what_it_cost(tmp_path):
+    cfg = CompileSection(cache_dir=str(tmp_path))
+    compiler = Compiler(cfg)
+    entry = tmp_path / "k1"
+    entry.mkdir()
+    (entry / "result.json").write_text(json.dumps(CompileResult(ok=False, log="x", cpu_s=7.0).model_dump()))
+    budget = CompileBudget(10.0)
+    assert compiler._cached("k1", lambda s: None, budget).cached and budget.left == pytest.approx(3.0)
