@@ -59,8 +59,9 @@ from pipeline.evaluation.gate import GateProfile, cuda_sources_of, gate_profile,
 from pipeline.evaluation.gate_cuda import _classify, finding, scan_cuda
 from pipeline.records import Candidate, Finding, Task
 
-CHECK_VERSION = "3"  # part of the cache key of a check's findings: bump when the rules change (2: gate profiles,
-                     # 3: system-call instructions, torch's thread pools in extensions)
+CHECK_VERSION = "4"  # part of the cache key of a check's findings: bump when the rules change (2: gate profiles,
+                     # 3: system-call instructions, torch's thread pools in extensions, 4: torch compute in strict
+                     # extensions)
 ADVICE = {
     "unlisted-symbol": "call only CUDA runtime launch, memory, error and occupancy functions, libm and the C++ "
                        "runtime basics",
@@ -361,11 +362,51 @@ def object_findings(source: str, obj: str, scratch: str, fmt: str, float32: bool
     return out + syscall_findings(source, obj, scratch)
 
 
+# Under a profile where torch may not compute (strict), what an extension may not reach in torch's C++. Decided
+# here, from outside the child, on the built library: the child's runtime check (torch_guard) is in the
+# candidate's process and so only a teacher. Kernels below the dispatcher (at::native, at::cpu, at::cuda's BLAS),
+# operators other than allocation, views and metadata (at::_ops::<op>), and operator registration and the
+# dispatcher itself (TORCH_LIBRARY, TORCH_LIBRARY_IMPL: an override of an ATen operator computes inside the
+# harness's own calls) are refused.
+_TORCH_BELOW_DISPATCH = re.compile(r"at::(native|cpu|meta|compositeexplicitautograd\w*|compositeimplicitautograd\w*"
+                                   r"|cuda::blas|cuda::cublas|cuda::detail::cub)::")
+_TORCH_REGISTRATION = re.compile(r"torch::(Library|detail::TorchLibraryInit|RegisterOperators|CppFunction)\b"
+                                 r"|c10::(Dispatcher|RegisterOperators|OperatorHandle|TypedOperatorHandle|KernelFunction"
+                                 r"|impl::OperatorEntry|BoxedKernel|RegistrationHandleRAII)\b")
+_TORCH_OP = re.compile(r"at::_ops::(\w+)::(call|redispatch)\b")
+_OVERLOAD = re.compile(r"[A-Z]\w*|out|int|dim|names|sizes|memory_format|using_ints|using_names|self_int|dtype"
+                       r"|source_\w+|SymInt|Tensor\w*|Scalar\w*")
+
+
+def torch_compute_symbol(demangled: str) -> str:
+    """Why a strict extension may not need `demangled` ('' when it may)."""
+    if _TORCH_BELOW_DISPATCH.search(demangled):
+        return "runs a torch kernel directly, below the dispatcher"
+    if _TORCH_REGISTRATION.search(demangled):
+        return "registers or calls torch operators through the dispatcher"
+    m = _TORCH_OP.search(demangled)
+    if m:
+        from pipeline.evaluation.gate_compute import ALLOWED_OPS, VIEW_COMPOSITES
+        name, allowed = m.group(1), ALLOWED_OPS | VIEW_COMPOSITES
+        if not (name in allowed or any(name.startswith(op + "_") and _OVERLOAD.fullmatch(name[len(op) + 1:])
+                                       for op in allowed)):
+            return f"calls the torch operator {name}, which computes"
+    return ""
+
+
 def extension_findings(source: str, so_path: str, scratch: str, profile: GateProfile) -> list[Finding]:
     """A kernelbench extension .so: its undefined dynamic symbols against DENIED_IN_EXTENSION and
-    THREADS_IN_EXTENSION, and its code against system-call instructions."""
+    THREADS_IN_EXTENSION, under a strict profile against `torch_compute_symbol`, and its code against
+    system-call instructions."""
     out = []
     for kind, name, demangled in nm_symbols(so_path, scratch, "-D", "--undefined-only"):
+        why = "" if profile.torch_compute else torch_compute_symbol(demangled.split("@")[0])
+        if why:
+            base = _base_name(demangled.split("@")[0])
+            out.append(finding("torch-compute-in-forward", _line_of(source, base.split("::")[-1]),
+                               f"the built extension {why} ({base})",
+                               "compute in your own kernels; from torch use only allocation, views and metadata"))
+            continue
         plain = name.split("@")[0]
         if DENIED_IN_EXTENSION.fullmatch(plain):
             hit = _classify(plain, plain, "call", "kernelbench", False, profile)

@@ -33,21 +33,8 @@ import torch.nn.functional as F
 import torch.utils.cpp_extension  # noqa: F401  (imported before the candidate and before privileges drop)
 from torch.utils._python_dispatch import TorchDispatchMode
 
-ALLOWED_OPS = {
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
-    "new_zeros", "zero_", "fill_", "view", "_unsafe_view", "reshape", "as_strided", "detach", "alias",
-    "t", "transpose", "permute", "expand", "squeeze", "unsqueeze", "slice", "select", "split",
-    "split_with_sizes", "unbind", "chunk", "lift_fresh", "_local_scalar_dense", "size", "stride",
-    "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "numel", "dim", "is_contiguous",
-    "is_non_overlapping_and_dense", "_reshape_alias", "view_as", "flatten", "unflatten", "set_",
-    "record_stream", "resize_",
-}
+from pipeline.evaluation.gate_compute import ALLOWED_OPS, VIEW_COMPOSITES
 
-
-# Composite operators the profiler lists but a dispatch mode never sees (they decompose above the
-# Python key into the ALLOWED_OPS, or into a computing operator that is then listed as well).
-VIEW_COMPOSITES = {"contiguous", "to", "reshape", "flatten", "view_as", "expand_as", "narrow", "item", "type_as",
-                   "resolve_conj", "resolve_neg", "cuda", "is_same_size", "requires_grad_", "data", "clone_if_needed"}
 AUDIT_FRACTION = 0.25
 _PYTHON_KEY = torch._C.DispatchKey.Python
 
@@ -196,8 +183,8 @@ def poison_allocator(nbytes: int) -> None:
     del blocks
 
 
-def output_problems(result, outputs: list[torch.Tensor]) -> list[str]:
-    results = list(result) if isinstance(result, (tuple, list)) else [result]
+def output_problems(results: list, outputs: list[torch.Tensor]) -> list[str]:
+    """What is wrong with forward's outputs (already taken apart by exact type) against the output buffers."""
     if len(results) != len(outputs):
         return [f"output-type: forward returned {len(results)} outputs, expected {len(outputs)}"]
     problems = []

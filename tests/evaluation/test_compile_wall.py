@@ -132,3 +132,72 @@ def test_a_cached_build_is_charged_what_it_cost(tmp_path):
     (entry / "result.json").write_text(json.dumps(CompileResult(ok=False, log="x", cpu_s=7.0).model_dump()))
     budget = CompileBudget(10.0)
     assert compiler._cached("k1", lambda s: None, budget).cached and budget.left == pytest.approx(3.0)
+
+
+HONEST_EXT = r'''
+#include <torch/extension.h>
+torch::Tensor twice(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    auto c = x.contiguous();
+    const float* p = c.data_ptr<float>();
+    float* q = y.data_ptr<float>();
+    for (int64_t i = 0; i < c.numel(); ++i) q[i] = 2 * p[i];
+    return y.view({-1});
+}
+'''
+# the strict profile's rule broken from native code: an ATen kernel declared by hand and called below the
+# dispatcher, an operator called through at::_ops, and an override of an ATen operator registered for the harness
+HACK_EXT = r'''
+#include <torch/extension.h>
+#include <torch/library.h>
+namespace at { namespace native { at::Tensor mul(const at::Tensor& self, const at::Tensor& other); } }
+typedef at::Tensor (*mul_fn)(const at::Tensor&, const at::Tensor&);
+torch::Tensor twice(torch::Tensor x) {
+    mul_fn below = &at::native::mul;
+    return below(x, at::_ops::add_Tensor::call(x, x, 1));
+}
+at::Tensor my_copy(const at::Tensor& self) { return self; }
+TORCH_LIBRARY_IMPL(aten, CPU, m) { m.impl("alias", my_copy); }
+'''
+
+
+def test_strict_extensions_are_judged_on_what_they_link(tmp_path):
+    """Torch compute reached from native code is refused from outside the child, on the built library."""
+    pytest.importorskip("torch.utils.cpp_extension")
+    from pipeline.evaluation.gate import gate_profile
+    compiler = Compiler(CompileSection(cache_dir=str(tmp_path / "cache")))
+    findings = {}
+    for name, src in (("honest", HONEST_EXT), ("hack", HACK_EXT)):
+        scratch = tempfile.mkdtemp(prefix="cudaperf-compile-test-")
+        try:
+            built = compiler._build_extensions([{"name": name, "cpp_sources": [src], "cuda_sources": [],
+                                                 "functions": ["twice"]}], scratch)
+            assert built.ok, built.log
+            findings[name] = {p: artifact.extension_findings(src, built.extensions[name], scratch, gate_profile(p))
+                              for p in ("strict", "kernelbench")}
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    assert findings["honest"] == {"strict": [], "kernelbench": []}
+    strict = " ".join(f.message for f in findings["hack"]["strict"])
+    assert all(f.rule == "torch-compute-in-forward" for f in findings["hack"]["strict"])
+    for what in ("below the dispatcher", "add_Tensor", "registers or calls torch operators"):
+        assert what in strict, strict
+    assert findings["hack"]["kernelbench"] == []  # torch may compute under that profile
+
+
+@pytest.mark.parametrize("name,refused", [
+    ("at::_ops::empty_memory_format::call(c10::ArrayRef<c10::SymInt>)", False),
+    ("at::_ops::view::call(at::Tensor const&, c10::ArrayRef<c10::SymInt>)", False),
+    ("at::_ops::fill__Scalar::call(at::Tensor&, c10::Scalar const&)", False),
+    ("at::TensorBase::__dispatch_contiguous(c10::MemoryFormat) const", False),
+    ("c10::impl::ExcludeDispatchKeyGuard::ExcludeDispatchKeyGuard(c10::DispatchKeySet)", False),
+    ("at::_ops::slice_scatter::call(at::Tensor const&)", True),
+    ("at::_ops::expand_copy::call(at::Tensor const&)", True),
+    ("at::_ops::mm::call(at::Tensor const&, at::Tensor const&)", True),
+    ("at::native::relu(at::Tensor const&)", True),
+    ("at::cuda::blas::gemm<float>(char, char, long)", True),
+    ("c10::Dispatcher::singleton()", True),
+    ("torch::Library::_impl(char const*, torch::CppFunction&&, torch::_RegisterOrVerify) &", True),
+])
+def test_torch_compute_symbols(name, refused):
+    assert bool(artifact.torch_compute_symbol(name)) is refused

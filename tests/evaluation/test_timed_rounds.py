@@ -419,3 +419,40 @@ def test_the_in_window_checksum_holds_outputs_whose_reference_has_an_inf():
     for k, want in zip(slots, expected):
         group.buffers[cd.slots[k][1]].view.copy_(want[1])
     assert sums.hold()
+
+
+def test_kernelbench_output_copy_is_paid_by_both_sides_and_credited_to_neither(monkeypatch):
+    """A KernelBench-format harness copies each result into the output buffer inside the candidate's window. No
+    modelled copy is taken off the candidate (a result aliasing the harness's buffer or an input would make it
+    free, or the harness's own work); the baseline makes the same copy inside its own window instead."""
+    from types import SimpleNamespace
+
+    from pipeline.evaluation import timed_rounds
+    assert not hasattr(timed_rounds, "_output_copy_s")
+    copies, windows = [], []
+    original = torch.Tensor.copy_
+
+    def counted(self, src, *a, **k):
+        copies.append(tuple(src.shape))
+        return original(self, src, *a, **k)
+    monkeypatch.setattr(torch.Tensor, "copy_", counted)
+
+    class Clock:
+        def events(self, run, flush_first=False):
+            before = len(copies)
+            run()
+            windows.append(len(copies) - before)
+            return 1e-3
+
+    out = SimpleNamespace(view=torch.zeros(3), role="out")
+    group = SimpleNamespace(buffers=[SimpleNamespace(view=torch.zeros(3), role="in"), out])
+    cd = SimpleNamespace(run_reference=lambda f: [f[0] * 2], reference_copy=lambda f: dict(f), buffers=[0, 1])
+    fresh = [{0: torch.ones(3)}, {0: torch.full((3,), 2.0)}]
+    _, expected = timed_rounds._baseline_batch(SimpleNamespace(clock=Clock()), group, 0, cd, [0, 1], fresh, [1],
+                                               warm=False, copy_outputs=True)
+    assert windows == [2] and copies == [(3,), (3,)]  # one copy per call, inside the baseline's window
+    assert [e[1].tolist() for e in expected] == [[2.0] * 3, [4.0] * 3]
+    windows.clear()
+    timed_rounds._baseline_batch(SimpleNamespace(clock=Clock()), group, 0, cd, [0, 1], fresh, [1], warm=False)
+    assert windows == [0]  # c2cuda and light candidates write their outputs themselves: no copy on either side
+

@@ -45,8 +45,8 @@ def test_patching_a_timer_is_seen():
 
 def test_output_problems():
     out = torch.empty(2, 3)
-    assert guard.output_problems(torch.empty(2, 3), [out]) == ["output-type: output 0 is not a dense contiguous CUDA tensor"]
-    assert guard.output_problems((out, out), [out])[0].startswith("output-type: forward returned 2")
+    assert guard.output_problems([torch.empty(2, 3)], [out]) == ["output-type: output 0 is not a dense contiguous CUDA tensor"]
+    assert guard.output_problems([out, out], [out])[0].startswith("output-type: forward returned 2")
 
 
 def _run_guarded(fn, audit=True) -> list[str]:
