@@ -200,7 +200,10 @@ class RewardSection(Section):
                                     "count as this before the log")
     speedup_clip_high: float = Field(16.0, gt=0, description="speedups above this count as this before the log")
     w_struct: float = Field(0.2, ge=0, description="weight of the structural score (features 'struct.score', in [0, 1]) "
-                            "for correct and not_executed candidates")
+                            "for correct candidates measured faster than the baseline (and not_executed ones where "
+                            "struct_not_executed is on)")
+    struct_not_executed: bool = Field(False, description="give not_executed candidates (compiled, never run: CPU runs) "
+                                      "the structure term too; the score then counts code that may never run")
     w_ranker: float = Field(0.0, ge=0, description="weight of the ranker's preference for the candidate over the "
                             "task's baseline, in [-1, 1]; 0 turns the term off")
 

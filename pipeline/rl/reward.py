@@ -9,14 +9,18 @@ The rules (DESIGN.md, "Reward"):
 - a hard failure earns its configured value and nothing else: format_error, compile_error,
   runtime_error, timeout, incorrect, rejected (a caught hack; the config checks it is the lowest
   reward any candidate can earn);
-- not_executed (gated and compiled where no GPU ran it) earns only the compile and structure
-  terms: `compiled_value + w_struct * struct.score`; it is never counted as correct;
+- not_executed (gated and compiled where no GPU ran it) earns `compiled_value`, plus
+  `w_struct * struct.score` only where `struct_not_executed` asks for it (CPU runs, whose only
+  signal it is); it is never counted as correct;
 - evaluator_error (the trusted side failed; nothing is known about the candidate) earns 0 in every
   term, and the advantages leave it out of its group (advantages.py);
 - correct earns `correct_value + w_speedup * log(clip(speedup, low, high)) + w_struct *
-  struct.score + w_ranker * preference`.
-The structural score is `EvalResult.features["struct.score"]` in [0, 1]; when the evaluator could
-not compute it, the term is 0. A correct result without a speedup (nothing was timed) earns a
+  struct.score + w_ranker * preference`, the structure term only when the candidate was measured
+  faster than the baseline.
+The structural score is `EvalResult.features["struct.score"]` in [0, 1], read from the compiled
+code: it cannot tell code that runs from a branch that never does, so it is a teacher that only
+adds to a measured gain, never one that makes a slow or unrun candidate look good; when the
+evaluator could not compute it, the term is 0. A correct result without a speedup (nothing was timed) earns a
 speedup term of 0, i.e. it counts as as fast as the baseline.
 """
 from __future__ import annotations
@@ -67,13 +71,17 @@ def compute_reward(result: EvalResult, cfg: RewardSection,
         terms["base"] = float(getattr(cfg, verdict))
     elif verdict == "not_executed":
         terms["base"] = cfg.compiled_value
-        terms["struct"] = cfg.w_struct * (structural_score(result) or 0.0)
+        score = structural_score(result) or 0.0  # checked even where it earns nothing
+        if cfg.struct_not_executed:
+            terms["struct"] = cfg.w_struct * score
     elif verdict == "evaluator_error":
         terms["base"] = 0.0  # neutral: neither blamed nor rewarded for the evaluator's own failure
     elif verdict == "correct":
         terms["base"] = cfg.correct_value
         terms["speedup"] = speedup_term(result.speedup, cfg)
-        terms["struct"] = cfg.w_struct * (structural_score(result) or 0.0)
+        score = structural_score(result) or 0.0  # checked even where it earns nothing
+        if result.speedup is not None and result.speedup > 1.0:  # structure adds to a measured gain only
+            terms["struct"] = cfg.w_struct * score
         if cfg.w_ranker > 0:
             if ranker_preference is None:
                 raise ValueError(f"reward.w_ranker={cfg.w_ranker} but no ranker preference was given for a correct "

@@ -25,14 +25,27 @@ def test_hard_failures_earn_their_value_only(verdict):
     assert terms == {"base": getattr(CFG, verdict), "speedup": 0.0, "struct": 0.0, "ranker": 0.0}
 
 
-def test_not_executed_earns_compile_and_structure_only():
-    reward, terms = compute_reward(result("not_executed", speedup=3.0, struct=0.5), CFG, ranker_preference=1.0)
-    assert terms == {"base": CFG.compiled_value, "speedup": 0.0, "struct": CFG.w_struct * 0.5, "ranker": 0.0}
-    assert reward == pytest.approx(CFG.compiled_value + CFG.w_struct * 0.5)
+def test_not_executed_earns_compile_and_structure_only_where_asked():
+    unrun = result("not_executed", speedup=3.0, struct=0.5)
+    # code that never ran earns no structure term unless the config asks (a CPU run, whose only signal it is)
+    assert compute_reward(unrun, CFG, ranker_preference=1.0)[1] == {"base": CFG.compiled_value, "speedup": 0.0,
+                                                                    "struct": 0.0, "ranker": 0.0}
+    cpu = RewardSection(struct_not_executed=True)
+    reward, terms = compute_reward(unrun, cpu, ranker_preference=1.0)
+    assert terms == {"base": cpu.compiled_value, "speedup": 0.0, "struct": cpu.w_struct * 0.5, "ranker": 0.0}
+    assert reward == pytest.approx(cpu.compiled_value + cpu.w_struct * 0.5)
     # without a structural score (the analysis failed) only the compile term is left
-    assert compute_reward(result("not_executed"), CFG)[0] == CFG.compiled_value
+    assert compute_reward(result("not_executed"), cpu)[0] == cpu.compiled_value
     # never as good as a correct candidate of baseline speed
-    assert reward < compute_reward(result("correct", speedup=1.0, struct=0.0), CFG)[0]
+    assert reward < compute_reward(result("correct", speedup=1.0, struct=0.0), cpu)[0]
+
+
+def test_structure_adds_only_to_a_measured_gain():
+    """A never-taken branch with vector loads and shared memory raises the structural score; it must not lift a
+    candidate that is not faster than the baseline."""
+    for speedup in (None, 0.5, 1.0):
+        assert compute_reward(result("correct", speedup=speedup, struct=1.0), CFG)[1]["struct"] == 0.0
+    assert compute_reward(result("correct", speedup=1.5, struct=1.0), CFG)[1]["struct"] == CFG.w_struct
 
 
 def test_correct_terms():
