@@ -3,10 +3,13 @@
 #   bash benchmarks/gpu_checks.sh [verify] [tests] [trust] [protocols] [kernelbench] [kernelbench_memory]
 #                                 [kernelbench_baseline] [kernelbench_bench] [pareval] [bench]
 #                                 [structure] [generation] [train] [sft] [train_sft] [sft_bench] [measure] [multi_gpu]
-#                                 [fidelity]
+#                                 [fidelity] [hardening]
 # fidelity: what evaluator version 14 (adversarial check set, redrawn state, float64 anchor) does to honest code:
 #   every built-in implementation through trusted_timing.py (two stability runs), then the KernelBench answers
 #   of levels KB_LEVELS (default 1) within FIDELITY_KB_S seconds (default 270); one call.
+# hardening: docs/trust.md's GPU-only steps (benchmarks/hardening_gpu.py): honest code under the full child sandbox,
+#   the output-copy credit against an answer that aliases the harness's buffer, the strict profile's rule on
+#   extensions built with CUDA; prints a table.
 # sft: a short warm start, SFT_S seconds of training; train_sft: two RL steps starting from it, on the
 #   train split it was fitted to; sft_bench: SFT then `cudaperf bench` of it on LIMIT held-out tasks
 #   (benchmarks/sft_h200.sh: what carries over to unseen families); measure: the dataset within MEASURE_S
@@ -72,6 +75,8 @@ for step in $steps; do
     fidelity) timeout 250 python3 benchmarks/trusted_timing.py --stability-runs 2 --out "$OUT/trusted_timing_h200.json" \
                 > "$OUT/trust.log" 2>&1
               KB_BENCH_S=${FIDELITY_KB_S:-270} OUT="$OUT" bash benchmarks/gpu_checks.sh kernelbench_bench > /dev/null 2>&1 ;;
+    hardening) timeout 560 python3 benchmarks/hardening_gpu.py --out "$OUT/hardening_gpu.json" > "$OUT/hardening.log" 2>&1
+               tail -32 "$OUT/hardening.log" ;;
     protocols) timeout 300 python3 benchmarks/timing_protocols.py --out "$OUT/timing_protocols_h200.json" --trials 12 \
                  > "$OUT/protocols.log" 2>&1
                nvcc -O2 -arch=sm_90 -o /tmp/ipc_mapping benchmarks/ipc_mapping.cu -lcuda \
