@@ -109,7 +109,7 @@ class Training:
             self._pools.append(self.generators)
             self.evaluators = make_evaluator_pool(cfg.eval, cfg.compile, evaluator_gpus, cfg.train.evaluator_gpu_fraction)
             self._pools.append(self.evaluators)
-            self.compilers = make_compiler_pool(cfg.compile, cfg.eval.max_retries)  # nvcc on CPU workers
+            self.compilers = make_compiler_pool(cfg.compile, cfg.eval.max_retries, cfg.eval.gate_profile)  # nvcc on CPU workers
             self._pools.append(self.compilers)
             self._ranker = make_ranker_actor(cfg.ranker, cfg.compile) if cfg.reward.w_ranker > 0 else None
         except BaseException:
@@ -187,7 +187,7 @@ class Cluster:
         """(compile pool, evaluator pool, GPUs given to evaluation); the pools shut down on exit."""
         cfg = self.cfg
         n_gpus = self.evaluator_gpus()
-        with make_compiler_pool(cfg.compile, cfg.eval.max_retries) as compilers, \
+        with make_compiler_pool(cfg.compile, cfg.eval.max_retries, cfg.eval.gate_profile) as compilers, \
                 make_evaluator_pool(cfg.eval, cfg.compile, n_gpus) as evaluators:
             yield compilers, evaluators, n_gpus
 

@@ -9,7 +9,7 @@ Resources are set here from what the driver passes, never inside the actors:
 - compilers: `compile_cfg.workers` CPU actors, one CPU each (nvcc runs in their child processes).
 
 Usage (driver):
-    queue = CompileThenEvaluate(make_compiler_pool(cfg.compile, retries),
+    queue = CompileThenEvaluate(make_compiler_pool(cfg.compile, retries, cfg.eval.gate_profile),
                                 make_evaluator_pool(cfg.eval, cfg.compile, num_gpus_available=n))
     ticket = queue.submit(task, candidates); ...; ticket, results = queue.next_completed()
 or, for a fixed list of groups, `evaluate_groups(compilers, evaluators, groups)`.
@@ -61,15 +61,18 @@ class EvaluatorActor:
 class CompilerActor:
     """Owns one `Compiler`; its content-addressed cache is shared through `compile_cfg.cache_dir`."""
 
-    def __init__(self, compile_cfg: CompileSection):
+    def __init__(self, compile_cfg: CompileSection, gate_profile: str = "strict"):
         from pipeline.evaluation.compile import Compiler  # lazily, as in EvaluatorActor
 
         self._compiler = Compiler(compile_cfg)
+        self._profile = gate_profile
 
     def compile(self, candidate: Candidate, task: Task) -> CompileResult:
-        """Compile one candidate for its task; failures are a verdict in the result, not an exception.
-        The result carries its artefact files, so an evaluator on another node can use it."""
-        return self._compiler.compile(candidate, task).packed()
+        """Compile one candidate for its task and check what was built (artifact.build_and_check), so that the
+        evaluator's serial CPU work is only reading the findings; failures are a verdict in the result, not an
+        exception. The result carries its artefact files, so an evaluator on another node can use it."""
+        from pipeline.evaluation.artifact import build_and_check
+        return build_and_check(self._compiler, candidate, task, self._profile).packed()
 
     def ping(self) -> str:
         """Liveness check: answers once the constructor has finished."""
@@ -113,7 +116,7 @@ def make_evaluator_pool(eval_cfg: EvalSection, compile_cfg: CompileSection,
     return SupervisedPool(make_actor, size=size, max_retries=eval_cfg.max_retries)
 
 
-def make_compiler_pool(compile_cfg: CompileSection, max_retries: int) -> SupervisedPool:
+def make_compiler_pool(compile_cfg: CompileSection, max_retries: int, gate_profile: str = "strict") -> SupervisedPool:
     """Build the compile pool: `compile_cfg.workers` CPU actors, one CPU each.
 
     `max_retries` bounds resubmissions of one candidate after its compiler actor died (the driver
@@ -125,7 +128,7 @@ def make_compiler_pool(compile_cfg: CompileSection, max_retries: int) -> Supervi
     remote_cls = ray.remote(CompilerActor)
 
     def make_actor(slot: int) -> ActorHandle:
-        return remote_cls.options(num_cpus=1, **_NO_RAY_RESTARTS).remote(compile_cfg)
+        return remote_cls.options(num_cpus=1, **_NO_RAY_RESTARTS).remote(compile_cfg, gate_profile)
 
     return SupervisedPool(make_actor, size=compile_cfg.workers, max_retries=max_retries)
 

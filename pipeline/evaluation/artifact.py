@@ -480,11 +480,13 @@ def _check_built(candidate: Candidate, comp: CompileResult, cfg: CompileSection,
                     out += extension_findings(candidate.code, so, scratch, profile)
             return _dedupe(out)
         out = preprocessed_findings(candidate.code, cfg, scratch, candidate.format, float32, profile, budget=budget)
-        why = build_object(candidate.code, cfg, scratch, budget)
-        if why:
-            return _dedupe(out + [_f("artifact-check", 1, f"the source did not build as an object for checking: {why}")])
-        return _dedupe(out + object_findings(candidate.code, str(Path(scratch, "candidate.o")), scratch,
-                                             candidate.format, float32, profile))
+        obj = comp.object if comp.object and Path(comp.object).is_file() else ""  # the object the library was linked from
+        if not obj:
+            why = build_object(candidate.code, cfg, scratch, budget)
+            if why:
+                return _dedupe(out + [_f("artifact-check", 1, f"the source did not build as an object for checking: {why}")])
+            obj = str(Path(scratch, "candidate.o"))
+        return _dedupe(out + object_findings(candidate.code, obj, scratch, candidate.format, float32, profile))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -496,3 +498,22 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
             seen.add((f.rule, f.line, f.message))
             out.append(f)
     return out
+
+
+def build_and_check(compiler, candidate: Candidate, task: Task, profile: str) -> CompileResult:
+    """What a compile worker does for one candidate: the static gate (a refused candidate is not built), the build and, when it succeeded, the artefact check under
+    the gate profile `profile`, both charged to one CPU budget; the findings travel in the result (the evaluator
+    then only reads them). A budget spent in the check makes the result a compile error naming it."""
+    from pipeline.evaluation.gate import check_candidate
+    if any(f.severity == "error" for f in check_candidate(candidate, task, profile=profile)):  # the gate runs first
+        return CompileResult(ok=False, log="not built: the static gate refused it (the evaluator names the rule)")
+    budget = CompileBudget.of(candidate.format, compiler.cfg)
+    comp = compiler.compile(candidate, task, budget)
+    if not comp.ok:
+        return comp
+    try:
+        findings = check_built(candidate, task, comp, compiler.cfg, profile, budget)
+    except BudgetSpent as e:
+        return CompileResult(ok=False, log=str(e), key=comp.key, cpu_s=comp.cpu_s)
+    return comp.model_copy(update={"built_findings": findings, "built_profile": profile,
+                                   "cpu_s": budget.total - budget.left})

@@ -46,7 +46,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from pipeline.config import CompileSection
-from pipeline.records import Candidate, Task
+from pipeline.records import Candidate, Finding, Task
 from pipeline.structure.ptxas import function_of_line
 
 CLONE_NEWNET = 0x40000000
@@ -59,6 +59,11 @@ class CompileResult(BaseModel):
     unavailable: bool = Field(False, description="this host cannot build this format (not a candidate error)")
     artifact: str = ""
     extensions: dict[str, str] = Field(default_factory=dict, description="kernelbench: extension name -> .so path")
+    object: str = Field("", description="c2cuda and light: the object the library was linked from (the artefact "
+                                        "check reads it instead of building its own)")
+    built_findings: list[Finding] | None = Field(None, description="the artefact check's findings, where the compile "
+                                                               "worker ran it (artifact.build_and_check)")
+    built_profile: str = Field("", description="the gate profile built_findings were made under")
     log: str = Field("", description="trimmed compiler errors (empty when ok)")
     ptxas_log: str = Field("", description="ptxas resource report (-Xptxas -v)")
     key: str = ""
@@ -70,7 +75,7 @@ class CompileResult(BaseModel):
 
     def packed(self) -> "CompileResult":
         """A copy carrying its artefact files, so an evaluator on another node can use it."""
-        files = [self.artifact, *self.extensions.values()] if self.ok else []
+        files = [self.artifact, self.object, *self.extensions.values()] if self.ok else []
         return self.model_copy(update={"payload": {Path(p).name: Path(p).read_bytes() for p in files if p}})
 
 
@@ -151,14 +156,16 @@ def run_limited(argv: list[str], cwd: str, env: dict, timeout_s: float, preexec=
                for k, f in (("out", proc.stdout), ("err", proc.stderr))]
     for r in readers:
         r.start()
-    deadline, timed_out, over = time.monotonic() + timeout_s, False, False
+    deadline, timed_out, over, seen_s = time.monotonic() + timeout_s, False, False, 0.0
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
+        if budget is not None:
+            seen_s = max(seen_s, _tree_cpu_s(proc.pid))  # a killed tree's processes are never reaped into wait4's
         if time.monotonic() > deadline:
             timed_out = True
-        elif budget is not None and _tree_cpu_s(proc.pid) > budget.left:
+        elif budget is not None and seen_s > budget.left:
             over = True
         if timed_out or over:
             try:
@@ -171,7 +178,7 @@ def run_limited(argv: list[str], cwd: str, env: dict, timeout_s: float, preexec=
     proc.returncode = os.waitstatus_to_exitcode(status)
     for r in readers:
         r.join(timeout=10)
-    cpu_s = usage.ru_utime + usage.ru_stime
+    cpu_s = max(usage.ru_utime + usage.ru_stime, seen_s)
     if budget is not None:
         budget.charge(cpu_s)
         over = over or budget.spent
@@ -324,12 +331,27 @@ class Compiler:
         return [f"-arch={self.cfg.arch}", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-Xptxas", "-v",
                 *self.cfg.extra_flags]
 
+    def object_flags(self) -> list[str]:
+        """nvcc flags of the candidate's object (the artefact check reads that same object)."""
+        return [f"-arch={self.cfg.arch}", "-c", "-Xcompiler", "-fPIC", "-lineinfo", *self.cfg.extra_flags]
+
     def compile_cuda(self, source: str, budget: CompileBudget | None = None) -> CompileResult:
-        flags = self.nvcc_flags()
-        key = self._key("cuda", source, flags, toolchain_id(self.cfg.nvcc))
-        return self._cached(key, lambda scratch: self._run_compiler(
-            [self.cfg.nvcc, *flags, "-o", "artifact.so", "candidate.cu"], scratch, source, "candidate.cu",
-            budget=budget), budget)
+        """The object (`nvcc -c`, with the ptxas report), then the shared library linked from it: one compile,
+        whose object the artefact check reads, instead of a second build of the same source."""
+        flags = self.object_flags()
+        key = self._key("cuda", source, [*flags, "-Xptxas", "-v", "link-from-object"], toolchain_id(self.cfg.nvcc))
+
+        def build(scratch: str) -> CompileResult:
+            obj = self._run_compiler([self.cfg.nvcc, *flags, "-Xptxas", "-v", "-o", "candidate.o", "candidate.cu"],
+                                     scratch, source, "candidate.cu", product="candidate.o", budget=budget)
+            if not obj.ok:
+                return obj
+            linked = self._run_compiler([self.cfg.nvcc, f"-arch={self.cfg.arch}", "-shared", "-o", "artifact.so",
+                                         "candidate.o"], scratch, None, "candidate.o", budget=budget)
+            return linked.model_copy(update={"object": os.path.join(scratch, "candidate.o"), "ptxas_log": obj.ptxas_log,
+                                             "cpu_s": obj.cpu_s + linked.cpu_s}) if linked.ok else \
+                linked.model_copy(update={"cpu_s": obj.cpu_s + linked.cpu_s})
+        return self._cached(key, build, budget)
 
     def compile_cuda_batch(self, sources: list[str], entries: list[str]) -> list[BatchMember] | None:
         """Build trusted sources into one shared library with one nvcc call (see `batch_source`).
@@ -385,7 +407,7 @@ class Compiler:
 
     def unpack(self, result: CompileResult) -> CompileResult:
         """A result from a compile worker, with its artefacts at paths that exist on this host."""
-        paths = [result.artifact, *result.extensions.values()] if result.ok else []
+        paths = [result.artifact, result.object, *result.extensions.values()] if result.ok else []
         if all(Path(p).exists() for p in paths if p) or not result.payload:
             return result.model_copy(update={"payload": {}})
         entry = self.cache_dir / result.key
@@ -395,6 +417,7 @@ class Compiler:
             tmp.write_bytes(data)
             os.replace(tmp, entry / name)
         local = {"artifact": str(entry / Path(result.artifact).name) if result.artifact else "",
+                 "object": str(entry / Path(result.object).name) if result.object else "",
                  "extensions": {n: str(entry / Path(p).name) for n, p in result.extensions.items()}, "payload": {}}
         return result.model_copy(update=local)
 
@@ -410,7 +433,8 @@ class Compiler:
         meta = entry / "result.json"
         if meta.is_file():
             result = CompileResult.model_validate_json(meta.read_text())
-            if not result.ok or all(Path(p).exists() for p in [result.artifact, *result.extensions.values()] if p):
+            if not result.ok or all(Path(p).exists() for p in [result.artifact, result.object,
+                                                                *result.extensions.values()] if p):
                 if budget is not None:
                     budget.charge(result.cpu_s)
                 return result.model_copy(update={"cached": True, "seconds": 0.0})
@@ -420,9 +444,10 @@ class Compiler:
             result = build(scratch)
             staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=self.cache_dir))
             if result.ok:
-                if result.artifact:
-                    result.artifact = str(entry / Path(result.artifact).name)
-                    shutil.copy2(os.path.join(scratch, Path(result.artifact).name), staging)
+                for field in ("artifact", "object"):
+                    if getattr(result, field):
+                        shutil.copy2(os.path.join(scratch, Path(getattr(result, field)).name), staging)
+                        setattr(result, field, str(entry / Path(getattr(result, field)).name))
                 for name, path in list(result.extensions.items()):
                     shutil.copy2(path, staging / Path(path).name)
                     result.extensions[name] = str(entry / Path(path).name)
@@ -434,10 +459,11 @@ class Compiler:
             shutil.rmtree(scratch, ignore_errors=True)
         return result
 
-    def _run_compiler(self, argv: list[str], scratch: str, source: str, filename: str,
+    def _run_compiler(self, argv: list[str], scratch: str, source: str | None, filename: str,
                       timeout_s: float | None = None, product: str = "artifact.so",
                       budget: CompileBudget | None = None) -> CompileResult:
-        Path(scratch, filename).write_text(source)
+        if source is not None:  # None: the input is already in the scratch directory (an object to link)
+            Path(scratch, filename).write_text(source)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": scratch, "TMPDIR": scratch}
         for key in ("CUDA_HOME", "LD_LIBRARY_PATH"):
             if key in os.environ:
@@ -470,6 +496,7 @@ class Compiler:
             return CompileResult(ok=False, log=trim_log(text, scratch, self.cfg.log_chars), ptxas_log=ptxas,
                                  cpu_s=proc.cpu_s)
         return CompileResult(ok=True, artifact=os.path.join(scratch, product) if product.endswith(".so") else "",
+                             object=os.path.join(scratch, product) if product.endswith(".o") else "",
                              ptxas_log=ptxas, cpu_s=proc.cpu_s)
 
     def _build_extensions(self, builds: list[dict], scratch: str, budget: CompileBudget | None = None) -> CompileResult:

@@ -174,14 +174,16 @@ class Evaluator:
         stage = {"gate": gate_s, "compile": time.perf_counter() - t1}
         if not comp.ok and not comp.unavailable:
             return self._compile_error(task, cand, comp.log, findings, stage)
-        if comp.ok:  # the gate's second look, at what was built (artifact.py)
+        if comp.ok:  # the gate's second look, at what was built (artifact.py); the compile worker's where it ran it
             from pipeline.evaluation.artifact import BudgetSpent, check_built
             t_built = time.perf_counter()
             try:
-                built = [f for f in check_built(cand, task, comp, self.compiler.cfg, self.cfg.gate_profile, budget)
-                         if f.severity == "error"]
+                checked = comp.built_findings if comp.built_profile == self.cfg.gate_profile and \
+                    comp.built_findings is not None else \
+                    check_built(cand, task, comp, self.compiler.cfg, self.cfg.gate_profile, budget)
             except BudgetSpent as e:
                 return self._compile_error(task, cand, str(e), findings, stage)
+            built = [f for f in checked if f.severity == "error"]
             stage["gate"] += time.perf_counter() - t_built
             if built:
                 return self._base(task, cand, "rejected", built[0].message, findings=findings + built,

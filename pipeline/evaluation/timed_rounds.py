@@ -52,7 +52,8 @@ import secrets
 import time
 
 from pipeline.evaluation.outcome import Stop, child_failure, judge_reply
-from pipeline.evaluation.reference import ConfigData, GroupData, TaskBroken, compare, poison_byte, rounding_floor
+from pipeline.evaluation.fused_check import RoundCheck
+from pipeline.evaluation.reference import ConfigData, GroupData, TaskBroken, poison_byte
 from pipeline.evaluation.sandbox import ChildFailed
 
 
@@ -105,48 +106,60 @@ def round_slots(n_calls: int, decoys: int) -> tuple[list[int], list[int]]:
     """A round's slots: the `n_calls` called, in a secret random order, and `decoys` staged alike but never
     called, at secret random places among them. Every call's inputs are in place before "go", so a call could
     compute the calls after it and leave them nothing to do; it cannot tell which staged slots will be
-    called, and writing into a decoy is caught (`check_decoys`)."""
+    called, and writing into a decoy is caught (`check_round`)."""
     pool = list(range(n_calls + decoys))
     order = sorted(pool, key=lambda _: secrets.randbits(32))
     return order[:n_calls], order[n_calls:]
-
-
-def check_decoys(group: GroupData, cd: ConfigData, decoys: list[int], fresh_sets: list[dict]) -> None:
-    """Every decoy slot exactly as staged (inputs as written, outputs still poisoned), or a Stop."""
-    import torch
-    for k, fresh in zip(decoys, fresh_sets):
-        for j, b in enumerate(cd.slots[k]):
-            buf = group.buffers[b]
-            kept = (torch.equal(buf.view, fresh[j].reshape(buf.view.shape)) if j in fresh
-                    else bool((buf.view.reshape(-1).view(torch.uint8) == poison_byte(buf.dtype)).all()))
-            if not kept:
-                raise Stop("rejected", f"config {cd.name}: the batch wrote into '{buf.name.split('.', 1)[1].split('#')[0]}'"
-                                       f" of a slot it was never called for (it computed ahead of its calls, or wrote "
-                                       f"out of its own buffers)", ["computed-ahead"])
 
 
 def _out_positions(group: GroupData, cd: ConfigData) -> list[int]:
     return [j for j, b in enumerate(cd.buffers) if group.buffers[b].role in ("out", "inout")]
 
 
-def check_slots(group: GroupData, cd: ConfigData, slots: list[int], fresh_sets: list[dict],
-                expected: list[dict], what: str) -> None:
-    """Every slot's inputs unchanged and outputs within tolerance, or a Stop naming the call."""
-    import torch
+def check_round(group: GroupData, cd: ConfigData, slots: list[int], fresh_sets: list[dict], expected: list[dict],
+                decoys: list[int], decoy_sets: list[dict], what: str) -> None:
+    """Every called slot's inputs unchanged and outputs within tolerance, then every decoy exactly as staged
+    (inputs as written, outputs still poisoned), or a Stop naming the first call that failed. One pass over
+    each buffer, read back with one synchronisation (fused_check.RoundCheck): the verdicts are
+    `reference.compare`'s and torch.equal's."""
     tol = group.task.tolerance
-    floor = rounding_floor(tol, fresh_sets[0].values()) if fresh_sets else 0.0  # every slot's inputs alike
+    check = RoundCheck(tol)
+    if fresh_sets:
+        check.floor_of(fresh_sets[0].values())  # every slot's inputs alike
     for n, (k, fresh, want) in enumerate(zip(slots, fresh_sets, expected)):
         for j, b in enumerate(cd.slots[k]):
             buf = group.buffers[b]
-            if buf.role in ("in", "param") and not torch.equal(buf.view, fresh[j].reshape(buf.view.shape)):
-                raise Stop("rejected", f"config {cd.name}: {what}, call {n + 1} modified its input "
-                                       f"'{buf.name.split('.', 1)[1].split('#')[0]}'", ["input-mutation"])
+            if buf.role in ("in", "param"):
+                check.unchanged(("in", n, j), buf.view, fresh[j].reshape(buf.view.shape))
             if j in want:
-                ok, _, why = compare(buf.view, want[j].reshape(buf.view.shape), tol, floor)
+                check.output(("out", n, j), buf.view, want[j].reshape(buf.view.shape))
+    for d, (k, fresh) in enumerate(zip(decoys, decoy_sets)):
+        for j, b in enumerate(cd.slots[k]):
+            buf = group.buffers[b]
+            if j in fresh:
+                check.unchanged(("decoy", d, j), buf.view, fresh[j].reshape(buf.view.shape))
+            else:
+                check.poisoned(("decoy", d, j), buf.view, poison_byte(buf.dtype))
+    check.read()
+    for n, (k, want) in enumerate(zip(slots, expected)):
+        for j, b in enumerate(cd.slots[k]):
+            buf = group.buffers[b]
+            name = buf.name.split('.', 1)[1].split('#')[0]
+            if buf.role in ("in", "param") and not check.holds(("in", n, j)):
+                raise Stop("rejected", f"config {cd.name}: {what}, call {n + 1} modified its input '{name}'",
+                           ["input-mutation"])
+            if j in want:
+                ok, _, why = check.verdict(("out", n, j))
                 if not ok:
                     raise Stop("incorrect", f"config {cd.name}: {what}, call {n + 1} of the batch was wrong: "
-                                            f"output '{buf.name.split('.', 1)[1].split('#')[0]}': {why}",
-                               ["wrong-in-timed-call"])
+                                            f"output '{name}': {why}", ["wrong-in-timed-call"])
+    for d, k in enumerate(decoys):
+        for j, b in enumerate(cd.slots[k]):
+            if not check.holds(("decoy", d, j)):
+                name = group.buffers[b].name.split('.', 1)[1].split('#')[0]
+                raise Stop("rejected", f"config {cd.name}: the batch wrote into '{name}' of a slot it was never called "
+                                       f"for (it computed ahead of its calls, or wrote out of its own buffers)",
+                           ["computed-ahead"])
 
 
 def time_config(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> Times:
@@ -281,8 +294,8 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         if not complete:
             raise Stop("incorrect", f"config {cd.name}: the outputs were not right when the candidate's process "
                                     f"said its calls were done", ["unfinished-at-done"])
-        check_slots(group, cd, slots, fresh_sets, expected, "timed batch" if rounds else "warm-up batch")
-        check_decoys(group, cd, decoy, decoy_sets)
+        check_round(group, cd, slots, fresh_sets, expected, decoy, decoy_sets,
+                    "timed batch" if rounds else "warm-up batch")
         t = times.spent("check", t)
         if max(window.probe_before_s, window.probe_after_s) > cfg.busy_probe_limit_s:
             busy = _busy(ev, cd, busy, "around the candidate's batch", child)

@@ -201,3 +201,35 @@ def test_strict_extensions_are_judged_on_what_they_link(tmp_path):
 ])
 def test_torch_compute_symbols(name, refused):
     assert bool(artifact.torch_compute_symbol(name)) is refused
+
+
+@needs_nvcc
+def test_the_compile_worker_builds_once_and_checks_what_it_built(tmp_path, builtin_tasks, monkeypatch):
+    """One nvcc -c (the object the artefact check reads), the library linked from it; the check runs in the worker
+    and the evaluator only reads its findings; a candidate the gate refuses is not built at all."""
+    from pipeline.config import EvalSection
+    from pipeline.evaluation.evaluator import Evaluator
+    task = builtin_tasks["c2cuda/saxpy"]
+    impl = next(i for i in task.implementations if i.format == "c2cuda")
+    cfg = CompileSection(cache_dir=str(tmp_path))
+    objects = []
+    original = artifact.build_object
+    monkeypatch.setattr(artifact, "build_object", lambda *a, **k: objects.append(1) or original(*a, **k))
+    comp = artifact.build_and_check(Compiler(cfg), Candidate(task_id=task.id, code=impl.code, format="c2cuda"), task,
+                                    "strict")
+    assert comp.ok and Path(comp.object).is_file() and Path(comp.artifact).is_file() and objects == []
+    assert comp.built_findings == [] and comp.built_profile == "strict" and "Used" in comp.ptxas_log
+    packed = comp.packed()
+    assert set(packed.payload) == {"artifact.so", "candidate.o"}
+    checks = []
+    monkeypatch.setattr(artifact, "check_built", lambda *a, **k: checks.append(1) or [])
+    ev = Evaluator(EvalSection(result_cache_dir=""), cfg, use_gpu=False)
+    r = ev.evaluate(task, [Candidate(task_id=task.id, code=impl.code, format="c2cuda")], [packed])[0]
+    assert r.verdict == "not_executed" and checks == []  # the worker's findings were read, not made again
+    ev.cfg = ev.cfg.model_copy(update={"gate_profile": "kernelbench"})  # made under another profile: checked here
+    ev.evaluate(task, [Candidate(task_id=task.id, code=impl.code + "\n// other\n", format="c2cuda")], [packed])
+    assert checks == [1]
+    refused = impl.code.replace("{", "{ system(\"id\");", 1)
+    gated = artifact.build_and_check(Compiler(cfg), Candidate(task_id=task.id, code=refused, format="c2cuda"), task,
+                                     "strict")
+    assert not gated.ok and "gate" in gated.log and gated.cpu_s == 0 and not gated.key

@@ -1,0 +1,191 @@
+"""The checks after a timed batch in one pass, read back with one synchronisation per round.
+
+    stats = reference_stats(expected_tensor)            # once per expected output (the reference side)
+    check = RoundCheck(tol, floor)
+    check.output(key, out, ref, stats); check.unchanged(key, buf, staged); check.poisoned(key, buf, byte)
+    check.read()                                        # the one host synchronisation
+    check.verdict(key) -> (ok, worst, reason)           # outputs: exactly `reference.compare`'s verdict
+    check.holds(key) -> bool                            # inputs unchanged, decoys as staged
+
+The criterion is `reference.compare`'s, term for term: NaN and Inf semantics, the elementwise allowance
+rtol*|ref| + atol*rms(ref) + atol_abs, rel_l2 above the rounding floor, exact integers. What changes is
+where the work happens: the reference's statistics (its largest finite magnitude, finite count and sum of
+squares) are made once per expected tensor instead of once per check, and every statistic of a check
+stays on the device, in float64, until one readback of all the checks of the round. `compare` reads the
+output and the reference three times and synchronises about eleven times per output; here the
+candidate's pass reads each once, and the host waits once per round (twice where a check fails: the
+values at the worst element are read for the message). Works through the tensors in chunks of
+COMPARE_CHUNK elements, as `compare` does, so float64 temporaries stay small.
+"""
+from __future__ import annotations
+
+import math
+
+# columns of an output check's row, all float64: counts are exact below 2**53
+BAD, NAN, UNLIKE, DIFF_SQ, WORST, WORST_AT, OUTSIDE, SCALE, FINITE_N, SQ, N = range(11)
+WIDTH = 11
+
+
+def reference_stats(ref):
+    """[scale, finite count, sum of (ref/scale)**2] of an expected output, on its device (no synchronisation):
+    `compare`'s reference-side sums, made once however often the reference is checked against."""
+    import torch
+
+    from pipeline.evaluation.reference import COMPARE_CHUNK
+    r = ref.reshape(-1)
+    n = r.numel()
+    zero = torch.zeros((), dtype=torch.float64, device=r.device)
+    scale, finite_n, sq = zero.clone(), zero.clone(), zero.clone()
+    for a in range(0, n, COMPARE_CHUNK):
+        r64 = r[a:a + COMPARE_CHUNK].double()
+        finite = torch.isfinite(r64)
+        finite_n = finite_n + finite.sum()
+        scale = torch.maximum(scale, torch.where(finite, r64.abs(), 0.0).max())
+    safe = torch.where(scale > 0, scale, 1.0)
+    for a in range(0, n, COMPARE_CHUNK):
+        r64 = r[a:a + COMPARE_CHUNK].double()
+        sq = sq + ((torch.where(torch.isfinite(r64), r64, 0.0) / safe) ** 2).sum()
+    return torch.stack([scale, finite_n, sq])
+
+
+class RoundCheck:
+    """Every check of one round (outputs, unchanged inputs, decoys as staged), queued on the device and read
+    back with one synchronisation (`read`)."""
+
+    def __init__(self, tol, floor: float = 0.0):
+        self.tol, self.floor = tol, floor
+        self._rows, self._keys, self._kinds, self._tensors = [], [], [], {}
+        self._values = None
+
+    # --- queueing (no synchronisation) ------------------------------------------------------------------------
+    def output(self, key, out, ref, stats=None) -> None:
+        """Queue `out` against `ref` (same shape; `stats` from reference_stats, made here when None)."""
+        import torch
+
+        from pipeline.evaluation.reference import COMPARE_CHUNK
+        self._tensors[key] = (out, ref)
+        if tuple(out.shape) != tuple(ref.shape):
+            self._queue(key, "shape", torch.zeros(WIDTH, dtype=torch.float64, device=ref.device))
+            return
+        o, r = out.reshape(-1), ref.reshape(-1)
+        n = r.numel()
+        zero = torch.zeros((), dtype=torch.float64, device=r.device)
+        tol = self.tol
+        if not ref.is_floating_point() and tol.rtol == 0 and tol.atol == 0 and tol.atol_abs == 0:
+            diff = zero.clone()
+            for a in range(0, n, COMPARE_CHUNK):
+                diff = diff + (o[a:a + COMPARE_CHUNK] != r[a:a + COMPARE_CHUNK]).sum()
+            row = torch.zeros(WIDTH, dtype=torch.float64, device=r.device)
+            row[OUTSIDE], row[N] = diff, n
+            self._queue(key, "exact", row)
+            return
+        stats = reference_stats(ref) if stats is None else stats
+        scale, finite_n, sq = stats[0], stats[1], stats[2]
+        safe = torch.where(scale > 0, scale, 1.0)
+        rms = torch.where(finite_n > 0, scale * torch.sqrt(sq / torch.where(finite_n > 0, finite_n, 1.0)), 0.0)
+        bad, nan, unlike, diff_sq, outside = zero.clone(), zero.clone(), zero.clone(), zero.clone(), zero.clone()
+        worst, worst_at = zero.clone(), zero.clone()
+        for a in range(0, n, COMPARE_CHUNK):
+            o64, r64 = o[a:a + COMPARE_CHUNK].double(), r[a:a + COMPARE_CHUNK].double()
+            finite = torch.isfinite(r64)
+            o_nan = torch.isnan(o64)
+            bad = bad + (~torch.isfinite(o64) & finite).sum()
+            nan = nan + (o_nan & finite).sum()
+            unlike = unlike + (~finite & ~((o64 == r64) | (o_nan & torch.isnan(r64)))).sum()
+            diff = o64 - r64
+            diff_sq = diff_sq + ((torch.where(finite, diff, 0.0) / safe) ** 2).sum()
+            err = diff.abs() / (tol.rtol * r64.abs() + tol.atol * rms + tol.atol_abs + 1e-300)
+            err = torch.where(finite, err, 0.0)
+            m = err.max()
+            outside = outside + (err > 1).sum()
+            take = m > worst  # the first chunk that holds the largest error, as `compare` keeps it
+            worst_at = torch.where(take, a + err.argmax().double(), worst_at)
+            worst = torch.where(take, m, worst)
+        row = torch.stack([bad, nan, unlike, diff_sq, worst, worst_at, outside, scale, finite_n, sq, zero + n])
+        self._queue(key, "float", row)
+
+    def floor_of(self, inputs) -> None:
+        """Queue the sums of `reference.rounding_floor` over `inputs` (the floor is known after `read`)."""
+        import torch
+
+        from pipeline.evaluation.reference import COMPARE_CHUNK
+        if self.tol.rel_l2 <= 0:
+            return
+        for i, x in enumerate(inputs):
+            if x.is_floating_point() and x.numel():
+                flat = x.reshape(-1)
+                sq = torch.zeros((), dtype=torch.float64, device=flat.device)
+                for a in range(0, flat.numel(), COMPARE_CHUNK):
+                    sq = sq + flat[a:a + COMPARE_CHUNK].double().pow(2).nan_to_num(0.0, 0.0, 0.0).sum()
+                row = torch.zeros(WIDTH, dtype=torch.float64, device=flat.device)
+                row[SQ], row[N] = sq, flat.numel()
+                self._queue(("floor", i), "floor", row)
+
+    def unchanged(self, key, buf, staged) -> None:
+        """Queue: `buf` still equals `staged` (torch.equal's meaning: a NaN never equals itself)."""
+        import torch
+        row = torch.zeros(WIDTH, dtype=torch.float64, device=buf.device)
+        row[OUTSIDE] = (buf.reshape(-1) != staged.reshape(-1)).sum()
+        self._queue(key, "same", row)
+
+    def poisoned(self, key, buf, byte: int) -> None:
+        """Queue: every byte of `buf` still `byte` (a decoy's output, never called for)."""
+        import torch
+        row = torch.zeros(WIDTH, dtype=torch.float64, device=buf.device)
+        row[OUTSIDE] = (buf.reshape(-1).view(torch.uint8) != byte).sum()
+        self._queue(key, "same", row)
+
+    def _queue(self, key, kind: str, row) -> None:
+        self._keys.append(key)
+        self._kinds.append(kind)
+        self._rows.append(row)
+
+    # --- the one readback ------------------------------------------------------------------------------------
+    def read(self) -> None:
+        import torch
+        if self._rows:
+            table = torch.stack([r.to(self._rows[0].device) for r in self._rows]).to("cpu", copy=True)  # the one wait
+            self._values = {k: (kind, table[i].tolist()) for i, (k, kind) in enumerate(zip(self._keys, self._kinds))}
+        else:
+            self._values = {}
+        from pipeline.evaluation.reference import ROUNDING_FLOOR
+        largest = max((math.sqrt(v[SQ] / v[N]) for kind, v in self._values.values() if kind == "floor"), default=0.0)
+        if largest:
+            self.floor = ROUNDING_FLOOR * largest
+
+    def holds(self, key) -> bool:
+        return self._values[key][1][OUTSIDE] == 0
+
+    def verdict(self, key) -> tuple[bool, float, str]:
+        """(passed, max normalised error, reason), as `reference.compare` gives them for this output."""
+        kind, v = self._values[key]
+        out, ref = self._tensors[key]
+        if kind == "shape":
+            return False, float("inf"), f"shape {tuple(out.shape)} != expected {tuple(ref.shape)}"
+        n = int(v[N])
+        if kind == "exact":
+            diff = int(v[OUTSIDE])
+            return diff == 0, float(diff > 0), f"{diff} of {n} elements differ" if diff else ""
+        bad, nan, unlike = int(v[BAD]), int(v[NAN]), int(v[UNLIKE])
+        if bad:
+            return False, float("inf"), (f"{nan} of {n} output elements are NaN (never written or invalid)"
+                                         if nan else f"{bad} output elements are infinite")
+        if unlike:
+            return False, float("inf"), (f"{unlike} of {n} elements where the reference is Inf or NaN differ from "
+                                         f"it (they must be the same Inf or NaN)")
+        if n == 0:
+            return True, 0.0, ""
+        worst, worst_at, outside = v[WORST], int(v[WORST_AT]), int(v[OUTSIDE])
+        scale, finite_n, sq, diff_sq = v[SCALE], v[FINITE_N], v[SQ], v[DIFF_SQ]
+        if worst > 1.0:  # the failure's message reads the two values at the worst element (a second wait)
+            o, r = out.reshape(-1), ref.reshape(-1)
+            return False, worst, (f"{outside} of {n} elements outside tolerance; worst at flat index {worst_at}: got "
+                                  f"{float(o[worst_at]):.6g}, expected {float(r[worst_at]):.6g}")
+        rms = scale * math.sqrt(sq / finite_n) if finite_n else 0.0
+        tol = self.tol
+        if tol.rel_l2 > 0 and sq > 0 and rms > self.floor and math.sqrt(diff_sq) > tol.rel_l2 * math.sqrt(sq):
+            off = math.sqrt(diff_sq / sq)
+            return False, max(worst, off / tol.rel_l2), (
+                f"every element is within the absolute allowance, but the output as a whole is off by {off:.3g} of "
+                f"the reference's norm (at most {tol.rel_l2:g}): values this small are not computed")
+        return True, worst, ""

@@ -1,0 +1,134 @@
+"""The fused round check against `reference.compare`: the same verdicts, reasons and largest error (1e-12 relative)
+on random, NaN, Inf, integer, huge and tiny outputs, partial writes and decoys; one readback per round."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from pipeline.evaluation import reference
+from pipeline.evaluation.fused_check import RoundCheck, reference_stats
+from pipeline.evaluation.reference import compare, rounding_floor
+from pipeline.records import Tolerance
+
+
+def cases():
+    g = torch.Generator().manual_seed(7)
+    r = torch.randn(1000, generator=g)
+    yield "exact", r.clone(), r
+    yield "close", r + 1e-7 * torch.randn(1000, generator=g), r
+    yield "one off", torch.where(torch.arange(1000) == 417, r + 1.0, r), r
+    yield "scaled", r * 1.01, r
+    nan_out = r.clone()
+    nan_out[3] = float("nan")
+    yield "nan in output", nan_out, r
+    inf_out = r.clone()
+    inf_out[5] = float("inf")
+    yield "inf in output", inf_out, r
+    ref_inf = r.clone()
+    ref_inf[[2, 9]] = torch.tensor([float("inf"), float("nan")])
+    yield "reference inf and nan matched", ref_inf.clone(), ref_inf
+    unmatched = ref_inf.clone()
+    unmatched[2] = float("-inf")
+    yield "reference inf unmatched", unmatched, ref_inf
+    half = r.clone()
+    half[500:] = float("nan")  # a partial write: the rest still poisoned
+    yield "partial write", half, r
+    yield "huge", r * 1e30, r * 1e30 * (1 + 1e-7)
+    yield "tiny", r * 1e-30 + 1e-37, r * 1e-30
+    yield "tiny zeros", torch.zeros(1000), r * 1e-6  # within the absolute allowance, off by the whole norm
+    yield "all zero reference", torch.zeros(1000) + 1e-9, torch.zeros(1000)
+    yield "empty", torch.zeros(0), torch.zeros(0)
+    yield "shape", torch.zeros(10), torch.zeros(11)
+    ints = torch.randint(0, 50, (300,), generator=g)
+    yield "integers equal", ints.clone(), ints
+    other = ints.clone()
+    other[[1, 7]] += 1
+    yield "integers differ", other, ints
+    yield "float64", r.double() + 1e-9, r.double()
+    yield "matrix", (r + 3e-4).reshape(20, 50), r.reshape(20, 50)
+
+
+TOLERANCES = [Tolerance(rtol=1e-4, atol=1e-4), Tolerance(rtol=1e-3, atol=1e-3, rel_l2=1e-3),
+              Tolerance(rtol=0.0, atol=0.0), Tolerance(rtol=1e-2, atol=0.0, atol_abs=1e-5, rel_l2=1e-2)]
+
+
+@pytest.mark.parametrize("chunk", [1 << 25, 64])
+@pytest.mark.parametrize("tol", TOLERANCES, ids=lambda t: f"{t.rtol}-{t.atol}-{t.atol_abs}-{t.rel_l2}")
+def test_the_same_verdicts_as_compare(tol, chunk, monkeypatch):
+    monkeypatch.setattr(reference, "COMPARE_CHUNK", chunk)  # chunked: the first chunk holding the worst error
+    inputs = [torch.randn(300, generator=torch.Generator().manual_seed(3))]
+    floor = rounding_floor(tol, inputs)
+    check = RoundCheck(tol)
+    check.floor_of(inputs)
+    all_cases = list(cases())
+    for name, out, ref in all_cases:
+        check.output(name, out, ref)
+    check.read()
+    assert check.floor == pytest.approx(floor, rel=1e-15) if floor else True
+    for name, out, ref in all_cases:
+        want = compare(out, ref, tol, floor)
+        got = check.verdict(name)
+        assert got[0] == want[0] and got[2] == want[2], (name, got, want)
+        assert got[1] == want[1] or math.isclose(got[1], want[1], rel_tol=1e-12), (name, got[1], want[1])
+
+
+def test_reference_statistics_are_made_once_and_reused():
+    r = torch.randn(500)
+    stats = reference_stats(r)
+    check = RoundCheck(Tolerance(rtol=1e-4, atol=1e-4, rel_l2=1e-3))
+    check.output("a", r * 1.00001, r, stats)
+    check.output("b", torch.zeros(500), r, stats)
+    check.read()
+    assert check.verdict("a")[0] and not check.verdict("b")[0]
+
+
+def test_inputs_unchanged_and_decoys_mean_what_torch_equal_means():
+    x = torch.randn(100)
+    check = RoundCheck(Tolerance())
+    check.unchanged("same", x, x.clone())
+    changed = x.clone()
+    changed[10] += 1e-6
+    check.unchanged("changed", changed, x)
+    with_nan = x.clone()
+    with_nan[0] = float("nan")
+    check.unchanged("nan", with_nan, with_nan.clone())  # NaN never equals itself, as torch.equal says
+    poisoned = torch.full((50,), float("nan"))
+    poisoned.view(torch.uint8).fill_(0xFF)
+    check.poisoned("decoy kept", poisoned, 0xFF)
+    written = poisoned.clone()
+    written[7] = 0.0
+    check.poisoned("decoy written", written, 0xFF)
+    check.read()
+    assert [check.holds(k) for k in ("same", "changed", "nan", "decoy kept", "decoy written")] == \
+        [torch.equal(x, x.clone()), False, torch.equal(with_nan, with_nan.clone()), True, False]
+
+
+def test_one_readback_per_round():
+    """Every check of a round queued without a host wait; `read` is the one device-to-host transfer."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Syncs(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = func.overloadpacket.__name__
+            if name in ("_local_scalar_dense", "equal", "is_nonzero") or (name == "_to_copy" and "device" in kwargs):
+                self.n += 1
+            return func(*args, **kwargs)
+    tol = Tolerance(rtol=1e-4, atol=1e-4, rel_l2=1e-3)
+    outs = [torch.randn(1000) for _ in range(8)]
+    with Syncs() as syncs:
+        check = RoundCheck(tol)
+        check.floor_of([torch.randn(1000)])
+        for i, o in enumerate(outs):
+            check.output(i, o + 1e-7, o)
+            check.unchanged(("in", i), o, o.clone())
+        queued = syncs.n
+        check.read()
+    assert queued == 0 and syncs.n == 1
+    assert all(check.verdict(i)[0] and check.holds(("in", i)) for i in range(8))
