@@ -151,14 +151,16 @@ def run_limited(argv: list[str], cwd: str, env: dict, timeout_s: float, preexec=
                for k, f in (("out", proc.stdout), ("err", proc.stderr))]
     for r in readers:
         r.start()
-    deadline, timed_out, over = time.monotonic() + timeout_s, False, False
+    deadline, timed_out, over, seen_s = time.monotonic() + timeout_s, False, False, 0.0
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
+        if budget is not None:
+            seen_s = max(seen_s, _tree_cpu_s(proc.pid))  # a killed tree's processes are never reaped into wait4's
         if time.monotonic() > deadline:
             timed_out = True
-        elif budget is not None and _tree_cpu_s(proc.pid) > budget.left:
+        elif budget is not None and seen_s > budget.left:
             over = True
         if timed_out or over:
             try:
@@ -171,7 +173,7 @@ def run_limited(argv: list[str], cwd: str, env: dict, timeout_s: float, preexec=
     proc.returncode = os.waitstatus_to_exitcode(status)
     for r in readers:
         r.join(timeout=10)
-    cpu_s = usage.ru_utime + usage.ru_stime
+    cpu_s = max(usage.ru_utime + usage.ru_stime, seen_s)
     if budget is not None:
         budget.charge(cpu_s)
         over = over or budget.spent
