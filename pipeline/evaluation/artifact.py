@@ -386,7 +386,7 @@ def torch_compute_symbol(demangled: str) -> str:
         return "registers or calls torch operators through the dispatcher"
     m = _TORCH_OP.search(demangled)
     if m:
-        from pipeline.evaluation.gate_compute import ALLOWED_OPS, VIEW_COMPOSITES
+        from pipeline.evaluation.compute_ops import ALLOWED_OPS, VIEW_COMPOSITES
         name, allowed = m.group(1), ALLOWED_OPS | VIEW_COMPOSITES
         if not (name in allowed or any(name.startswith(op + "_") and _OVERLOAD.fullmatch(name[len(op) + 1:])
                                        for op in allowed)):

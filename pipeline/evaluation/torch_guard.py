@@ -33,7 +33,7 @@ import torch.nn.functional as F
 import torch.utils.cpp_extension  # noqa: F401  (imported before the candidate and before privileges drop)
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from pipeline.evaluation.gate_compute import ALLOWED_OPS, VIEW_COMPOSITES
+from pipeline.evaluation.compute_ops import ALLOWED_OPS, VIEW_COMPOSITES
 
 AUDIT_FRACTION = 0.25
 _PYTHON_KEY = torch._C.DispatchKey.Python

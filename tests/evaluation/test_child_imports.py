@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 CHILD_MODULES = ["pipeline.evaluation.child", "pipeline.evaluation.torch_guard", "pipeline.evaluation.device_views",
-                 "pipeline.evaluation.cuda_driver", "pipeline.evaluation.seccomp",
-                 "pipeline.evaluation.numerics"]
+                 "pipeline.evaluation.cuda_driver", "pipeline.evaluation.seccomp", "pipeline.evaluation.landlock",
+                 "pipeline.evaluation.compute_ops", "pipeline.evaluation.numerics"]
 
 
 def test_the_child_harness_imports_nothing_beyond_torch_and_the_standard_library():

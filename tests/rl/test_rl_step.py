@@ -64,7 +64,7 @@ def test_rewards_returns_and_metrics_by_hand():
 
 def test_not_executed_earns_compile_and_structure_terms_only():
     out = outcome("a", ["not_executed"], [result("not_executed", score=0.5)])
-    (traj,) = prepare_step([out], RewardSection(compiled_value=0.1, w_struct=0.4), RLSection())
+    (traj,) = prepare_step([out], RewardSection(compiled_value=0.1, w_struct=0.4, struct_not_executed=True), RLSection())
     assert traj.turns[0].reward == pytest.approx(0.1 + 0.2)
     assert rollout_metrics([out], [traj])["correct/turn_fraction"] == 0.0
 
