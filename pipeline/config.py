@@ -61,6 +61,9 @@ class EvalSection(Section):
     gpus: int = Field(-1, description="evaluator actors, one per GPU; -1 uses every GPU Ray sees, 0 runs CPU-only")
     workers_per_gpu: int = Field(1, ge=1, description="evaluator actors sharing one GPU: loading and checking "
                                  "overlap, timing stays exclusive (a lock per GPU)")
+    warm_children: int = Field(2, ge=0, description="children per kind kept through their trusted start (sandbox, "
+                               "Python, CUDA context, the group's buffers mapped) before a candidate needs one; each "
+                               "serves one candidate")
     run_timeout_s: float = Field(30.0, description="wall-clock limit of one candidate's child process per phase")
     child_memory_limit_bytes: int = Field(32 << 30, description="address-space limit of the child (host memory)")
     warmup_trials: int = Field(3, description="dataset measurement: untimed calls before timing a trusted "
@@ -71,11 +74,15 @@ class EvalSection(Section):
                                "baseline batch and a candidate batch on fresh inputs")
     timing_budget_s: float = Field(2.0, description="stop starting new rounds of a configuration after this long "
                                    "(once timing_rounds are done)")
-    timing_ci: float = Field(0.0, ge=0, description="stop a configuration's rounds early, once timing_rounds are "
+    timing_ci: float = Field(0.03, ge=0, description="stop a configuration's rounds early, once timing_rounds are "
                              "done, when the 95 % confidence interval of the candidate/baseline time ratio (from "
                              "the rounds' per-call ratios) lies within +- this fraction; 0 keeps timing to "
                              "timing_trials calls or timing_budget_s")
-    timing_batch_s: float = Field(0.002, gt=0, description="aim of one timed batch's length: calls per batch are "
+    timing_baseline: Literal["bracket", "every_round"] = Field(
+        "bracket", description="when the baseline is timed: 'bracket' at a configuration's first timed round and once "
+        "more at its end (further apart than 2 %, timing_rounds more rounds time it in every round instead; between, "
+        "it runs untimed for each round's expected outputs), 'every_round' beside every candidate batch")
+    timing_batch_s: float = Field(0.005, gt=0, description="aim of one timed batch's length: calls per batch are "
                                   "chosen from the baseline's time so a batch lasts about this long")
     timing_slots_max: int = Field(32, ge=1, description="most calls in one timed batch, each on its own set of "
                                   "buffers (slot) so every call is checked")

@@ -5,7 +5,10 @@ process per candidate (or per trusted baseline). It talks JSON lines over two pr
 (never stdout, which the candidate may write to). Messages from the evaluator:
   hello {scratch, user, isolate_network, preload_torch} -> applies the sandbox, reports what held
   probe {}                       -> the device name (and the driver bound for empty batches)
+  map   {arenas, buffers}        -> the CUDA context and the group's buffers mapped (trusted: before any
+                                    candidate code, so a warm child waits with them mapped; warm.py)
   load  {format, artifact, entry, source, extensions, arenas, buffers, calls, torch_compute}
+        (arenas and buffers may be left out after `map`)
         arenas: IPC handles of the group's device allocations ('' where not mapped here);
         buffers: each {arena, offset, nbytes} within them;
         calls: per configuration, the call spec of each slot (a set of buffers);
@@ -226,6 +229,11 @@ def serve(rin, wout) -> None:
     send({"ok": True, "sandbox": applied, "pid": os.getpid()})
     driver = runner = None
     scratch, scratch_bytes, events = 0, 0, None
+    mapped: list[int] | None = None  # the buffers' pointers, once `map` has run
+
+    def map_buffers(msg: dict) -> list[int]:
+        bases = [driver.ipc_open(h) if h else 0 for h in msg["arenas"]]  # '' : not mapped here
+        return [bases[b["arena"]] + b["offset"] if bases[b["arena"]] else 0 for b in msg["buffers"]]
 
     def drop_scratch() -> None:  # the calibration scratch freed, its pointer never left dangling
         nonlocal scratch, scratch_bytes
@@ -242,10 +250,14 @@ def serve(rin, wout) -> None:
             if op == "probe":
                 driver = driver or Driver(0)
                 send({"ok": True, "device": driver.info().name})
+            elif op == "map":
+                driver = driver or Driver(0)
+                mapped = map_buffers(msg)
+                driver.synchronize()
+                send({"ok": True, "device": driver.info().name})
             elif op == "load":
                 driver = driver or Driver(0)
-                bases = [driver.ipc_open(h) if h else 0 for h in msg["arenas"]]  # '' : not mapped here
-                ptrs = [bases[b["arena"]] + b["offset"] if bases[b["arena"]] else 0 for b in msg["buffers"]]
+                ptrs = map_buffers(msg) if "arenas" in msg else mapped
                 runner = (TorchRunner if msg["format"] == "kernelbench" else NativeRunner)(msg, ptrs)
                 driver.synchronize()
                 locked = lock_exec(hello, applied, native=isinstance(runner, NativeRunner))

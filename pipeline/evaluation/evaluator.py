@@ -100,6 +100,8 @@ class Evaluator:
             self.memory = MemoryBudget(self.visible, int(self.driver.total_memory() * eval_cfg.gpu_memory_fraction))
             self._null_children: dict[bool, ChildProcess] = {}
             self._probe_child_user()
+            from pipeline.evaluation.fused_check import CudaPass
+            self.check_pass = CudaPass.load(self.compiler)  # the timed batches' checks as kernels (None: torch's)
 
     # --- public ---------------------------------------------------------------------------
     def evaluate(self, task: Task, candidates: list[Candidate],
@@ -376,15 +378,36 @@ class Evaluator:
 
     def load_into_child(self, child: ChildProcess, group: GroupData, fmt: str, comp: CompileResult, entry: str,
               source: str = "", trusted: bool = False) -> dict:
-        """Load a candidate (or, `trusted`, the naive baseline, which alone maps its own slots) in a child."""
+        """Load a candidate (or, `trusted`, the naive baseline, which alone maps its own slots) in a child; a
+        warm child (warm.py) has mapped the buffers already."""
         msg = {"op": "load", "format": fmt, "entry": entry, "source": source,
                "torch_compute": gate_profile(self.cfg.gate_profile).torch_compute,
                "artifact": child.place(comp.artifact) if comp.artifact else "",
                "extensions": {n: child.place(p) for n, p in comp.extensions.items()},
-               "arenas": [h if trusted or a == 0 else "" for a, h in enumerate(group.arena_handles)],
-               "buffers": [{"arena": b.arena, "offset": b.offset, "nbytes": b.nbytes} for b in group.buffers],
                "calls": [cd.slot_calls(fmt, baseline=trusted) for cd in group.configs]}
+        if "map" not in child.ops:
+            msg.update(self._buffer_map(group, trusted))
         return child.request(msg, self.cfg.run_timeout_s + (60 if fmt == "kernelbench" else 0))
+
+    def _buffer_map(self, group: GroupData, trusted: bool = False) -> dict:
+        """Which arenas a child maps (a candidate's: the first only) and where its buffers lie in them."""
+        return {"arenas": [h if trusted or a == 0 else "" for a, h in enumerate(group.arena_handles)],
+                "buffers": [{"arena": b.arena, "offset": b.offset, "nbytes": b.nbytes} for b in group.buffers]}
+
+    def warm_child(self, group: GroupData, torch_format: bool) -> ChildProcess:
+        """A candidate's child through its trusted start (warm.py): sandbox, Python, CUDA context, the group's
+        buffers mapped. Its GPU work waits for no timing phase (the shared lock)."""
+        with self.gpu_lock.shared():
+            child = self.start_child(torch_format)
+            try:
+                judge = child.request({"op": "map", **self._buffer_map(group)}, self.cfg.run_timeout_s)
+            except BaseException:
+                child.close()
+                raise
+        if not judge.get("ok"):
+            child.close()
+            raise ChildFailed(f"a warm child could not map the group's buffers: {judge.get('error')}")
+        return child
 
     def stage_inputs(self, group: GroupData, cd, set_index: int) -> None:
         """Write one input set into the shared buffers and poison every output buffer."""
@@ -406,12 +429,27 @@ class Evaluator:
                  results: list) -> None:
         """Run candidates one after another, starting each one's child while the previous runs."""
         from pipeline.evaluation.runner import run_candidate, start_candidate
+        from pipeline.evaluation.warm import WarmChildren
+        warm: dict[bool, WarmChildren] = {}  # per kind of child, children through their trusted start
+
+        def take(torch_format: bool) -> ChildProcess:
+            if torch_format not in warm:
+                warm[torch_format] = WarmChildren(lambda: self.warm_child(group, torch_format), self.cfg.warm_children)
+            return warm[torch_format].take()
 
         def start(k: int):
-            started = start_candidate(self, group, cands[k], preps[k])
+            started = start_candidate(self, group, cands[k], preps[k], take)
             if started.child is not None:  # loaded ahead: frozen until its turn, so it cannot disturb others
                 started.child.freeze()
             return started
+        try:
+            self._run_in_turn(group, cands, preps, slots, results, start, run_candidate)
+        finally:
+            for pool in warm.values():
+                pool.close()
+
+    def _run_in_turn(self, group: GroupData, cands: list[Candidate], preps: list[Prepared], slots: list[int],
+                     results: list, start, run_candidate) -> None:
         with ThreadPoolExecutor(max_workers=1) as ahead:
             upcoming = ahead.submit(start, 0)
             try:

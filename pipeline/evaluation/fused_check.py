@@ -48,12 +48,81 @@ def reference_stats(ref):
     return torch.stack([scale, finite_n, sq])
 
 
+THREADS = 256  # fused_check.cu's block size
+MAX_BLOCKS = 1024
+
+
+class CudaPass:
+    """The device pass of float32 outputs as CUDA kernels (fused_check.cu): the reference read once for its
+    statistics, then the output and the reference read once together, every statistic accumulated in float64
+    per block; torch reduces the blocks' rows on the device. Built once per evaluator by the project's compiler
+    (cached) and called through ctypes on torch's current stream. `load` returns None where it cannot be built
+    or loaded; the torch pass then does the same work."""
+
+    def __init__(self, library: str):
+        import ctypes
+        lib = ctypes.CDLL(library)
+        p, ll, i, d = ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int, ctypes.c_double
+        self.ref_fn, self.out_fn = lib.cudaperf_ref_stats, lib.cudaperf_output_stats
+        self.ref_fn.argtypes, self.ref_fn.restype = [p, ll, p, i, p], i
+        self.out_fn.argtypes, self.out_fn.restype = [p, p, ll, p, d, d, d, p, i, p], i
+        self._lib = lib
+
+    @classmethod
+    def load(cls, compiler) -> "CudaPass | None":
+        from pathlib import Path
+        source = (Path(__file__).parent / "fused_check.cu").read_text()
+        try:
+            built = compiler.compile_cuda(source)
+            return cls(built.artifact) if built.ok else None
+        except OSError:
+            return None
+
+    @staticmethod
+    def fits(out, ref) -> bool:
+        import torch
+        return (out.is_cuda and ref.is_cuda and out.dtype == torch.float32 and ref.dtype == torch.float32
+                and out.is_contiguous() and ref.is_contiguous() and out.numel() == ref.numel() and out.numel() > 0)
+
+    @staticmethod
+    def _launch(n: int) -> int:
+        return max(1, min(MAX_BLOCKS, (n + THREADS - 1) // THREADS))
+
+    def reference_stats(self, ref):
+        import torch
+        n, blocks = ref.numel(), self._launch(ref.numel())
+        part = torch.empty((blocks, 3), dtype=torch.float64, device=ref.device)
+        code = self.ref_fn(ref.data_ptr(), n, part.data_ptr(), blocks, torch.cuda.current_stream().cuda_stream)
+        if code:
+            raise RuntimeError(f"the fused check's reference kernel failed to launch (CUDA error {code})")
+        scale, finite_n = part[:, 0].max(), part[:, 1].sum()
+        sq = torch.where(scale > 0, part[:, 2].sum() / torch.where(scale > 0, scale, 1.0) ** 2, 0.0)
+        return torch.stack([scale, finite_n, sq])
+
+    def output_row(self, out, ref, stats, tol):
+        import torch
+        n, blocks = ref.numel(), self._launch(ref.numel())
+        part = torch.empty((blocks, 7), dtype=torch.float64, device=ref.device)
+        stats = stats.contiguous()
+        code = self.out_fn(out.data_ptr(), ref.data_ptr(), n, stats.data_ptr(), float(tol.rtol), float(tol.atol),
+                           float(tol.atol_abs), part.data_ptr(), blocks, torch.cuda.current_stream().cuda_stream)
+        if code:
+            raise RuntimeError(f"the fused check's output kernel failed to launch (CUDA error {code})")
+        scale = stats[0]
+        safe = torch.where(scale > 0, scale, 1.0)
+        worst = part[:, 4].max()
+        worst_at = torch.where(part[:, 4] == worst, part[:, 5], float("inf")).min()
+        return torch.stack([part[:, 0].sum(), part[:, 1].sum(), part[:, 2].sum(), part[:, 3].sum() / safe ** 2, worst,
+                            worst_at, part[:, 6].sum(), scale, stats[1], stats[2], torch.zeros_like(scale) + n])
+
+
 class RoundCheck:
     """Every check of one round (outputs, unchanged inputs, decoys as staged), queued on the device and read
-    back with one synchronisation (`read`)."""
+    back with one synchronisation (`read`). With `cuda` (a CudaPass), float32 outputs on the GPU go through its
+    kernels: each output and its reference read once."""
 
-    def __init__(self, tol, floor: float = 0.0):
-        self.tol, self.floor = tol, floor
+    def __init__(self, tol, floor: float = 0.0, cuda: "CudaPass | None" = None):
+        self.tol, self.floor, self.cuda = tol, floor, cuda
         self._rows, self._keys, self._kinds, self._tensors = [], [], [], {}
         self._values = None
 
@@ -78,6 +147,10 @@ class RoundCheck:
             row = torch.zeros(WIDTH, dtype=torch.float64, device=r.device)
             row[OUTSIDE], row[N] = diff, n
             self._queue(key, "exact", row)
+            return
+        if self.cuda is not None and CudaPass.fits(out, ref):
+            stats = self.cuda.reference_stats(r) if stats is None else stats
+            self._queue(key, "float", self.cuda.output_row(o.contiguous(), r.contiguous(), stats, tol))
             return
         stats = reference_stats(ref) if stats is None else stats
         scale, finite_n, sq = stats[0], stats[1], stats[2]

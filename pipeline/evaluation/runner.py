@@ -26,13 +26,16 @@ class Started:
     load_s: float
 
 
-def start_candidate(ev, group: GroupData, cand: Candidate, prep) -> Started:
+def start_candidate(ev, group: GroupData, cand: Candidate, prep, take=None) -> Started:
     entry = group.task.function if cand.format == "c2cuda" else "launch"
     t0 = time.perf_counter()
     child = None
     try:
+        # a warm child (warm.py: sandbox, Python, CUDA context and buffers ready, no candidate code yet), taken
+        # before the lock: its own start takes the lock shared, behind a waiting timing phase
+        child = take(cand.format == "kernelbench") if take else None
         with ev.gpu_lock.shared():  # never overlaps a timing phase; the locks in the order run_candidate takes them
-            child = ev.start_child(cand.format == "kernelbench")
+            child = child or ev.start_child(cand.format == "kernelbench")
             with ev.candidate_code:  # its code first runs here (ModelNew.__init__, static constructors): never
                 reply = ev.load_into_child(child, group, cand.format, prep.comp, entry, cand.code)  # beside a check
         return Started(child, reply, None, time.perf_counter() - t0)

@@ -262,6 +262,7 @@ class ChildProcess:
         if sandbox not in ("bwrap", "none"):
             raise ValueError(f"sandbox must be 'bwrap' or 'none', not {sandbox!r}")
         self.memory_limit_bytes = memory_limit_bytes
+        self.ops: list[str] = []  # every request's op, in order (warm.py: what a child ran before it was handed out)
         libseccomp = find_libseccomp(libseccomp_path)
         if sandbox == "bwrap":
             bwrap, bwrap_env = require_bwrap(bwrap_path)
@@ -356,6 +357,7 @@ class ChildProcess:
         return dst
 
     def request(self, msg: dict, timeout_s: float) -> dict:
+        self.ops.append(msg.get("op", ""))
         data = (json.dumps(msg) + "\n").encode()
         if self.proc.poll() is not None:  # bwrap gone: what is left of the sandbox is dying with it
             raise ChildFailed(f"the child process ended before '{msg['op']}' ({_describe_exit(self.proc.returncode)})",

@@ -70,6 +70,7 @@ class Times:
         self.disagreements = 0  # rounds whose claimed time lay below what the trusted clock allows
         self.claims_believed = True  # False: the candidate's own times were not believed (see believed_times)
         self.parts_s: dict[str, float] = {}  # wall seconds per part of the rounds (TIMING_PARTS), for the breakdown
+        self.baseline_drift: float | None = None  # bracket: |end - start| / start of the baseline's two times
 
     def spent(self, part: str, since: float) -> float:
         """Add the seconds from `since` to now to `part`; returns now."""
@@ -117,13 +118,13 @@ def _out_positions(group: GroupData, cd: ConfigData) -> list[int]:
 
 
 def check_round(group: GroupData, cd: ConfigData, slots: list[int], fresh_sets: list[dict], expected: list[dict],
-                decoys: list[int], decoy_sets: list[dict], what: str) -> None:
+                decoys: list[int], decoy_sets: list[dict], what: str, cuda=None) -> None:
     """Every called slot's inputs unchanged and outputs within tolerance, then every decoy exactly as staged
     (inputs as written, outputs still poisoned), or a Stop naming the first call that failed. One pass over
     each buffer, read back with one synchronisation (fused_check.RoundCheck): the verdicts are
-    `reference.compare`'s and torch.equal's."""
+    `reference.compare`'s and torch.equal's (fused_check.py; the equivalence is tests/evaluation/test_fused_check.py)."""
     tol = group.task.tolerance
-    check = RoundCheck(tol)
+    check = RoundCheck(tol, cuda=cuda)  # cuda: the evaluator's fused_check.CudaPass, where it could build one
     if fresh_sets:
         check.floor_of(fresh_sets[0].values())  # every slot's inputs alike
     for n, (k, fresh, want) in enumerate(zip(slots, fresh_sets, expected)):
@@ -249,6 +250,8 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
     last_base_s = None  # the baseline batch's seconds in the round before (the warm-up round included)
     t = times.spent("warm_up", t_start)
     decoys = DECOY_SLOTS if len(cd.slots) > DECOY_SLOTS else 0
+    bracket = cfg.timing_baseline == "bracket"
+    alternating, first_alternating = False, 0
     while True:
         slots, decoy = round_slots(n_calls, decoys)
         child.freeze()
@@ -259,11 +262,13 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         fresh_sets = [cd.fresh(seed * 64 + k) for k in slots]
         decoy_sets = [cd.fresh(seed * 64 + k) for k in decoy]
         t = times.spent("inputs", t)
-        base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs, warm=warm_baseline(last_base_s),
-                                           copy_outputs=copy_outputs)
-        last_base_s = base_s
+        timed_base = not bracket or alternating or rounds <= 1  # bracket: the warm-up and the first timed round
+        base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs, copy_outputs=copy_outputs,
+                                           warm=warm_baseline(last_base_s) if timed_base else False)
+        last_base_s = base_s if timed_base else last_base_s  # untimed: the round's expected outputs only
         compiled_s = _in_process_batch(ev, _output_copied(group, cd, cd.run_compiled, copy_outputs),
-                                       [cd.reference_copy(f) for f in fresh_sets])[0] if cd.run_compiled else None
+                                       [cd.reference_copy(f) for f in fresh_sets])[0] \
+            if cd.run_compiled and timed_base else None
         t = times.spent("baseline", t)
         stage(ev.driver, group, [cd.slots[k] for k in slots + decoy], fresh_sets + decoy_sets)
         sums = Checksums(group, cd, slots, expected, signs)
@@ -295,7 +300,7 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
             raise Stop("incorrect", f"config {cd.name}: the outputs were not right when the candidate's process "
                                     f"said its calls were done", ["unfinished-at-done"])
         check_round(group, cd, slots, fresh_sets, expected, decoy, decoy_sets,
-                    "timed batch" if rounds else "warm-up batch")
+                    "timed batch" if rounds else "warm-up batch", getattr(ev, "check_pass", None))
         t = times.spent("check", t)
         if max(window.probe_before_s, window.probe_after_s) > cfg.busy_probe_limit_s:
             busy = _busy(ev, cd, busy, "around the candidate's batch", child)
@@ -313,15 +318,36 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         else:
             claims.append(max(per_call(claim_s), 1e-6))  # nothing modelled is taken off: see _output_copied
             trusted.append(max(per_call(trusted_s), 1e-6))
-            times.baseline.append(per_call(base_s))
+            if timed_base:
+                times.baseline.append(per_call(base_s))
             if compiled_s is not None:
                 times.compiled.append(per_call(compiled_s))
         rounds += 1
-        timed = rounds - 1
+        timed = rounds - 1 - first_alternating
+        paired = times.baseline if len(times.baseline) == len(trusted) else [times.baseline[0]] * len(trusted)
         enough = (timed * n_calls >= cfg.timing_trials or time.perf_counter() > deadline
-                  or (cfg.timing_ci > 0 and ratio_settled(trusted, times.baseline, cfg.timing_ci)))
+                  or (cfg.timing_ci > 0 and ratio_settled(trusted[first_alternating:], paired[first_alternating:],
+                                                          cfg.timing_ci)))
         if timed >= cfg.timing_rounds and enough:
-            break
+            if not bracket or alternating:
+                break
+            # the baseline once more, at the end, on new inputs: within 2 % of its start, the two bracket every
+            # round between; otherwise the GPU drifted, and timing_rounds more rounds time it in every round
+            child.freeze()  # as in every round: no host code of the candidate while inputs are made
+            seed = secrets.randbits(31)
+            end_s, _ = _baseline_batch(ev, group, ci, cd, slots, [cd.fresh(seed * 64 + k) for k in slots], outs,
+                                       warm=warm_baseline(last_base_s), copy_outputs=copy_outputs)
+            t = times.spent("baseline", t)
+            end_ms = per_call(end_s)
+            times.baseline_drift = abs(end_ms - times.baseline[0]) / times.baseline[0] if times.baseline[0] else 0.0
+            if times.baseline_drift <= BASELINE_DRIFT:
+                times.baseline.append(end_ms)
+                break
+            alternating, first_alternating = True, len(trusted)
+            deadline = time.perf_counter() + cfg.timing_budget_s
+    if alternating:  # only the rounds that timed the baseline beside the candidate count
+        claims, trusted = claims[first_alternating:], trusted[first_alternating:]
+        times.baseline, times.compiled = times.baseline[1:], times.compiled[1:]
     # the first warm-up calibration is the configuration's first in-window checksum (cold): never a sample
     samples = overheads if len(overheads) >= 4 else overheads + warm_overheads[1:]
     q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
@@ -480,6 +506,7 @@ class Checksums:
         return time.perf_counter() - t0
 
 
+BASELINE_DRIFT = 0.02  # bracket: start and end baseline times further apart than this fall back to alternation
 BASELINE_WARM_S = 0.05  # an in-process baseline batch shorter than this runs once untimed just before it is timed
 
 

@@ -132,3 +132,27 @@ def test_one_readback_per_round():
         check.read()
     assert queued == 0 and syncs.n == 1
     assert all(check.verdict(i)[0] and check.holds(("in", i)) for i in range(8))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tol", TOLERANCES, ids=lambda t: f"{t.rtol}-{t.atol}-{t.atol_abs}-{t.rel_l2}")
+def test_the_cuda_pass_gives_compares_verdicts(tol, compile_cfg):
+    """The kernels (fused_check.cu) on the GPU against `compare` on the same tensors: same verdicts and reasons,
+    the largest error within 1e-12 relative (their sums run in another order)."""
+    from pipeline.evaluation.compile import Compiler
+    from pipeline.evaluation.fused_check import CudaPass
+    cuda = CudaPass.load(Compiler(compile_cfg))
+    assert cuda is not None
+    inputs = [torch.randn(300, generator=torch.Generator().manual_seed(3)).cuda()]
+    floor = rounding_floor(tol, inputs)
+    check = RoundCheck(tol, cuda=cuda)
+    check.floor_of(inputs)
+    big = torch.randn(3_000_000, device="cuda")
+    all_cases = [(n, o.cuda(), r.cuda()) for n, o, r in cases()] + [("large", big * (1 + 1e-6), big)]
+    for name, out, ref in all_cases:
+        check.output(name, out, ref)
+    check.read()
+    for name, out, ref in all_cases:
+        want, got = compare(out, ref, tol, floor), check.verdict(name)
+        assert got[0] == want[0] and got[2] == want[2], (name, got, want)
+        assert got[1] == want[1] or math.isclose(got[1], want[1], rel_tol=1e-12), (name, got[1], want[1])

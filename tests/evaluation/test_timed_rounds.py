@@ -89,8 +89,9 @@ def make(candidate, sleep=0.0, eval_updates=None, busy_s=0.0, claim_factor=1.0):
         return {0: torch.rand(N, generator=g) * 2 - 1, 1: torch.rand(N, generator=g)}
     cd.fresh = fresh
     group.baseline_child = ScriptedChild(group, cd, lambda n, x, y: saxpy(x, y), sleep, baseline=True)
-    cfg = EvalSection(result_cache_dir="", timing_rounds=3, timing_trials=12, timing_batch_s=0.05,
-                      busy_probe_limit_s=0.05, **(eval_updates or {}))
+    cfg = EvalSection(**{"result_cache_dir": "", "timing_rounds": 3, "timing_trials": 12, "timing_batch_s": 0.05,
+                         "busy_probe_limit_s": 0.05, "timing_ci": 0.0, "timing_baseline": "every_round",
+                         **(eval_updates or {})})
 
     class Ev:
         pass
@@ -166,7 +167,7 @@ def test_a_settled_ratio_ends_the_rounds_early_only_when_asked():
     assert not ratio_settled([2.0, 3.0, 1.5], [1.0, 1.0, 1.0], 0.05)
     assert ratio_settled([2.0, 4.0], [1.0, 2.0], 0.001)  # a clock change hits both sides of a round alike
     assert not ratio_settled([2.0], [1.0], 0.5)  # one round tells nothing
-    many = {"timing_trials": 160, "timing_budget_s": 30.0}
+    many = {"timing_trials": 160, "timing_budget_s": 30.0, "timing_ci": 0.0}
     ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002)
     ev.cfg = ev.cfg.model_copy(update=many)
     full = time_config(ev, group, 0, cd, child, "c2cuda")
@@ -456,3 +457,37 @@ def test_kernelbench_output_copy_is_paid_by_both_sides_and_credited_to_neither(m
     timed_rounds._baseline_batch(SimpleNamespace(clock=Clock()), group, 0, cd, [0, 1], fresh, [1], warm=False)
     assert windows == [0]  # c2cuda and light candidates write their outputs themselves: no copy on either side
 
+
+
+def test_a_bracketed_baseline_is_timed_at_the_start_and_the_end_only():
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002,
+                                eval_updates={"timing_baseline": "bracket", "timing_trials": 56})
+    base = group.baseline_child
+    batches = []
+    real = base.request
+
+    def steady(msg, timeout_s):  # the baseline's own (trusted) events: 2 ms a call, as a steady GPU gives
+        batches.append(len(msg["slots"]))
+        return dict(real(msg, timeout_s), events_ms=2.0 * len(msg["slots"]))
+    base.request = steady
+    times = time_config(ev, group, 0, cd, child, "c2cuda")
+    assert len(times.candidate) == 8 and len(times.baseline) == 2  # the first timed round's and a closing batch
+    assert times.baseline_drift is not None and times.baseline_drift <= 0.02
+    assert len(batches) == 1 + 8 + 1  # warm-up, each round's expected outputs (untimed after the first), the end
+    assert 0.8 < np.median(times.candidate) / np.median(times.baseline) < 1.25
+
+
+def test_a_baseline_that_drifts_falls_back_to_timing_it_every_round():
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002,
+                                eval_updates={"timing_baseline": "bracket", "timing_trials": 21})
+    base = group.baseline_child
+    calls = []
+    real = base.request
+
+    def slower(msg, timeout_s):  # the GPU's clock drops after the first rounds: the baseline takes 30 % longer
+        calls.append(1)
+        return dict(real(msg, timeout_s), events_ms=(2.0 if len(calls) <= 4 else 2.6) * len(msg["slots"]))
+    base.request = slower
+    times = time_config(ev, group, 0, cd, child, "c2cuda")
+    assert times.baseline_drift > 0.02
+    assert len(times.candidate) == len(times.baseline) == 3  # timing_rounds of alternation, nothing before
