@@ -37,7 +37,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+# CUDAPERF_ROOT: measure another checkout's evaluator with this script (gpu_checks.sh throughput: before and after)
+sys.path.insert(0, os.environ.get("CUDAPERF_ROOT") or str(ROOT))
 
 from pipeline.config import load_config  # noqa: E402
 from pipeline.lost_work import ItemFailed  # noqa: E402
@@ -249,6 +250,8 @@ def main() -> None:
     ap.add_argument("--group-task", default="c2cuda/saxpy", help="the task of the GRPO-shaped group ('' skips it)")
     ap.add_argument("--group-size", type=int, default=64)
     ap.add_argument("--timing-ci", type=float, default=0.01, help="eval.timing_ci of the side-by-side run (0 skips it)")
+    ap.add_argument("--group-only", action="store_true", help="only the GRPO-shaped group and its stage breakdown "
+                    "(fits one 10-minute GPU call)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="cudaperf-bench-"))
     def config(cache: str):  # each run starts from an empty compile cache
@@ -264,6 +267,16 @@ def main() -> None:
 
     def save(report: dict) -> None:  # after every part: a run stopped by its time limit keeps what it measured
         out.write_text(json.dumps(report, indent=2))
+    if args.group_only:
+        group = [(tasks[args.group_task], sample_group(tasks[args.group_task], args.group_size))]
+        report["ours_group"] = run = ours(tasks, config("cache-group"), args.workers_per_gpu, groups=group)
+        print(f"ours, one group of {args.group_size} ({args.group_task}), {args.workers_per_gpu} evaluators:",
+              headline(run), flush=True)
+        print("stages (s per candidate, share):", ", ".join(
+            f"{s} {v['mean_s']:.3f} ({100 * v['share']:.0f} %)" if v["share"] is not None else f"{s} {v['mean_s']:.3f}"
+            for s, v in run["stage_breakdown"].items()), flush=True)
+        save(report)
+        return
     report["ours_one_worker"] = ours(tasks, config("cache-1"), 1)
     print("ours, 1 evaluator:", headline(report["ours_one_worker"]), flush=True)
     report["ours"] = ours(tasks, cfg, args.workers_per_gpu)

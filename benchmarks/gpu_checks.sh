@@ -3,10 +3,13 @@
 #   bash benchmarks/gpu_checks.sh [verify] [tests] [trust] [protocols] [kernelbench] [kernelbench_memory]
 #                                 [kernelbench_baseline] [kernelbench_bench] [pareval] [bench]
 #                                 [structure] [generation] [train] [sft] [train_sft] [sft_bench] [measure] [multi_gpu]
-#                                 [fidelity] [hardening]
+#                                 [fidelity] [hardening] [throughput]
 # fidelity: what evaluator version 14 (adversarial check set, redrawn state, float64 anchor) does to honest code:
 #   every built-in implementation through trusted_timing.py (two stability runs), then the KernelBench answers
 #   of levels KB_LEVELS (default 1) within FIDELITY_KB_S seconds (default 270); one call.
+# throughput: the fused check's kernels against compare on the GPU, then the 64-sample group of c2cuda/saxpy with its
+#   stage breakdown (benchmarks/evaluator_throughput.py --group-only), after and, where .before.tar.gz is carried
+#   (git archive of the revision before, made by benchmarks/before_carry.sh), before, on the same GPU in one call.
 # hardening: docs/trust.md's GPU-only steps (benchmarks/hardening_gpu.py): honest code under the full child sandbox,
 #   the output-copy credit against an answer that aliases the harness's buffer, the strict profile's rule on
 #   extensions built with CUDA; prints a table.
@@ -75,6 +78,16 @@ for step in $steps; do
     fidelity) timeout 250 python3 benchmarks/trusted_timing.py --stability-runs 2 --out "$OUT/trusted_timing_h200.json" \
                 > "$OUT/trust.log" 2>&1
               KB_BENCH_S=${FIDELITY_KB_S:-270} OUT="$OUT" bash benchmarks/gpu_checks.sh kernelbench_bench > /dev/null 2>&1 ;;
+    throughput) timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider tests/evaluation/test_fused_check.py \
+                  > "$OUT/fused_check_gpu.log" 2>&1; tail -3 "$OUT/fused_check_gpu.log"
+                timeout ${GROUP_S:-220} python3 benchmarks/evaluator_throughput.py --group-only --out "$OUT/group_after.json" \
+                  > "$OUT/group_after.log" 2>&1; tail -3 "$OUT/group_after.log"
+                if [ -f .before.tar.gz ]; then  # the evaluator before the throughput work, same GPU, same call
+                  rm -rf /tmp/before && mkdir -p /tmp/before && tar -xzf .before.tar.gz -C /tmp/before
+                  CUDAPERF_ROOT=/tmp/before PYTHONPATH=/tmp/before:${PYTHONPATH:-} timeout ${GROUP_S:-220} python3 \
+                    benchmarks/evaluator_throughput.py --group-only --out "$OUT/group_before.json" \
+                    > "$OUT/group_before.log" 2>&1; tail -3 "$OUT/group_before.log"
+                fi ;;
     hardening) timeout 560 python3 benchmarks/hardening_gpu.py --out "$OUT/hardening_gpu.json" > "$OUT/hardening.log" 2>&1
                tail -32 "$OUT/hardening.log" ;;
     protocols) timeout 300 python3 benchmarks/timing_protocols.py --out "$OUT/timing_protocols_h200.json" --trials 12 \
