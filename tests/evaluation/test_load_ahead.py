@@ -6,6 +6,8 @@ import threading
 import time
 from types import SimpleNamespace
 
+import pytest
+
 import pipeline.evaluation.runner as runner
 from pipeline.evaluation.evaluator import Evaluator
 from pipeline.records import Candidate, EvalResult
@@ -22,7 +24,15 @@ class FakeChild:
     def request(self, msg, timeout): return {"ok": True}
 
 
-def test_the_next_candidates_load_never_overlaps_a_check(monkeypatch):
+def with_warm_children(ev, size: int = 0) -> None:
+    """The evaluator's warm-children pool over the fake's start_child (its trusted start, as warm.py takes it)."""
+    ev.cfg.warm_children = size
+    ev.warm_child = lambda group, torch_format: ev.start_child(torch_format)
+    ev._run_in_turn = lambda *a: Evaluator._run_in_turn(ev, *a)
+
+
+@pytest.mark.parametrize("warm", [0, 2])
+def test_the_next_candidates_load_never_overlaps_a_check(monkeypatch, warm):
     events, lock = [], threading.Lock()
 
     def mark(what, k):
@@ -57,6 +67,7 @@ def test_the_next_candidates_load_never_overlaps_a_check(monkeypatch):
     cands = [Candidate(task_id="t", code=f"// {k}", format="c2cuda") for k in range(4)]
     preps = [SimpleNamespace(comp=SimpleNamespace(ptxas_log=""), stage_s={}, findings=[], features={}) for _ in cands]
     results = [None] * 4
+    with_warm_children(ev, warm)
     Evaluator._run_all(ev, group, cands, preps, list(range(4)), results)
     assert [r.verdict for r in results] == ["correct"] * 4
     busy: dict[str, int] = {}
@@ -112,6 +123,7 @@ def test_a_load_ahead_a_check_and_another_evaluators_timing_never_deadlock(monke
     cands = [Candidate(task_id="t", code=f"// {k}", format="c2cuda") for k in range(2)]
     preps = [SimpleNamespace(comp=SimpleNamespace(ptxas_log=""), stage_s={}, findings=[], features={}) for _ in cands]
     results, timed = [None, None], []
+    with_warm_children(ev)
 
     def other_evaluator():
         load_holds_shared.wait(2)
