@@ -84,9 +84,11 @@ for step in $steps; do
                   > "$OUT/group_after.log" 2>&1; tail -3 "$OUT/group_after.log"
                 if [ -f .before.tar.gz ]; then  # the evaluator before the throughput work, same GPU, same call
                   rm -rf /tmp/before && mkdir -p /tmp/before && tar -xzf .before.tar.gz -C /tmp/before
-                  CUDAPERF_ROOT=/tmp/before PYTHONPATH=/tmp/before:${PYTHONPATH:-} timeout ${GROUP_S:-220} python3 \
-                    benchmarks/evaluator_throughput.py --group-only --out "$OUT/group_before.json" \
-                    > "$OUT/group_before.log" 2>&1; tail -3 "$OUT/group_before.log"
+                  here=$PWD; out=$(cd "$OUT" && pwd)  # from the old tree: Ray's workers import from the driver's directory first
+                  (cd /tmp/before && CUDAPERF_ROOT=/tmp/before PYTHONPATH=/tmp/before:${PYTHONPATH:-} \
+                    timeout ${GROUP_S:-220} python3 "$here/benchmarks/evaluator_throughput.py" --group-only \
+                    --out "$out/group_before.json" > "$out/group_before.log" 2>&1)
+                  tail -3 "$OUT/group_before.log"
                 fi ;;
     hardening) timeout 560 python3 benchmarks/hardening_gpu.py --out "$OUT/hardening_gpu.json" > "$OUT/hardening.log" 2>&1
                tail -32 "$OUT/hardening.log" ;;

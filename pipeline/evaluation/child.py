@@ -86,6 +86,11 @@ def apply_sandbox(hello: dict) -> dict:
         applied["user"] = str(os.getuid())
     with open("/proc/net/dev") as f:  # this process's network namespace: only 'lo' when isolated
         applied["network_isolated"] = [ln.split(":")[0].strip() for ln in f.readlines()[2:]] in ([], ["lo"])
+    if hello.get("cuda"):  # the CUDA context now: its driver names its threads through /proc/self/task/*/comm,
+        try:              # which the file allow-list then closes (and cuInit fails with an OS error behind it)
+            applied["driver"] = Driver(0)
+        except (CudaError, OSError) as e:
+            applied["cuda_error"] = str(e)
     if hello.get("access"):  # the kernel's file allow-list (landlock.py), before any candidate code
         try:
             applied.update(landlock.restrict(hello["access"]))
@@ -226,8 +231,9 @@ def serve(rin, wout) -> None:
 
     hello = json.loads(rin.readline())
     applied = apply_sandbox(hello)
+    early = applied.pop("driver", None)  # the CUDA context made before the allow-list (GPU children)
     send({"ok": True, "sandbox": applied, "pid": os.getpid()})
-    driver = runner = None
+    driver, runner = early, None
     scratch, scratch_bytes, events = 0, 0, None
     mapped: list[int] | None = None  # the buffers' pointers, once `map` has run
 
