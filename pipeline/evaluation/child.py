@@ -89,12 +89,15 @@ def apply_sandbox(hello: dict) -> dict:
     if hello.get("cuda"):  # the CUDA context now: its driver names its threads through /proc/self/task/*/comm,
         try:              # which the file allow-list then closes (and cuInit fails with an OS error behind it)
             applied["driver"] = Driver(0)
-            if hello.get("preload_torch"):  # torch's runtime on that context too, its threads started and named
+        except (CudaError, OSError) as e:
+            applied["cuda_error"] = str(e)
+        if "driver" in applied and hello.get("preload_torch"):  # torch's runtime on that context too, its
+            try:                                                # threads started and named
                 import torch
                 torch.cuda.init()
                 torch.empty(1, device="cuda")
-        except (CudaError, OSError) as e:
-            applied["cuda_error"] = str(e)
+            except Exception as e:  # the candidate's load reports what is wrong with torch's CUDA
+                applied["cuda_error"] = f"torch: {e}"
     if hello.get("access"):  # the kernel's file allow-list (landlock.py), before any candidate code
         try:
             applied.update(landlock.restrict(hello["access"]))
