@@ -65,7 +65,8 @@ def before(tol, ins, staged, outs, expected, decoy_out) -> None:
     """The checks as evaluator version 15 ran them: per slot torch.equal and `compare`, then the decoys."""
     import torch
 
-    from pipeline.evaluation.reference import compare, rounding_floor
+    from pipeline.evaluation.fused_check import compare_plain as compare
+    from pipeline.evaluation.reference import rounding_floor
     floor = rounding_floor(tol, [staged[0]])
     for x, s, o, e in zip(ins, staged, outs, expected):
         assert torch.equal(x, s)

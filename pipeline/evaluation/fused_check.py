@@ -241,24 +241,98 @@ class RoundCheck:
             return diff == 0, float(diff > 0), f"{diff} of {n} elements differ" if diff else ""
         bad, nan, unlike = int(v[BAD]), int(v[NAN]), int(v[UNLIKE])
         if bad:
-            return False, float("inf"), (f"{nan} of {n} output elements are NaN (never written or invalid)"
-                                         if nan else f"{bad} output elements are infinite")
+            return False, float("inf"), _nonfinite(nan, bad, n)
         if unlike:
-            return False, float("inf"), (f"{unlike} of {n} elements where the reference is Inf or NaN differ from "
-                                         f"it (they must be the same Inf or NaN)")
+            return False, float("inf"), _unlike(unlike, n)
         if n == 0:
             return True, 0.0, ""
         worst, worst_at, outside = v[WORST], int(v[WORST_AT]), int(v[OUTSIDE])
         scale, finite_n, sq, diff_sq = v[SCALE], v[FINITE_N], v[SQ], v[DIFF_SQ]
         if worst > 1.0:  # the failure's message reads the two values at the worst element (a second wait)
-            o, r = out.reshape(-1), ref.reshape(-1)
-            return False, worst, (f"{outside} of {n} elements outside tolerance; worst at flat index {worst_at}: got "
-                                  f"{float(o[worst_at]):.6g}, expected {float(r[worst_at]):.6g}")
+            return False, worst, _outside(outside, n, worst_at, out.reshape(-1), ref.reshape(-1))
         rms = scale * math.sqrt(sq / finite_n) if finite_n else 0.0
         tol = self.tol
         if tol.rel_l2 > 0 and sq > 0 and rms > self.floor and math.sqrt(diff_sq) > tol.rel_l2 * math.sqrt(sq):
             off = math.sqrt(diff_sq / sq)
-            return False, max(worst, off / tol.rel_l2), (
-                f"every element is within the absolute allowance, but the output as a whole is off by {off:.3g} of "
-                f"the reference's norm (at most {tol.rel_l2:g}): values this small are not computed")
+            return False, max(worst, off / tol.rel_l2), _rel_l2(off, tol)
         return True, worst, ""
+
+
+# the reasons a failed check gives, worded once for RoundCheck and compare_plain
+def _nonfinite(nan: int, bad: int, n: int) -> str:
+    return f"{nan} of {n} output elements are NaN (never written or invalid)" if nan else \
+        f"{bad} output elements are infinite"
+
+
+def _unlike(unlike: int, n: int) -> str:
+    return (f"{unlike} of {n} elements where the reference is Inf or NaN differ from it (they must be the same Inf "
+            f"or NaN)")
+
+
+def _outside(outside: int, n: int, worst_at: int, o, r) -> str:
+    return (f"{outside} of {n} elements outside tolerance; worst at flat index {worst_at}: got "
+            f"{float(o[worst_at]):.6g}, expected {float(r[worst_at]):.6g}")
+
+
+def _rel_l2(off: float, tol) -> str:
+    return (f"every element is within the absolute allowance, but the output as a whole is off by {off:.3g} of the "
+            f"reference's norm (at most {tol.rel_l2:g}): values this small are not computed")
+
+
+def compare_plain(out, ref, tol, floor: float = 0.0) -> tuple[bool, float, str]:
+    """The criterion written plainly, a pass over the tensors per statistic and a host wait per sum (as
+    reference.compare was up to evaluator version 15): the oracle the tests hold RoundCheck to, and the 'before'
+    of benchmarks/check_cost.py. The evaluator judges with RoundCheck (reference.compare)."""
+    import torch
+
+    from pipeline.evaluation.reference import COMPARE_CHUNK
+    if tuple(out.shape) != tuple(ref.shape):
+        return False, float("inf"), f"shape {tuple(out.shape)} != expected {tuple(ref.shape)}"
+    o, r = out.reshape(-1), ref.reshape(-1)
+    n = r.numel()
+    chunks = [(k, min(k + COMPARE_CHUNK, n)) for k in range(0, n, COMPARE_CHUNK)]
+    rtol, atol, atol_abs = tol.rtol, tol.atol, tol.atol_abs
+    if not ref.is_floating_point() and rtol == 0 and atol == 0 and atol_abs == 0:
+        diff = sum(int((o[a:b] != r[a:b]).sum()) for a, b in chunks)
+        return diff == 0, float(diff > 0), f"{diff} of {n} elements differ" if diff else ""
+    nan = bad = unlike = 0
+    scale = 0.0  # the largest finite |ref|: the rms is taken relative to it, so huge values cannot overflow it
+    for a, b in chunks:
+        o64, r64 = o[a:b].double(), r[a:b].double()
+        finite = torch.isfinite(r64)
+        wrong = ~torch.isfinite(o64) & finite
+        bad += int(wrong.sum())
+        nan += int((torch.isnan(o64) & finite).sum())
+        unlike += int((~finite & ~((o64 == r64) | (torch.isnan(o64) & torch.isnan(r64)))).sum())
+        if bool(finite.any()):
+            scale = max(scale, float(r64[finite].abs().max()))
+    if bad:
+        return False, float("inf"), _nonfinite(nan, bad, n)
+    if unlike:
+        return False, float("inf"), _unlike(unlike, n)
+    if n == 0:
+        return True, 0.0, ""
+    finite_n = sq = diff_sq = 0.0
+    for a, b in chunks:
+        o64, r64 = o[a:b].double(), r[a:b].double()
+        finite = torch.isfinite(r64)
+        finite_n += int(finite.sum())
+        if scale > 0:
+            sq += float(((torch.where(finite, r64, 0.0) / scale) ** 2).sum())
+            diff_sq += float(((torch.where(finite, o64 - r64, 0.0) / scale) ** 2).sum())
+    rms = scale * math.sqrt(sq / finite_n) if finite_n else 0.0
+    worst, worst_at, outside = 0.0, 0, 0
+    for a, b in chunks:
+        o64, r64 = o[a:b].double(), r[a:b].double()
+        err = (o64 - r64).abs() / (rtol * r64.abs() + atol * rms + atol_abs + 1e-300)
+        err = torch.where(torch.isfinite(r64), err, 0.0)  # non-finite reference elements matched above
+        m = float(err.max())
+        outside += int((err > 1).sum())
+        if m > worst:
+            worst, worst_at = m, a + int(err.argmax())
+    if worst > 1.0:
+        return False, worst, _outside(outside, n, worst_at, o, r)
+    if tol.rel_l2 > 0 and sq > 0 and rms > floor and math.sqrt(diff_sq) > tol.rel_l2 * math.sqrt(sq):
+        off = math.sqrt(diff_sq / sq)
+        return False, max(worst, off / tol.rel_l2), _rel_l2(off, tol)
+    return True, worst, ""
