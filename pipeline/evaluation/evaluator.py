@@ -387,7 +387,7 @@ class Evaluator:
                "artifact": child.place(comp.artifact) if comp.artifact else "",
                "extensions": {n: child.place(p) for n, p in comp.extensions.items()},
                "calls": [cd.slot_calls(fmt, baseline=trusted) for cd in group.configs]}
-        if "map" not in child.ops:
+        if "map" not in getattr(child, "ops", []):  # a child that has not mapped them (not warm)
             msg.update(self._buffer_map(group, trusted))
         return child.request(msg, self.cfg.run_timeout_s + (60 if fmt == "kernelbench" else 0))
 

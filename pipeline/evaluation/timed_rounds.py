@@ -467,26 +467,32 @@ class Checksums:
         from pipeline.evaluation.reference import COMPARE_CHUNK
         tol = group.task.tolerance
         self.views, targets, bounds = [], [], []
+        outputs, rows = [], []  # every expected output's statistics on the device, read back at once
         for k, want in zip(slots, expected):
             for j, ref in want.items():
                 flat = ref.reshape(-1)
-                n = flat.numel()
-                absum = sq = 0.0
-                finite_only = False  # an Inf or NaN expected: the sums leave those elements out, on both sides
-                for a in range(0, n, COMPARE_CHUNK):  # float64 statistics a chunk at a time
+                zero = torch.zeros((), dtype=torch.float64, device=flat.device)
+                nonfinite, absum, sq = zero.clone(), zero.clone(), zero.clone()
+                for a in range(0, flat.numel(), COMPARE_CHUNK):  # float64 statistics a chunk at a time
                     part = flat[a:a + COMPARE_CHUNK].double()
                     finite = torch.isfinite(part)
-                    if not bool(finite.all()):
-                        finite_only, part = True, part[finite]
-                    absum += float(part.abs().sum())
-                    sq += float((part * part).sum())
-                if not math.isfinite(absum + sq):  # sums past float64: no sum can hold them; the full
-                    continue                       # comparison after the batch checks the output
-                rms = (sq / n) ** 0.5 if n else 0.0
-                self.views.append((group.buffers[cd.slots[k][j]].view.reshape(-1), signs[j], finite_only))
-                targets.append(float(signed_sum(flat, signs[j], torch.float64, finite_only)))
-                slack = 4e-7 * (math.log2(max(n, 2)) + 1) * (absum + 1.0)  # fp32 reduction rounding
-                bounds.append(tol.rtol * absum + (tol.atol * rms + tol.atol_abs) * n + slack)
+                    nonfinite = nonfinite + (~finite).sum()
+                    part = torch.where(finite, part, 0.0)  # an Inf or NaN expected: left out, on both sides
+                    absum = absum + part.abs().sum()
+                    sq = sq + (part * part).sum()
+                rows.append(torch.stack([nonfinite, absum, sq, signed_sum(flat, signs[j], torch.float64),
+                                         signed_sum(flat, signs[j], torch.float64, True)]))
+                outputs.append((k, j, flat.numel()))
+        table = torch.stack(rows).to("cpu", copy=True).tolist() if rows else []  # the one wait
+        for (k, j, n), (nonfinite, absum, sq, plain, finite_sum) in zip(outputs, table):
+            if not math.isfinite(absum + sq):  # sums past float64: no sum can hold them; the full
+                continue                       # comparison after the batch checks the output
+            finite_only = nonfinite > 0
+            rms = (sq / n) ** 0.5 if n else 0.0
+            self.views.append((group.buffers[cd.slots[k][j]].view.reshape(-1), signs[j], finite_only))
+            targets.append(finite_sum if finite_only else plain)
+            slack = 4e-7 * (math.log2(max(n, 2)) + 1) * (absum + 1.0)  # fp32 reduction rounding
+            bounds.append(tol.rtol * absum + (tol.atol * rms + tol.atol_abs) * n + slack)
         self.targets, self.bounds = torch.tensor(targets, dtype=torch.float64), torch.tensor(bounds, dtype=torch.float64)
 
     def _sums(self):
