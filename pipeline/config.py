@@ -61,9 +61,10 @@ class EvalSection(Section):
     gpus: int = Field(-1, description="evaluator actors, one per GPU; -1 uses every GPU Ray sees, 0 runs CPU-only")
     workers_per_gpu: int = Field(1, ge=1, description="evaluator actors sharing one GPU: loading and checking "
                                  "overlap, timing stays exclusive (a lock per GPU)")
-    warm_children: int = Field(2, ge=0, description="children per kind kept through their trusted start (sandbox, "
+    warm_children: int = Field(1, ge=0, description="children per kind kept through their trusted start (sandbox, "
                                "Python, CUDA context, the group's buffers mapped) before a candidate needs one; each "
-                               "serves one candidate")
+                               "serves one candidate and holds a CUDA context (some hundreds of MiB of device memory) "
+                               "while it waits")
     run_timeout_s: float = Field(30.0, description="wall-clock limit of one candidate's child process per phase")
     child_memory_limit_bytes: int = Field(32 << 30, description="address-space limit of the child (host memory)")
     warmup_trials: int = Field(3, description="dataset measurement: untimed calls before timing a trusted "
