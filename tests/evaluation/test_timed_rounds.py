@@ -175,7 +175,8 @@ def test_a_settled_ratio_ends_the_rounds_early_only_when_asked():
     ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002)
     ev.cfg = ev.cfg.model_copy(update={**many, "timing_ci": 0.5})
     early = time_config(ev, group, 0, cd, child, "c2cuda")
-    assert len(early.candidate) == 3  # timing_rounds, then the ratio was settled
+    assert 3 <= len(early.candidate) < len(full.candidate)  # timing_rounds at least, then once the ratio settled
+    # (3 on an idle host; a loaded one can need a round more, its sleeps being the "kernels" here)
     assert 0.8 < np.median(early.candidate) / np.median(early.baseline) < 1.25
 
 
