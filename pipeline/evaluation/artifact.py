@@ -54,7 +54,8 @@ import tempfile
 from pathlib import Path
 
 from pipeline.config import CompileSection
-from pipeline.evaluation.compile import CompileBudget, CompileResult, run_limited, toolchain_id
+from pipeline.evaluation.compile import (CompileBudget, CompileResult, object_flags, run_build, run_limited,
+                                         tool_env, toolchain_id)
 from pipeline.evaluation.gate import GateProfile, cuda_sources_of, gate_profile, task_is_float32
 from pipeline.evaluation.gate_cuda import _classify, finding, scan_cuda
 from pipeline.records import Candidate, Finding, Task
@@ -164,23 +165,12 @@ class BudgetSpent(Exception):
 
 def _run(argv: list[str], cwd: str, timeout_s: float, cfg: CompileSection | None = None,
          budget: CompileBudget | None = None) -> subprocess.CompletedProcess | str:
-    """The finished process, or a sentence saying why it could not run. With `cfg`, the compiler runs in
-    the compile step's sandbox (compile.sandboxed: bwrap, only the scratch directory writable) with its
-    memory limit, charged to `budget` (BudgetSpent when that runs out)."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": cwd, "TMPDIR": cwd}
-    for key in ("CUDA_HOME", "LD_LIBRARY_PATH"):
-        if key in os.environ:
-            env[key] = os.environ[key]
-    preexec = None
-    if cfg is not None:
-        from pipeline.evaluation.compile import _sandbox_preexec, sandboxed
-        argv, env = sandboxed(argv, cwd, env, cfg)
-        preexec = _sandbox_preexec(cfg.memory_limit_bytes, cfg.sandbox == "none",
-                                   budget.left if budget is not None else None)
-    if budget is not None and budget.spent:
-        raise BudgetSpent(budget.message())
+    """The finished process, or a sentence saying why it could not run. With `cfg`, a compiler run of the compile
+    step (compile.run_build: its sandbox and limits), charged to `budget` (BudgetSpent when that runs out);
+    without, a plain tool (nm, readelf, objdump) on what was built."""
     try:
-        ran = run_limited(argv, cwd, env, timeout_s, preexec, budget)
+        ran = run_build(argv, cwd, timeout_s, cfg, budget) if cfg is not None else \
+            run_limited(argv, cwd, tool_env(cwd), timeout_s)
     except FileNotFoundError:
         return f"{argv[0]} is not installed"
     if ran.over_budget:
@@ -188,11 +178,6 @@ def _run(argv: list[str], cwd: str, timeout_s: float, cfg: CompileSection | None
     if ran.timed_out:
         return f"{argv[0]} exceeded its {timeout_s:.0f} s limit"
     return subprocess.CompletedProcess(argv, ran.returncode, ran.stdout, ran.stderr)
-
-
-def object_flags(cfg: CompileSection) -> list[str]:
-    """The Compiler's nvcc flags (compile.Compiler.nvcc_flags) for an object instead of a shared library."""
-    return [f"-arch={cfg.arch}", "-c", "-Xcompiler", "-fPIC", "-lineinfo", *cfg.extra_flags]
 
 
 def build_object(source: str, cfg: CompileSection, scratch: str, budget: CompileBudget | None = None) -> str:

@@ -98,12 +98,10 @@ class CompileBudget:
         self.total, self.left, self.field = float(cpu_s), float(cpu_s), field
 
     @classmethod
-    def of(cls, fmt: str, cfg: CompileSection, spent_s: float = 0.0) -> "CompileBudget":
-        """The budget of a candidate of format `fmt`, less `spent_s` already used (a build done elsewhere)."""
-        budget = cls(cfg.kernelbench_cpu_budget_s, "compile.kernelbench_cpu_budget_s") if fmt == "kernelbench" \
+    def of(cls, fmt: str, cfg: CompileSection) -> "CompileBudget":
+        """The budget of a candidate of format `fmt`."""
+        return cls(cfg.kernelbench_cpu_budget_s, "compile.kernelbench_cpu_budget_s") if fmt == "kernelbench" \
             else cls(cfg.cpu_budget_s)
-        budget.left -= spent_s
-        return budget
 
     def charge(self, cpu_s: float) -> None:
         self.left -= cpu_s
@@ -201,6 +199,31 @@ def _sandbox_preexec(memory_limit_bytes: int, isolate_network: bool, cpu_s: floa
         if isolate_network:
             ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET)  # best effort: fails without privilege
     return apply
+
+
+def object_flags(cfg: CompileSection) -> list[str]:
+    """nvcc flags of a candidate's object: the compile builds it, the artefact check reads that same object."""
+    return [f"-arch={cfg.arch}", "-c", "-Xcompiler", "-fPIC", "-lineinfo", *cfg.extra_flags]
+
+
+def tool_env(scratch: str) -> dict[str, str]:
+    """The trimmed environment of a compile-step tool: PATH, its scratch as home, CUDA's variables."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": scratch, "TMPDIR": scratch}
+    for key in ("CUDA_HOME", "LD_LIBRARY_PATH"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return env
+
+
+def run_build(argv: list[str], scratch: str, timeout_s: float, cfg: CompileSection,
+              budget: CompileBudget | None = None) -> Ran:
+    """A compiler run of the compile step: in its sandbox (`sandboxed`), with its limits (`_sandbox_preexec`),
+    charged to `budget`; not started at all (over_budget) when the budget is already spent."""
+    if budget is not None and budget.spent:
+        return Ran(-1, "", "", 0.0, over_budget=True)
+    argv, env = sandboxed(argv, scratch, tool_env(scratch), cfg)
+    preexec = _sandbox_preexec(cfg.memory_limit_bytes, cfg.sandbox == "none", budget.left if budget else None)
+    return run_limited(argv, scratch, env, timeout_s, preexec, budget)
 
 
 def _install_root(program: str) -> str:
@@ -331,14 +354,10 @@ class Compiler:
         return [f"-arch={self.cfg.arch}", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-Xptxas", "-v",
                 *self.cfg.extra_flags]
 
-    def object_flags(self) -> list[str]:
-        """nvcc flags of the candidate's object (the artefact check reads that same object)."""
-        return [f"-arch={self.cfg.arch}", "-c", "-Xcompiler", "-fPIC", "-lineinfo", *self.cfg.extra_flags]
-
     def compile_cuda(self, source: str, budget: CompileBudget | None = None) -> CompileResult:
         """The object (`nvcc -c`, with the ptxas report), then the shared library linked from it: one compile,
         whose object the artefact check reads, instead of a second build of the same source."""
-        flags = self.object_flags()
+        flags = object_flags(self.cfg)
         key = self._key("cuda", source, [*flags, "-Xptxas", "-v", "link-from-object"], toolchain_id(self.cfg.nvcc))
 
         def build(scratch: str) -> CompileResult:
@@ -464,21 +483,12 @@ class Compiler:
                       budget: CompileBudget | None = None) -> CompileResult:
         if source is not None:  # None: the input is already in the scratch directory (an object to link)
             Path(scratch, filename).write_text(source)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": scratch, "TMPDIR": scratch}
-        for key in ("CUDA_HOME", "LD_LIBRARY_PATH"):
-            if key in os.environ:
-                env[key] = os.environ[key]
         timeout_s = timeout_s or self.cfg.timeout_s
-        if shutil.which(argv[0], path=env["PATH"]) is None:
+        if shutil.which(argv[0], path=tool_env(scratch)["PATH"]) is None:
             return CompileResult(ok=False, unavailable=True,
                                  log=f"compiler '{argv[0]}' not found; install it or set compile.nvcc")
-        if budget is not None and budget.spent:
-            return CompileResult(ok=False, log=budget.message())
-        run_argv, run_env = sandboxed(argv, scratch, env, self.cfg)
-        preexec = _sandbox_preexec(self.cfg.memory_limit_bytes, self.cfg.sandbox == "none",
-                                   budget.left if budget is not None else None)
         try:
-            proc = run_limited(run_argv, scratch, run_env, timeout_s, preexec, budget)
+            proc = run_build(argv, scratch, timeout_s, self.cfg, budget)
         except FileNotFoundError:
             return CompileResult(ok=False, unavailable=True,
                                  log=f"compiler '{argv[0]}' not found; install it or set compile.nvcc")
