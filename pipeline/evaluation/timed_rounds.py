@@ -241,7 +241,9 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
     fill = sum(group.buffers[cd.buffers[j]].nbytes for j in outs)  # bytes one call writes
     for _ in range(3):
         _empty_batch(ev, ci, fmt)  # the null child started and warm before anything is measured
-    copy_outputs = fmt == "kernelbench"  # its harness copies each result into the output buffer: so does the baseline
+    # a KernelBench-format harness copies each result into the output buffer: the in-process baseline does too
+    dests = output_copy_buffers(group, cd) if fmt == "kernelbench" else None
+    reference, compiled = _output_copied(cd.run_reference, dests), _output_copied(cd.run_compiled, dests)
     n_calls = 1
     signs = _secret_signs(group, cd, outs)
     deadline = time.perf_counter() + cfg.timing_budget_s
@@ -252,6 +254,7 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
     decoys = DECOY_SLOTS if len(cd.slots) > DECOY_SLOTS else 0
     bracket = cfg.timing_baseline == "bracket"
     alternating, first_alternating = False, 0
+    paired: list[float] = []  # per timed round, the baseline time its candidate time is set against
     while True:
         slots, decoy = round_slots(n_calls, decoys)
         child.freeze()
@@ -263,12 +266,11 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         decoy_sets = [cd.fresh(seed * 64 + k) for k in decoy]
         t = times.spent("inputs", t)
         timed_base = not bracket or alternating or rounds <= 1  # bracket: the warm-up and the first timed round
-        base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs, copy_outputs=copy_outputs,
+        base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs, reference=reference,
                                            warm=warm_baseline(last_base_s) if timed_base else False)
         last_base_s = base_s if timed_base else last_base_s  # untimed: the round's expected outputs only
-        compiled_s = _in_process_batch(ev, _output_copied(group, cd, cd.run_compiled, copy_outputs),
-                                       [cd.reference_copy(f) for f in fresh_sets])[0] \
-            if cd.run_compiled and timed_base else None
+        compiled_s = _in_process_batch(ev, compiled, [cd.reference_copy(f) for f in fresh_sets])[0] \
+            if compiled and timed_base else None
         t = times.spent("baseline", t)
         stage(ev.driver, group, [cd.slots[k] for k in slots + decoy], fresh_sets + decoy_sets)
         sums = Checksums(group, cd, slots, expected, signs)
@@ -320,11 +322,11 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
             trusted.append(max(per_call(trusted_s), 1e-6))
             if timed_base:
                 times.baseline.append(per_call(base_s))
+            paired.append(times.baseline[-1] if timed_base else times.baseline[0])
             if compiled_s is not None:
                 times.compiled.append(per_call(compiled_s))
         rounds += 1
         timed = rounds - 1 - first_alternating
-        paired = times.baseline if len(times.baseline) == len(trusted) else [times.baseline[0]] * len(trusted)
         enough = (timed * n_calls >= cfg.timing_trials or time.perf_counter() > deadline
                   or (cfg.timing_ci > 0 and ratio_settled(trusted[first_alternating:], paired[first_alternating:],
                                                           cfg.timing_ci)))
@@ -336,7 +338,7 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
             child.freeze()  # as in every round: no host code of the candidate while inputs are made
             seed = secrets.randbits(31)
             end_s, _ = _baseline_batch(ev, group, ci, cd, slots, [cd.fresh(seed * 64 + k) for k in slots], outs,
-                                       warm=warm_baseline(last_base_s), copy_outputs=copy_outputs)
+                                       warm=warm_baseline(last_base_s), reference=reference)
             t = times.spent("baseline", t)
             end_ms = per_call(end_s)
             times.baseline_drift = abs(end_ms - times.baseline[0]) / times.baseline[0] if times.baseline[0] else 0.0
@@ -480,17 +482,17 @@ class Checksums:
                     part = torch.where(finite, part, 0.0)  # an Inf or NaN expected: left out, on both sides
                     absum = absum + part.abs().sum()
                     sq = sq + (part * part).sum()
-                rows.append(torch.stack([nonfinite, absum, sq, signed_sum(flat, signs[j], torch.float64),
-                                         signed_sum(flat, signs[j], torch.float64, True)]))
+                # with Inf and NaN counted as 0: where the expected output has none, the same sum as without
+                rows.append(torch.stack([nonfinite, absum, sq, signed_sum(flat, signs[j], torch.float64, True)]))
                 outputs.append((k, j, flat.numel()))
         table = torch.stack(rows).to("cpu", copy=True).tolist() if rows else []  # the one wait
-        for (k, j, n), (nonfinite, absum, sq, plain, finite_sum) in zip(outputs, table):
+        for (k, j, n), (nonfinite, absum, sq, target) in zip(outputs, table):
             if not math.isfinite(absum + sq):  # sums past float64: no sum can hold them; the full
                 continue                       # comparison after the batch checks the output
             finite_only = nonfinite > 0
             rms = (sq / n) ** 0.5 if n else 0.0
             self.views.append((group.buffers[cd.slots[k][j]].view.reshape(-1), signs[j], finite_only))
-            targets.append(finite_sum if finite_only else plain)
+            targets.append(target)
             slack = 4e-7 * (math.log2(max(n, 2)) + 1) * (absum + 1.0)  # fp32 reduction rounding
             bounds.append(tol.rtol * absum + (tol.atol * rms + tol.atol_abs) * n + slack)
         self.targets, self.bounds = torch.tensor(targets, dtype=torch.float64), torch.tensor(bounds, dtype=torch.float64)
@@ -524,15 +526,16 @@ def warm_baseline(last_batch_s: float | None) -> bool:
 
 
 def _baseline_batch(ev, group: GroupData, ci: int, cd: ConfigData, slots: list[int], fresh_sets: list[dict],
-                    outs: list[int], warm: bool = True, copy_outputs: bool = False) -> tuple[float, list[dict]]:
+                    outs: list[int], warm: bool = True, reference=None) -> tuple[float, list[dict]]:
     """The baseline's timed batch on this round's inputs: (seconds, expected outputs per slot).
+    reference: the in-process reference's call (default cd.run_reference; `_output_copied` adds the harness's copy).
     warm: a PyTorch reference (its calls launched from Python, in this process) first runs the same batch
     untimed. A round's other work leaves the host idle for milliseconds before the baseline, and a short
     batch launched from a cold host ran 2-13 % slower per call than the same calls back to back (the
     conventional measurement), while the candidate's batch follows the calibration's batch of as many
     calls; benchmarks/reference_batch.py measures both (round_fresh_idle, round_fresh_idle_warm)."""
     if cd.run_reference is not None:  # torch2cuda: the PyTorch reference, in this process
-        call = _output_copied(group, cd, cd.run_reference, copy_outputs)
+        call = reference or cd.run_reference
         if warm:  # the same batch once untimed: the host's launch path and the GPU as warm as in back-to-back calls
             warm_results = _in_process_batch(ev, call, [cd.reference_copy(f) for f in fresh_sets])[1]
             del warm_results
@@ -562,16 +565,20 @@ def _in_process_batch(ev, call, fresh_sets: list[dict]) -> tuple[float, list]:
     return seconds, results
 
 
-def _output_copied(group: GroupData, cd: ConfigData, call, copy_outputs: bool):
-    """`call` (a trusted reference's) followed, when `copy_outputs`, by a copy of each of its outputs into a buffer
-    of the output's shape, as a KernelBench-format candidate's harness copies each returned tensor into the
-    output buffer inside its timed window. Both sides then pay the same copy, which the trusted side watched
-    happen on its own side; nothing is taken off the candidate's time for a copy it cannot see (a result that
-    aliases the harness's buffer, or an input, would make a modelled credit free or the harness's work)."""
-    if not copy_outputs:
-        return call
+def output_copy_buffers(group: GroupData, cd: ConfigData) -> list:
+    """A buffer of each output's shape, made once per configuration, for `_output_copied` to copy into."""
     import torch
-    dests = [torch.empty_like(group.buffers[b].view) for b in cd.buffers if group.buffers[b].role == "out"]
+    return [torch.empty_like(group.buffers[b].view) for b in cd.buffers if group.buffers[b].role == "out"]
+
+
+def _output_copied(call, dests: list | None):
+    """`call` (a trusted reference's) followed, with `dests`, by a copy of each of its outputs into them, as a
+    KernelBench-format candidate's harness copies each returned tensor into the output buffer inside its timed
+    window. Both sides then pay the same copy, which the trusted side watched happen on its own side; nothing is
+    taken off the candidate's time for a copy it cannot see (a result that aliases the harness's buffer, or an
+    input, would make a modelled credit free or the harness's work)."""
+    if call is None or dests is None:
+        return call
 
     def copied(fresh_set):
         results = call(fresh_set)

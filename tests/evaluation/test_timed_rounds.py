@@ -450,8 +450,9 @@ def test_kernelbench_output_copy_is_paid_by_both_sides_and_credited_to_neither(m
     group = SimpleNamespace(buffers=[SimpleNamespace(view=torch.zeros(3), role="in"), out])
     cd = SimpleNamespace(run_reference=lambda f: [f[0] * 2], reference_copy=lambda f: dict(f), buffers=[0, 1])
     fresh = [{0: torch.ones(3)}, {0: torch.full((3,), 2.0)}]
+    copied = timed_rounds._output_copied(cd.run_reference, timed_rounds.output_copy_buffers(group, cd))
     _, expected = timed_rounds._baseline_batch(SimpleNamespace(clock=Clock()), group, 0, cd, [0, 1], fresh, [1],
-                                               warm=False, copy_outputs=True)
+                                               warm=False, reference=copied)
     assert windows == [2] and copies == [(3,), (3,)]  # one copy per call, inside the baseline's window
     assert [e[1].tolist() for e in expected] == [[2.0] * 3, [4.0] * 3]
     windows.clear()
