@@ -724,16 +724,11 @@ def rounding_floor(tol: Tolerance, inputs) -> float:
     """For `compare`: the rms below which a float32 reference is rounding noise of a computation on `inputs`
     (ROUNDING_FLOOR times the largest rms of a floating input): a mean of a normalised output is about 1e-10,
     and two correct answers round it differently. 0 when `tol` has no rel_l2 (nothing to compute)."""
-    if tol.rel_l2 <= 0:
-        return 0.0
-    largest = 0.0
-    for x in inputs:
-        if x.is_floating_point() and x.numel():
-            flat = x.reshape(-1)
-            sq = sum(float(flat[a:a + COMPARE_CHUNK].double().pow(2).nan_to_num(0.0, 0.0, 0.0).sum())
-                     for a in range(0, flat.numel(), COMPARE_CHUNK))
-            largest = max(largest, math.sqrt(sq / flat.numel()))
-    return ROUNDING_FLOOR * largest
+    from pipeline.evaluation.fused_check import RoundCheck  # its sums, made where the round's checks make them
+    check = RoundCheck(tol)
+    check.floor_of(inputs)
+    check.read()
+    return check.floor
 
 
 def compare(out, ref, tol: Tolerance, floor: float = 0.0) -> tuple[bool, float, str]:
