@@ -86,18 +86,17 @@ def apply_sandbox(hello: dict) -> dict:
         applied["user"] = str(os.getuid())
     with open("/proc/net/dev") as f:  # this process's network namespace: only 'lo' when isolated
         applied["network_isolated"] = [ln.split(":")[0].strip() for ln in f.readlines()[2:]] in ([], ["lo"])
-    if hello.get("cuda"):  # the CUDA context now: its driver names its threads through /proc/self/task/*/comm,
-        try:              # which the file allow-list then closes (and cuInit fails with an OS error behind it)
-            applied["driver"] = Driver(0)
-        except (CudaError, OSError) as e:
-            applied["cuda_error"] = str(e)
-        if "driver" in applied and hello.get("preload_torch"):  # torch's runtime on that context too, its
-            try:                                                # threads started and named
-                import torch
-                torch.cuda.init()
-                torch.empty(1, device="cuda")
-            except Exception as e:  # the candidate's load reports what is wrong with torch's CUDA
-                applied["cuda_error"] = f"torch: {e}"
+    try:  # the CUDA context now: its driver names its threads through /proc/self/task/*/comm, which the file
+        applied["driver"] = Driver(0)  # allow-list then closes (cuInit fails with an OS error behind it)
+    except (CudaError, OSError) as e:  # no GPU here: the first request that needs one reports it
+        applied["cuda_error"] = str(e)
+    if "driver" in applied and hello.get("preload_torch"):  # torch's runtime on that context too, its threads
+        try:                                                # started and named
+            import torch
+            torch.cuda.init()
+            torch.empty(1, device="cuda")
+        except Exception as e:  # the candidate's load reports what is wrong with torch's CUDA
+            applied["cuda_error"] = f"torch: {e}"
     if hello.get("access"):  # the kernel's file allow-list (landlock.py), before any candidate code
         try:
             applied.update(landlock.restrict(hello["access"]))

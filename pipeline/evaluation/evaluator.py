@@ -444,14 +444,6 @@ class Evaluator:
             if started.child is not None:  # loaded ahead: frozen until its turn, so it cannot disturb others
                 started.child.freeze()
             return started
-        try:
-            self._run_in_turn(group, cands, preps, slots, results, start, run_candidate)
-        finally:
-            for pool in warm.values():
-                pool.close()
-
-    def _run_in_turn(self, group: GroupData, cands: list[Candidate], preps: list[Prepared], slots: list[int],
-                     results: list, start, run_candidate) -> None:
         with ThreadPoolExecutor(max_workers=1) as ahead:
             upcoming = ahead.submit(start, 0)
             try:
@@ -470,6 +462,8 @@ class Evaluator:
             finally:
                 if upcoming is not None and upcoming.result().child is not None:
                     upcoming.result().child.close()
+                for pool in warm.values():
+                    pool.close()
 
     def _restore_params(self, group: GroupData) -> bool:
         """Put back any shared parameter a candidate changed (out of bounds of its own buffers, in another

@@ -26,16 +26,15 @@ class Started:
     load_s: float
 
 
-def start_candidate(ev, group: GroupData, cand: Candidate, prep, take=None) -> Started:
+def start_candidate(ev, group: GroupData, cand: Candidate, prep, take) -> Started:
+    """The candidate's child, `take`n warm (warm.py: sandbox, Python, CUDA context and buffers ready, no candidate
+    code yet), with the candidate loaded in it."""
     entry = group.task.function if cand.format == "c2cuda" else "launch"
     t0 = time.perf_counter()
     child = None
     try:
-        # a warm child (warm.py: sandbox, Python, CUDA context and buffers ready, no candidate code yet), taken
-        # before the lock: its own start takes the lock shared, behind a waiting timing phase
-        child = take(cand.format == "kernelbench") if take else None
+        child = take(cand.format == "kernelbench")  # before the lock: its start takes it shared, behind a waiting timer
         with ev.gpu_lock.shared():  # never overlaps a timing phase; the locks in the order run_candidate takes them
-            child = child or ev.start_child(cand.format == "kernelbench")
             with ev.candidate_code:  # its code first runs here (ModelNew.__init__, static constructors): never
                 reply = ev.load_into_child(child, group, cand.format, prep.comp, entry, cand.code)  # beside a check
         return Started(child, reply, None, time.perf_counter() - t0)

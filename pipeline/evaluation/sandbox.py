@@ -297,7 +297,6 @@ class ChildProcess:
         self._buffer = b""
         hello = {"op": "hello", "scratch": self.scratch, "tmp": tmp, "sandbox": sandbox, "user": user,
                  "isolate_network": sandbox == "none", "preload_torch": preload_torch, "libseccomp": libseccomp,
-                 "cuda": True,  # the CUDA context before the file allow-list (child.apply_sandbox)
                  "access": child_access(self.scratch, env, sandbox)}
         try:
             reply = self.request(hello, startup_timeout_s)

@@ -28,7 +28,6 @@ def with_warm_children(ev, size: int = 0) -> None:
     """The evaluator's warm-children pool over the fake's start_child (its trusted start, as warm.py takes it)."""
     ev.cfg.warm_children = size
     ev.warm_child = lambda group, torch_format: ev.start_child(torch_format)
-    ev._run_in_turn = lambda *a: Evaluator._run_in_turn(ev, *a)
 
 
 @pytest.mark.parametrize("warm", [0, 2])
