@@ -23,6 +23,7 @@ setup(
         "ray[default,data]==2.60.0",
         "transformers>=5.0,<5.20",
         "deepspeed==0.19.8",
+        "ninja>=1.11",  # torch's extension builder: KernelBench answers' load_inline builds
         "wandb>=0.19",
         "rich>=13",
         "matplotlib>=3.8",
