@@ -54,13 +54,13 @@ import tempfile
 from pathlib import Path
 
 from pipeline.config import CompileSection
-from pipeline.evaluation.compile import (CompileBudget, CompileResult, object_flags, run_build, run_limited,
-                                         tool_env, toolchain_id)
+from pipeline.evaluation.compile import (CompileBudget, CompileResult, object_flags, own_lines, run_build,
+                                         run_limited, tool_env, toolchain_id)
 from pipeline.evaluation.gate import GateProfile, cuda_sources_of, gate_profile, task_is_float32
 from pipeline.evaluation.gate_cuda import _classify, finding, scan_cuda
 from pipeline.records import Candidate, Finding, Task
 
-CHECK_VERSION = "4"  # part of the cache key of a check's findings: bump when the rules change (2: gate profiles,
+CHECK_VERSION = "5"  # part of the cache key of a check's findings: bump when the rules change (2: gate profiles,
                      # 3: system-call instructions, torch's thread pools in extensions, 4: torch compute in strict
                      # extensions)
 ADVICE = {
@@ -190,21 +190,22 @@ def build_object(source: str, cfg: CompileSection, scratch: str, budget: Compile
     return "" if proc.returncode == 0 else f"nvcc -c failed: {(proc.stderr or proc.stdout)[-300:]}"
 
 
-def nm_symbols(path: str, scratch: str, *args: str) -> list[tuple[str, str, str]]:
-    """(type letter, mangled name, demangled name) of each symbol `nm <args>` lists."""
+def nm_symbols(path: str, scratch: str, *args: str) -> list[tuple[str, str, str, bool]]:
+    """(type letter, mangled name, demangled name, has an address) of each symbol `nm <args>` lists; a symbol
+    without an address is undefined (needed from elsewhere)."""
     raw, dem = (_run(["nm", *args, *extra, path], scratch, 60) for extra in ([], ["-C"]))
     if isinstance(raw, str) or isinstance(dem, str) or raw.returncode or dem.returncode:
         raise RuntimeError(f"nm {' '.join(args)} {path} failed: {raw if isinstance(raw, str) else raw.stderr}")
 
-    def rows(text: str) -> list[tuple[str, str]]:
+    def rows(text: str) -> list[tuple[str, str, bool]]:
         out = []
         for line in text.splitlines():
-            m = re.match(r"^\s*(?:[0-9a-fA-F]+\s+)?([A-Za-z?])\s+(.+)$", line)
+            m = re.match(r"^\s*([0-9a-fA-F]+\s+)?([A-Za-z?])\s+(.+)$", line)
             if m:
-                out.append((m.group(1), m.group(2).strip()))
+                out.append((m.group(2), m.group(3).strip(), m.group(1) is not None))
         return out
     a, b = rows(raw.stdout), rows(dem.stdout)
-    return [(t, n, d) for (t, n), (_, d) in zip(a, b)] if len(a) == len(b) else [(t, n, n) for t, n in a]
+    return [(t, n, d, h) for (t, n, h), (_, d, _) in zip(a, b)] if len(a) == len(b) else [(t, n, n, h) for t, n, h in a]
 
 
 def init_functions(obj: str, scratch: str) -> list[str]:
@@ -234,43 +235,11 @@ def init_functions(obj: str, scratch: str) -> list[str]:
 
 
 # --- 1. the candidate's own lines after preprocessing --------------------------------------------
-_MARKER = re.compile(r'^#\s*(\d+)\s+"((?:\\.|[^"\\])*)"((?:\s+\d)*)\s*$')
-_NVCC_ANNOTATION = re.compile(r"__attribute__\(\((global|device|host|shared|constant|managed|grid_constant)\)\)")
-
-
-def own_lines(preprocessed: str, filename: str) -> list[tuple[int, str]]:
-    """(candidate line, text) of each preprocessed line that comes from `filename` itself.
-
-    Line markers `# N "file" flags` say where the next line comes from: flag 1 enters an included
-    file, flag 2 returns from one; a marker without either renames or renumbers the current file.
-    Only lines at include depth 0 under the candidate's own name are kept.
-    """
-    out: list[tuple[int, str]] = []
-    depth, current, line = 0, "", 0
-    for text in preprocessed.splitlines():
-        m = _MARKER.match(text)
-        if m:
-            flags = m.group(3).split()
-            depth += ("1" in flags) - ("2" in flags)
-            depth = max(depth, 0)
-            current, line = m.group(2), int(m.group(1))
-            continue
-        if depth == 0 and current == filename and text.strip():
-            out.append((line, _restore(text)))
-        line += 1
-    return out
-
-
-def _restore(text: str) -> str:
-    """nvcc's annotations spelled as the source spells them (__global__, __launch_bounds__(n), ...)."""
-    text = _NVCC_ANNOTATION.sub(r"__\1__", text)
-    return re.sub(r"__attribute__\(\(launch_bounds\(([^()]*)\)\)\)", r"__launch_bounds__(\1)", text)
-
-
 def preprocessed_findings(source: str, cfg: CompileSection, scratch: str, fmt: str, float32: bool,
                           profile: GateProfile, drop_includes: bool = False, line_offset: int = 0,
                           budget: CompileBudget | None = None) -> list[Finding]:
-    """gate_cuda's rules on the macro-expanded candidate lines, at the candidate's line numbers.
+    """gate_cuda's rules on the macro-expanded candidate lines (`nvcc -E`: the device pass), at the candidate's
+    line numbers; for a source the compile step did not expand (`CompileResult.expanded`).
 
     drop_includes (kernelbench sources): #include lines are blanked first, so torch's headers are not
     needed; the candidate's own macros still expand.
@@ -284,6 +253,12 @@ def preprocessed_findings(source: str, cfg: CompileSection, scratch: str, fmt: s
         why = proc if isinstance(proc, str) else (proc.stderr or proc.stdout)[-300:]
         return [_f("artifact-check", line_offset + 1, f"the source does not preprocess on its own ({why})")]
     lines = own_lines(Path(scratch, "pre.ii").read_text(errors="replace"), "pre.cu")
+    return expanded_findings(lines, fmt, float32, profile, line_offset)
+
+
+def expanded_findings(lines: list[tuple[int, str]], fmt: str, float32: bool, profile: GateProfile,
+                      line_offset: int = 0) -> list[Finding]:
+    """gate_cuda's rules on (candidate line, text) pairs of one preprocessing pass, at the candidate's lines."""
     if not lines:
         return []
     text = "\n".join(t for _, t in lines) + "\n"
@@ -317,7 +292,9 @@ def object_findings(source: str, obj: str, scratch: str, fmt: str, float32: bool
                     profile: GateProfile) -> list[Finding]:
     """Symbol and load-time rules on the candidate's object file."""
     out: list[Finding] = []
-    for kind, name, demangled in nm_symbols(obj, scratch, "--undefined-only"):
+    symbols = nm_symbols(obj, scratch, "--no-sort")  # one listing (two nm runs: raw and demangled) read three ways
+    defined = [(kind, name, dem) for kind, name, dem, has_address in symbols if has_address]
+    for kind, name, demangled in [(k, n, d) for k, n, d, has_address in symbols if not has_address]:
         if symbol_allowed(name):
             continue
         base = _base_name(demangled)
@@ -329,10 +306,10 @@ def object_findings(source: str, obj: str, scratch: str, fmt: str, float32: bool
         where = _line_of(source, short) if short else 1
         out.append(finding(rule, where, f"the built object needs the symbol {demangled} ({what})",
                            ADVICE.get(rule)))
-    for kind, name, demangled in nm_symbols(obj, scratch, "--defined-only", "--extern-only"):
-        if kind in "TtWwVvi" and _RESERVED_DEFINED.fullmatch(name):
+    for kind, name, demangled in defined:  # external code and weak symbols (nm: T, W, V, w, v; i, an ifunc, either)
+        if kind in "TWVwvi" and _RESERVED_DEFINED.fullmatch(name):
             out.append(_f("symbol-alias", _line_of(source, name), f"defines {name}, a CUDA runtime or C library name"))
-    readable_names = {name: dem for _, name, dem in nm_symbols(obj, scratch, "--defined-only")}
+    readable_names = {name: dem for _, name, dem in defined}
     allowed_left = 1  # nvcc's registration constructor, once
     for fn in init_functions(obj, scratch):
         if _TOOLCHAIN_INIT.fullmatch(fn) and allowed_left:
@@ -384,7 +361,7 @@ def extension_findings(source: str, so_path: str, scratch: str, profile: GatePro
     THREADS_IN_EXTENSION, under a strict profile against `torch_compute_symbol`, and its code against
     system-call instructions."""
     out = []
-    for kind, name, demangled in nm_symbols(so_path, scratch, "-D", "--undefined-only"):
+    for kind, name, demangled, _ in nm_symbols(so_path, scratch, "-D", "--undefined-only"):
         why = "" if profile.torch_compute else torch_compute_symbol(demangled.split("@")[0])
         if why:
             base = _base_name(demangled.split("@")[0])
@@ -464,7 +441,11 @@ def _check_built(candidate: Candidate, comp: CompileResult, cfg: CompileSection,
                 if so and Path(so).is_file():
                     out += extension_findings(candidate.code, so, scratch, profile)
             return _dedupe(out)
-        out = preprocessed_findings(candidate.code, cfg, scratch, candidate.format, float32, profile, budget=budget)
+        if comp.expanded:  # the compile kept both of nvcc's passes: each is checked, nothing is preprocessed again
+            out = [f for lines in comp.expanded.values()
+                   for f in expanded_findings(lines, candidate.format, float32, profile)]
+        else:
+            out = preprocessed_findings(candidate.code, cfg, scratch, candidate.format, float32, profile, budget=budget)
         obj = comp.object if comp.object and Path(comp.object).is_file() else ""  # the object the library was linked from
         if not obj:
             why = build_object(candidate.code, cfg, scratch, budget)

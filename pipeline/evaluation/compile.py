@@ -64,6 +64,10 @@ class CompileResult(BaseModel):
     built_findings: list[Finding] | None = Field(None, description="the artefact check's findings, where the compile "
                                                                "worker ran it (artifact.build_and_check)")
     built_profile: str = Field("", description="the gate profile built_findings were made under")
+    expanded: dict[str, list[tuple[int, str]]] = Field(
+        default_factory=dict, description="c2cuda and light: the candidate's own lines as nvcc's device and host "
+                                          "preprocessing passes expanded them in this compile (the artefact check "
+                                          "scans them instead of preprocessing again)")
     log: str = Field("", description="trimmed compiler errors (empty when ok)")
     ptxas_log: str = Field("", description="ptxas resource report (-Xptxas -v)")
     key: str = ""
@@ -206,6 +210,14 @@ def object_flags(cfg: CompileSection) -> list[str]:
     return [f"-arch={cfg.arch}", "-c", "-Xcompiler", "-fPIC", "-lineinfo", *cfg.extra_flags]
 
 
+def link_flags(cfg: CompileSection) -> list[str]:
+    """Extra flags of the link of a candidate's library from its object: no device link (`-nodlink`; an object
+    compiled whole-program, nvcc's default, needs none) unless the configured flags ask for relocatable device code."""
+    relocatable = any(f in ("-rdc=true", "--relocatable-device-code=true", "-dc", "--device-c") or
+                      f.startswith(("-rdc=t", "--relocatable-device-code=t")) for f in cfg.extra_flags)
+    return [] if relocatable else ["-nodlink"]
+
+
 def tool_env(scratch: str) -> dict[str, str]:
     """The trimmed environment of a compile-step tool: PATH, its scratch as home, CUDA's variables."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": scratch, "TMPDIR": scratch}
@@ -334,6 +346,56 @@ def split_ptxas_report(text: str, tags: list[str]) -> list[str] | None:
     return ["\n".join(lines) for lines in logs]
 
 
+# --- the candidate's own lines after preprocessing (the artefact check scans them) ---------------
+_MARKER = re.compile(r'^#\s*(\d+)\s+"((?:\\.|[^"\\])*)"((?:\s+\d)*)\s*$')
+_NVCC_ANNOTATION = re.compile(r"__attribute__\(\((global|device|host|shared|constant|managed|grid_constant)\)\)")
+
+
+def own_lines(preprocessed: str, filename: str) -> list[tuple[int, str]]:
+    """(candidate line, text) of each preprocessed line that comes from `filename` itself.
+
+    Line markers `# N "file" flags` say where the next line comes from: flag 1 enters an included
+    file, flag 2 returns from one; a marker without either renames or renumbers the current file.
+    Only lines at include depth 0 under the candidate's own name are kept.
+    """
+    out: list[tuple[int, str]] = []
+    depth, current, line = 0, "", 0
+    for text in preprocessed.splitlines():
+        m = _MARKER.match(text)
+        if m:
+            flags = m.group(3).split()
+            depth += ("1" in flags) - ("2" in flags)
+            depth = max(depth, 0)
+            current, line = m.group(2), int(m.group(1))
+            continue
+        if depth == 0 and current == filename and text.strip():
+            out.append((line, _restore(text)))
+        line += 1
+    return out
+
+
+def _restore(text: str) -> str:
+    """nvcc's annotations spelled as the source spells them (__global__, __launch_bounds__(n), ...)."""
+    text = _NVCC_ANNOTATION.sub(r"__\1__", text)
+    return re.sub(r"__attribute__\(\(launch_bounds\(([^()]*)\)\)\)", r"__launch_bounds__(\1)", text)
+
+
+# the passes nvcc preprocesses a .cu file in, and the intermediate each leaves under --keep
+PREPROCESSED_PASSES = {"device": "cpp1.ii", "host": "cpp4.ii"}
+
+
+def kept_expansions(keep_dir: str, stem: str) -> dict[str, list[tuple[int, str]]]:
+    """The candidate's own lines as each of nvcc's preprocessing passes expanded them (device: __CUDA_ARCH__
+    defined, as `nvcc -E` gives; host: undefined), read from a compile's --keep intermediates; a pass whose file
+    is missing is left out."""
+    out = {}
+    for name, suffix in PREPROCESSED_PASSES.items():
+        path = Path(keep_dir, f"{stem}.{suffix}")
+        if path.is_file():
+            out[name] = own_lines(path.read_text(errors="replace"), f"{stem}.cu")
+    return out
+
+
 class Compiler:
     """Compiles candidates and trusted sources into cached shared libraries."""
 
@@ -358,18 +420,23 @@ class Compiler:
         """The object (`nvcc -c`, with the ptxas report), then the shared library linked from it: one compile,
         whose object the artefact check reads, instead of a second build of the same source."""
         flags = object_flags(self.cfg)
-        key = self._key("cuda", source, [*flags, "-Xptxas", "-v", "link-from-object"], toolchain_id(self.cfg.nvcc))
+        link = [self.cfg.nvcc, f"-arch={self.cfg.arch}", "-shared", *link_flags(self.cfg), "-o", "artifact.so",
+                "candidate.o"]
+        key = self._key("cuda", source, [*flags, "-Xptxas", "-v", "--keep", *link], toolchain_id(self.cfg.nvcc))
 
         def build(scratch: str) -> CompileResult:
-            obj = self._run_compiler([self.cfg.nvcc, *flags, "-Xptxas", "-v", "-o", "candidate.o", "candidate.cu"],
+            os.mkdir(os.path.join(scratch, "kept"))
+            obj = self._run_compiler([self.cfg.nvcc, *flags, "-Xptxas", "-v", "--keep", "--keep-dir", "kept",
+                                      "-o", "candidate.o", "candidate.cu"],
                                      scratch, source, "candidate.cu", product="candidate.o", budget=budget)
             if not obj.ok:
                 return obj
-            linked = self._run_compiler([self.cfg.nvcc, f"-arch={self.cfg.arch}", "-shared", "-o", "artifact.so",
-                                         "candidate.o"], scratch, None, "candidate.o", budget=budget)
+            expanded = kept_expansions(os.path.join(scratch, "kept"), "candidate")
+            shutil.rmtree(os.path.join(scratch, "kept"), ignore_errors=True)
+            linked = self._run_compiler(link, scratch, None, "candidate.o", budget=budget)
             return linked.model_copy(update={"object": os.path.join(scratch, "candidate.o"), "ptxas_log": obj.ptxas_log,
-                                             "cpu_s": obj.cpu_s + linked.cpu_s}) if linked.ok else \
-                linked.model_copy(update={"cpu_s": obj.cpu_s + linked.cpu_s})
+                                             "expanded": expanded, "cpu_s": obj.cpu_s + linked.cpu_s}) if linked.ok \
+                else linked.model_copy(update={"cpu_s": obj.cpu_s + linked.cpu_s})
         return self._cached(key, build, budget)
 
     def compile_cuda_batch(self, sources: list[str], entries: list[str]) -> list[BatchMember] | None:

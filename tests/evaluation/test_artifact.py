@@ -157,3 +157,22 @@ def test_ptx_downgrade_built_by_a_function_like_macro_is_found_after_expansion(b
     ("std::this_thread::yield", False)])
 def test_torch_thread_pools_are_refused_in_extensions(name, refused):
     assert bool(artifact.THREADS_IN_EXTENSION.fullmatch(name)) == refused
+
+
+def test_the_compile_keeps_both_preprocessing_passes_and_the_check_reads_each(builtin_tasks, compile_cfg):
+    """One nvcc -c leaves the device pass (__CUDA_ARCH__ defined, what `nvcc -E` gives) and the host pass; the
+    artefact check scans both, so a macro hidden behind either branch is seen without preprocessing again."""
+    from pipeline.evaluation.compile import Compiler
+    top = ('#define CVT(t) "cvt.rn." t ".f32 %0, %1;"\n'
+           '#ifdef __CUDA_ARCH__\nstatic int device_pass_only;\n#else\n'
+           '__device__ float lowp(float v) { unsigned short h; asm(CVT("f16") : "=h"(h) : "f"(v)); return v; }\n'
+           '#endif')
+    task = builtin_tasks["c2cuda/saxpy"]
+    cand = Candidate(task_id=task.id, code=saxpy(top), format="c2cuda")
+    comp = Compiler(compile_cfg).compile(cand, task)
+    assert comp.ok, comp.log
+    device, host = (" ".join(t for _, t in comp.expanded[p]) for p in ("device", "host"))
+    assert "device_pass_only" in device and "device_pass_only" not in host
+    assert "\"cvt.rn.\" \"f16\"" in host and "cvt.rn." not in device
+    found = artifact.check_built(cand, task, comp, compile_cfg)
+    assert ("precision-downgrade", 6) in rules_at(found), [f.message for f in found]

@@ -104,7 +104,8 @@ def test_a_source_that_explodes_in_the_compiler_is_stopped_by_its_budget(tmp_pat
 
 @needs_nvcc
 def test_one_budget_covers_every_build_of_a_candidate(tmp_path, builtin_tasks):
-    """The artefact check's own nvcc -E and nvcc -c are charged to the budget the compile left."""
+    """The artefact check's own nvcc -E and nvcc -c (for a result without the compile's object and expansions)
+    are charged to the budget the compile left; with them, the check builds nothing and charges nothing."""
     cfg = CompileSection(cache_dir=str(tmp_path))
     code = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1; }\n'
     task = builtin_tasks["c2cuda/saxpy"]
@@ -114,8 +115,11 @@ def test_one_budget_covers_every_build_of_a_candidate(tmp_path, builtin_tasks):
     assert comp.ok and comp.cpu_s > 0 and budget.left == pytest.approx(cfg.cpu_budget_s - comp.cpu_s)
     spent = CompileBudget(1.0)
     spent.charge(1.0)
+    assert comp.object and set(comp.expanded) == {"device", "host"}
+    assert artifact.check_built(cand, task, comp, cfg, "strict", spent) == []  # reads what the compile kept
+    bare = comp.model_copy(update={"object": "", "expanded": {}})
     with pytest.raises(artifact.BudgetSpent, match="CPU budget"):
-        artifact.check_built(cand, task, comp, cfg, "strict", spent)
+        artifact.check_built(cand, task, bare, cfg, "kernelbench", spent)  # a profile not cached yet
     again = Compiler(cfg).compile(cand, task, CompileBudget(0.5))  # from the cache, charged as it was built
     assert again.cached and again.cpu_s == comp.cpu_s
 
