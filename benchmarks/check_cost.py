@@ -4,6 +4,10 @@ tensors in one run.
 
     python benchmarks/check_cost.py [--slots 8] [--elements 1048576] [--out benchmarks/results/check_cost.json]
 
+"after" is the evaluator's path for float32 tensors: fused_check's compiled pass (fused_check.c here, whose
+criterion per element and traffic are those of fused_check.cu's kernels on a GPU); "after_torch_pass" is the same
+checks through torch's operators, the path of other dtypes and strided views.
+
 A round here is `--slots` called slots of one float32 input and one float32 output each, and one decoy slot,
 as a timing configuration of an elementwise task stages them. Traffic is the bytes every operator reads
 and writes (views and metadata are free), per byte of checked output; host waits are the operators that
@@ -49,6 +53,32 @@ def counter():
     return Count()
 
 
+class native_counted:
+    """Counts fused_check's compiled passes (ctypes calls the dispatch mode cannot see): each call reads its
+    tensors once, and is one operator; the rows it writes are counted when torch reduces them."""
+
+    def __init__(self, count):
+        self.count, self.saved = count, {}
+
+    def __enter__(self):
+        from pipeline.evaluation.fused_check import NativePass
+        for name in ("_ref_rows", "output_row", "differ"):
+            method = self.saved[name] = getattr(NativePass, name)
+
+            def wrapped(this, *args, _method=method, **kwargs):
+                import torch
+                self.count.ops += 1
+                self.count.bytes += sum(a.numel() * a.element_size() for a in args[:2] if isinstance(a, torch.Tensor))
+                return _method(this, *args, **kwargs)
+            setattr(NativePass, name, wrapped)
+        return self
+
+    def __exit__(self, *exc):
+        from pipeline.evaluation.fused_check import NativePass
+        for name, method in self.saved.items():
+            setattr(NativePass, name, method)
+
+
 def round_buffers(slots: int, n: int):
     import torch
     g = torch.Generator().manual_seed(0)
@@ -75,9 +105,12 @@ def before(tol, ins, staged, outs, expected, decoy_out) -> None:
     assert bool((decoy_out.view(torch.uint8) == 0xFF).all())
 
 
-def after(tol, ins, staged, outs, expected, decoy_out) -> None:
+def after(tol, ins, staged, outs, expected, decoy_out, native: bool = True) -> None:
+    """The checks as the evaluator runs them now (fused_check.RoundCheck): with `native`, through the compiled
+    pass (fused_check.c here, the same criterion and traffic as fused_check.cu's kernels on a GPU); without, through
+    torch's operators (tensors a compiled pass does not take: other dtypes, strided views)."""
     from pipeline.evaluation.fused_check import RoundCheck
-    check = RoundCheck(tol)
+    check = RoundCheck(tol, native_cpu=native)
     check.floor_of([staged[0]])
     for k, (x, s, o, e) in enumerate(zip(ins, staged, outs, expected)):
         check.unchanged(("in", k), x, s)
@@ -100,17 +133,21 @@ def main() -> None:
     out_bytes = args.slots * args.elements * 4
     result = {"command": " ".join(["python", "benchmarks/check_cost.py", *sys.argv[1:]]), "slots": args.slots,
               "elements": args.elements, "machine": "CPU tensors, counted by op"}
-    for name, fn in (("before", before), ("after", after)):
-        with counter() as c:
+    from pipeline.evaluation.fused_check import cpu_pass
+    if cpu_pass() is None:
+        sys.exit("error: fused_check.c did not build; install a C compiler (gcc) and run this again")
+    runs = (("before", before), ("after", after), ("after_torch_pass", lambda *a: after(*a, native=False)))
+    for name, fn in runs:
+        with counter() as c, native_counted(c):
             fn(tol, *bufs)
         result[name] = {"bytes_per_output_byte": c.bytes / out_bytes, "waits_per_round": c.waits,
                         "waits_per_slot": c.waits / args.slots, "operators": c.ops}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
-    print(f"{'':8} {'bytes/output byte':>18} {'waits/round':>12} {'waits/slot':>11} {'operators':>10}")
-    for name in ("before", "after"):
+    print(f"{'':16} {'bytes/output byte':>18} {'waits/round':>12} {'waits/slot':>11} {'operators':>10}")
+    for name, _ in runs:
         r = result[name]
-        print(f"{name:8} {r['bytes_per_output_byte']:18.1f} {r['waits_per_round']:12d} {r['waits_per_slot']:11.2f} "
+        print(f"{name:16} {r['bytes_per_output_byte']:18.1f} {r['waits_per_round']:12d} {r['waits_per_slot']:11.2f} "
               f"{r['operators']:10d}")
 
 

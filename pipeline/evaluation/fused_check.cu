@@ -1,47 +1,29 @@
 // The fused round check's device pass for float32 outputs (fused_check.py, `CudaPass`): trusted code, built once
-// per evaluator. Each kernel reads its tensors once (grid-stride, float64 accumulation) and writes one row of
-// float64 partials per block; torch reduces those few rows on the device, so the host waits once per round.
+// per evaluator. Each kernel reads its tensors once (grid-stride) and writes one row of float64 partials per block;
+// torch reduces those few rows on the device, so the host waits once per round. The criterion per element is
+// fused_check.h's, which the CPU pass (fused_check.c) shares.
 #include <cuda_runtime.h>
 #include <math.h>
+#include "fused_check.h"
 
 #define THREADS 256
 
-struct Worst {
-    double w;
-    long long at;
-};
-
-__device__ inline Worst better(Worst a, Worst b) {  // the larger error; on a tie the first index, as compare keeps it
-    if (b.w > a.w || (b.w == a.w && b.at < a.at)) return b;
-    return a;
-}
-
 // partial rows: [largest finite |r|, finite count, sum r^2 over finite r]
 __global__ void ref_stats_kernel(const float* r, long long n, double* part) {
-    __shared__ double s_max[THREADS], s_cnt[THREADS], s_sq[THREADS];
-    double mx = 0.0, cnt = 0.0, sq = 0.0;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        double v = (double)r[i];
-        if (isfinite(v)) {
-            mx = fmax(mx, fabs(v));
-            cnt += 1.0;
-            sq += v * v;
-        }
-    }
-    s_max[threadIdx.x] = mx; s_cnt[threadIdx.x] = cnt; s_sq[threadIdx.x] = sq;
+    __shared__ FcRef s[THREADS];
+    FcRef mine = {0.0, 0.0, 0.0};
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        fc_ref_add(&mine, (double)r[i]);
+    s[threadIdx.x] = mine;
     __syncthreads();
-    for (int s = THREADS / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) {
-            s_max[threadIdx.x] = fmax(s_max[threadIdx.x], s_max[threadIdx.x + s]);
-            s_cnt[threadIdx.x] += s_cnt[threadIdx.x + s];
-            s_sq[threadIdx.x] += s_sq[threadIdx.x + s];
-        }
+    for (int k = THREADS / 2; k > 0; k >>= 1) {
+        if (threadIdx.x < k) fc_ref_merge(&s[threadIdx.x], &s[threadIdx.x + k]);
         __syncthreads();
     }
     if (threadIdx.x == 0) {
-        part[blockIdx.x * 3 + 0] = s_max[0];
-        part[blockIdx.x * 3 + 1] = s_cnt[0];
-        part[blockIdx.x * 3 + 2] = s_sq[0];
+        part[blockIdx.x * 3 + 0] = s[0].max;
+        part[blockIdx.x * 3 + 1] = s[0].count;
+        part[blockIdx.x * 3 + 2] = s[0].sq;
     }
 }
 
@@ -49,48 +31,33 @@ __global__ void ref_stats_kernel(const float* r, long long n, double* part) {
 // [bad, nan, unlike, sum (o-r)^2 over finite r, worst, worst index, outside]
 __global__ void output_stats_kernel(const float* o, const float* r, long long n, const double* stats, double rtol,
                                     double atol, double atol_abs, double* part) {
-    __shared__ double s_bad[THREADS], s_nan[THREADS], s_unlike[THREADS], s_dsq[THREADS], s_out[THREADS];
-    __shared__ Worst s_w[THREADS];
-    double scale = stats[0], finite_n = stats[1], sq = stats[2];
-    double rms = finite_n > 0 ? scale * sqrt(sq / finite_n) : 0.0;
-    double allowance = atol * rms + atol_abs + 1e-300;
-    double bad = 0, nan_ = 0, unlike = 0, dsq = 0, outside = 0;
-    Worst w = {0.0, 0};
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        double ov = (double)o[i], rv = (double)r[i];
-        bool fin = isfinite(rv), onan = isnan(ov);
-        if (fin) {
-            if (!isfinite(ov)) bad += 1;
-            if (onan) nan_ += 1;
-            double d = ov - rv;
-            dsq += d * d;
-            double err = fabs(d) / (rtol * fabs(rv) + allowance);
-            if (err > 1) outside += 1;
-            Worst c = {err, i};
-            w = better(w, c);
-        } else if (!(ov == rv || (onan && isnan(rv)))) {
-            unlike += 1;
-        }
-    }
-    s_bad[threadIdx.x] = bad; s_nan[threadIdx.x] = nan_; s_unlike[threadIdx.x] = unlike; s_dsq[threadIdx.x] = dsq;
-    s_out[threadIdx.x] = outside; s_w[threadIdx.x] = w;
+    __shared__ FcOut s[THREADS];
+    double allowance = fc_allowance(stats, atol, atol_abs);
+    FcOut mine = {0, 0, 0, 0, 0, 0.0, 0};
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        fc_out_add(&mine, (double)o[i], (double)r[i], i, rtol, allowance);
+    s[threadIdx.x] = mine;
     __syncthreads();
-    for (int s = THREADS / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) {
-            s_bad[threadIdx.x] += s_bad[threadIdx.x + s];
-            s_nan[threadIdx.x] += s_nan[threadIdx.x + s];
-            s_unlike[threadIdx.x] += s_unlike[threadIdx.x + s];
-            s_dsq[threadIdx.x] += s_dsq[threadIdx.x + s];
-            s_out[threadIdx.x] += s_out[threadIdx.x + s];
-            s_w[threadIdx.x] = better(s_w[threadIdx.x], s_w[threadIdx.x + s]);
-        }
+    for (int k = THREADS / 2; k > 0; k >>= 1) {
+        if (threadIdx.x < k) fc_out_merge(&s[threadIdx.x], &s[threadIdx.x + k]);
         __syncthreads();
     }
-    if (threadIdx.x == 0) {
-        double* p = part + blockIdx.x * 7;
-        p[0] = s_bad[0]; p[1] = s_nan[0]; p[2] = s_unlike[0]; p[3] = s_dsq[0];
-        p[4] = s_w[0].w; p[5] = (double)s_w[0].at; p[6] = s_out[0];
+    if (threadIdx.x == 0) fc_out_row(&s[0], part + blockIdx.x * 7);
+}
+
+// partial rows: [count of elements that differ]
+__global__ void differ_kernel(const float* a, const float* b, long long n, double* part) {
+    __shared__ double s[THREADS];
+    double mine = 0.0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        mine += fc_differs(a[i], b[i]);
+    s[threadIdx.x] = mine;
+    __syncthreads();
+    for (int k = THREADS / 2; k > 0; k >>= 1) {
+        if (threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
+        __syncthreads();
     }
+    if (threadIdx.x == 0) part[blockIdx.x] = s[0];
 }
 
 extern "C" int cudaperf_ref_stats(const float* r, long long n, double* part, int blocks, void* stream) {
@@ -101,5 +68,10 @@ extern "C" int cudaperf_ref_stats(const float* r, long long n, double* part, int
 extern "C" int cudaperf_output_stats(const float* o, const float* r, long long n, const double* stats, double rtol,
                                      double atol, double atol_abs, double* part, int blocks, void* stream) {
     output_stats_kernel<<<blocks, THREADS, 0, (cudaStream_t)stream>>>(o, r, n, stats, rtol, atol, atol_abs, part);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int cudaperf_differ(const float* a, const float* b, long long n, double* part, int blocks, void* stream) {
+    differ_kernel<<<blocks, THREADS, 0, (cudaStream_t)stream>>>(a, b, n, part);
     return (int)cudaGetLastError();
 }

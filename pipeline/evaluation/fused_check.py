@@ -14,12 +14,17 @@ squares) are made once per expected tensor instead of once per check, and every 
 stays on the device, in float64, until one readback of all the checks of the round. `compare` reads the
 output and the reference three times and synchronises about eleven times per output; here the
 candidate's pass reads each once, and the host waits once per round (twice where a check fails: the
-values at the worst element are read for the message). Works through the tensors in chunks of
-COMPARE_CHUNK elements, as `compare` does, so float64 temporaries stay small.
+values at the worst element are read for the message).
+
+Float32 tensors go through a compiled pass (`NativePass`): fused_check.cu's kernels on the GPU (`CudaPass`),
+fused_check.c's loops on the CPU (`CpuPass`), both built from fused_check.h, the criterion per element written
+once; each tensor is read once and no float64 temporary is made. Other dtypes, strided views and hosts without a
+compiler take torch's operators, in chunks of COMPARE_CHUNK elements so float64 temporaries stay small.
 """
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 # columns of an output check's row, all float64: counts are exact below 2**53
 BAD, NAN, UNLIKE, DIFF_SQ, WORST, WORST_AT, OUTSIDE, SCALE, FINITE_N, SQ, N = range(11)
@@ -52,62 +57,99 @@ THREADS = 256  # fused_check.cu's block size
 MAX_BLOCKS = 1024
 
 
-class CudaPass:
-    """The device pass of float32 outputs as CUDA kernels (fused_check.cu): the reference read once for its
-    statistics, then the output and the reference read once together, every statistic accumulated in float64
-    per block; torch reduces the blocks' rows on the device. Built once per evaluator by the project's compiler
-    (cached) and called through ctypes on torch's current stream. `load` returns None where it cannot be built
-    or loaded; the torch pass then does the same work."""
+def native_source(name: str) -> str:
+    """fused_check.cu or fused_check.c with fused_check.h (the criterion per element, shared) spliced in."""
+    from pathlib import Path
+    here = Path(__file__).parent
+    return (here / name).read_text().replace('#include "fused_check.h"', (here / "fused_check.h").read_text())
+
+
+class NativePass:
+    """The round check's pass over float32 tensors as compiled code (fused_check.h's criterion per element): the
+    reference read once for its statistics, then the output and the reference read once together, every statistic
+    accumulated in float64. Called through ctypes; returns rows of float64 partials that torch reduces where the
+    tensors are, so nothing waits. `CudaPass` runs the kernels of fused_check.cu on torch's current stream;
+    `CpuPass` runs fused_check.c's loops. `load` returns None where the pass cannot be built or loaded; the torch
+    pass then does the same work."""
+    device_type = ""
+    source = ""
 
     def __init__(self, library: str):
         import ctypes
         lib = ctypes.CDLL(library)
         p, ll, i, d = ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int, ctypes.c_double
-        self.ref_fn, self.out_fn = lib.cudaperf_ref_stats, lib.cudaperf_output_stats
+        self.ref_fn, self.out_fn, self.differ_fn = lib.cudaperf_ref_stats, lib.cudaperf_output_stats, lib.cudaperf_differ
         self.ref_fn.argtypes, self.ref_fn.restype = [p, ll, p, i, p], i
         self.out_fn.argtypes, self.out_fn.restype = [p, p, ll, p, d, d, d, p, i, p], i
+        self.differ_fn.argtypes, self.differ_fn.restype = [p, p, ll, p, i, p], i
         self._lib = lib
 
     @classmethod
-    def load(cls, compiler) -> "CudaPass | None":
-        from pathlib import Path
-        source = (Path(__file__).parent / "fused_check.cu").read_text()
+    def _build(cls, compiler):
+        raise NotImplementedError
+
+    @classmethod
+    def load(cls, compiler) -> "NativePass | None":
+        """The pass built by `compiler` (cached) and loaded, or None where it cannot be."""
         try:
-            built = compiler.compile_cuda(source)
+            built = cls._build(compiler)
             return cls(built.artifact) if built.ok else None
         except OSError:
             return None
 
-    @staticmethod
-    def fits(out, ref) -> bool:
+    def fits(self, *tensors) -> bool:
+        """All `tensors` float32, contiguous, of one size above zero, on this pass's device."""
         import torch
-        return (out.is_cuda and ref.is_cuda and out.dtype == torch.float32 and ref.dtype == torch.float32
-                and out.is_contiguous() and ref.is_contiguous() and out.numel() == ref.numel() and out.numel() > 0)
+        n = tensors[0].numel()
+        return n > 0 and all(t.device.type == self.device_type and t.dtype == torch.float32 and t.is_contiguous()
+                             and t.numel() == n for t in tensors)
 
-    @staticmethod
-    def _launch(n: int) -> int:
-        return max(1, min(MAX_BLOCKS, (n + THREADS - 1) // THREADS))
+    def _blocks(self, n: int) -> int:
+        return 1
+
+    def _stream(self) -> int:
+        return 0
+
+    def _call(self, fn, what: str, *args) -> None:
+        code = fn(*args)
+        if code:
+            raise RuntimeError(f"the fused check's {what} failed to launch (CUDA error {code})")
+
+    def _ref_rows(self, ref):
+        import torch
+        n, blocks = ref.numel(), self._blocks(ref.numel())
+        part = torch.empty((blocks, 3), dtype=torch.float64, device=ref.device)
+        self._call(self.ref_fn, "reference pass", ref.data_ptr(), n, part.data_ptr(), blocks, self._stream())
+        return part
 
     def reference_stats(self, ref):
+        """[scale, finite count, sum of (ref/scale)**2], as `reference_stats` makes them."""
         import torch
-        n, blocks = ref.numel(), self._launch(ref.numel())
-        part = torch.empty((blocks, 3), dtype=torch.float64, device=ref.device)
-        code = self.ref_fn(ref.data_ptr(), n, part.data_ptr(), blocks, torch.cuda.current_stream().cuda_stream)
-        if code:
-            raise RuntimeError(f"the fused check's reference kernel failed to launch (CUDA error {code})")
+        part = self._ref_rows(ref)
         scale, finite_n = part[:, 0].max(), part[:, 1].sum()
         sq = torch.where(scale > 0, part[:, 2].sum() / torch.where(scale > 0, scale, 1.0) ** 2, 0.0)
         return torch.stack([scale, finite_n, sq])
 
+    def sum_sq(self, x):
+        """The sum of x**2 over the finite elements of x (the rounding floor's sum)."""
+        return self._ref_rows(x)[:, 2].sum()
+
+    def differ(self, a, b):
+        """The count of elements of `a` unlike those of `b` (a NaN never equals itself, as torch.equal says)."""
+        import torch
+        n, blocks = a.numel(), self._blocks(a.numel())
+        part = torch.empty((blocks,), dtype=torch.float64, device=a.device)
+        self._call(self.differ_fn, "comparison pass", a.data_ptr(), b.data_ptr(), n, part.data_ptr(), blocks,
+                   self._stream())
+        return part.sum()
+
     def output_row(self, out, ref, stats, tol):
         import torch
-        n, blocks = ref.numel(), self._launch(ref.numel())
+        n, blocks = ref.numel(), self._blocks(ref.numel())
         part = torch.empty((blocks, 7), dtype=torch.float64, device=ref.device)
         stats = stats.contiguous()
-        code = self.out_fn(out.data_ptr(), ref.data_ptr(), n, stats.data_ptr(), float(tol.rtol), float(tol.atol),
-                           float(tol.atol_abs), part.data_ptr(), blocks, torch.cuda.current_stream().cuda_stream)
-        if code:
-            raise RuntimeError(f"the fused check's output kernel failed to launch (CUDA error {code})")
+        self._call(self.out_fn, "output pass", out.data_ptr(), ref.data_ptr(), n, stats.data_ptr(), float(tol.rtol),
+                   float(tol.atol), float(tol.atol_abs), part.data_ptr(), blocks, self._stream())
         scale = stats[0]
         safe = torch.where(scale > 0, scale, 1.0)
         worst = part[:, 4].max()
@@ -116,13 +158,50 @@ class CudaPass:
                             worst_at, part[:, 6].sum(), scale, stats[1], stats[2], torch.zeros_like(scale) + n])
 
 
+class CudaPass(NativePass):
+    """The pass as CUDA kernels (fused_check.cu), built once per evaluator by the project's compiler (cached)."""
+    device_type = "cuda"
+
+    @classmethod
+    def _build(cls, compiler):
+        return compiler.compile_cuda(native_source("fused_check.cu"))
+
+    def _blocks(self, n: int) -> int:
+        return max(1, min(MAX_BLOCKS, (n + THREADS - 1) // THREADS))
+
+    def _stream(self) -> int:
+        import torch
+        return torch.cuda.current_stream().cuda_stream
+
+
+class CpuPass(NativePass):
+    """The pass as C loops (fused_check.c), built once per process with the host C compiler (cached): the CPU
+    tests run the criterion the GPU pass runs, and a round on CPU tensors reads each tensor once."""
+    device_type = "cpu"
+
+    @classmethod
+    def _build(cls, compiler):
+        return compiler.compile_c_reference(native_source("fused_check.c"), "-O2")
+
+
+@lru_cache(maxsize=1)
+def cpu_pass() -> "CpuPass | None":
+    """This process's CpuPass (None where no C compiler can build it: the torch pass then runs)."""
+    from pipeline.config import CompileSection
+    from pipeline.evaluation.compile import Compiler
+    try:
+        return CpuPass.load(Compiler(CompileSection()))
+    except Exception:  # noqa: BLE001 - no compiler, no cache directory, no sandbox: the torch pass is as exact
+        return None
+
+
 class RoundCheck:
     """Every check of one round (outputs, unchanged inputs, decoys as staged), queued on the device and read
     back with one synchronisation (`read`). With `cuda` (a CudaPass), float32 outputs on the GPU go through its
     kernels: each output and its reference read once."""
 
-    def __init__(self, tol, floor: float = 0.0, cuda: "CudaPass | None" = None):
-        self.tol, self.floor, self.cuda = tol, floor, cuda
+    def __init__(self, tol, floor: float = 0.0, cuda: "CudaPass | None" = None, native_cpu: bool = True):
+        self.tol, self.floor, self.cuda, self.native_cpu = tol, floor, cuda, native_cpu
         self._rows, self._keys, self._kinds, self._tensors = [], [], [], {}
         self._values = None
 
@@ -148,9 +227,10 @@ class RoundCheck:
             row[OUTSIDE], row[N] = diff, n
             self._queue(key, "exact", row)
             return
-        if self.cuda is not None and CudaPass.fits(out, ref):
-            stats = self.cuda.reference_stats(r) if stats is None else stats
-            self._queue(key, "float", self.cuda.output_row(o.contiguous(), r.contiguous(), stats, tol))
+        native = self._native(out, ref)
+        if native is not None:
+            stats = native.reference_stats(r) if stats is None else stats
+            self._queue(key, "float", native.output_row(o, r, stats, tol))
             return
         stats = reference_stats(ref) if stats is None else stats
         scale, finite_n, sq = stats[0], stats[1], stats[2]
@@ -177,6 +257,16 @@ class RoundCheck:
         row = torch.stack([bad, nan, unlike, diff_sq, worst, worst_at, outside, scale, finite_n, sq, zero + n])
         self._queue(key, "float", row)
 
+    def _native(self, *tensors) -> "NativePass | None":
+        """The compiled pass for `tensors` where one fits them (float32, contiguous, one size), else None."""
+        if self.cuda is not None and self.cuda.fits(*tensors):
+            return self.cuda
+        if self.native_cpu and tensors[0].device.type == "cpu":
+            cpu = cpu_pass()
+            if cpu is not None and cpu.fits(*tensors):
+                return cpu
+        return None
+
     def floor_of(self, inputs) -> None:
         """Queue the sums of `reference.rounding_floor` over `inputs` (the floor is known after `read`)."""
         import torch
@@ -187,9 +277,13 @@ class RoundCheck:
         for i, x in enumerate(inputs):
             if x.is_floating_point() and x.numel():
                 flat = x.reshape(-1)
-                sq = torch.zeros((), dtype=torch.float64, device=flat.device)
-                for a in range(0, flat.numel(), COMPARE_CHUNK):
-                    sq = sq + flat[a:a + COMPARE_CHUNK].double().pow(2).nan_to_num(0.0, 0.0, 0.0).sum()
+                native = self._native(flat)
+                if native is not None:
+                    sq = native.sum_sq(flat)
+                else:
+                    sq = torch.zeros((), dtype=torch.float64, device=flat.device)
+                    for a in range(0, flat.numel(), COMPARE_CHUNK):
+                        sq = sq + flat[a:a + COMPARE_CHUNK].double().pow(2).nan_to_num(0.0, 0.0, 0.0).sum()
                 row = torch.zeros(WIDTH, dtype=torch.float64, device=flat.device)
                 row[SQ], row[N] = sq, flat.numel()
                 self._queue(("floor", i), "floor", row)
@@ -198,7 +292,9 @@ class RoundCheck:
         """Queue: `buf` still equals `staged` (torch.equal's meaning: a NaN never equals itself)."""
         import torch
         row = torch.zeros(WIDTH, dtype=torch.float64, device=buf.device)
-        row[OUTSIDE] = (buf.reshape(-1) != staged.reshape(-1)).sum()
+        a, b = buf.reshape(-1), staged.reshape(-1)
+        native = self._native(a, b) if a.numel() == b.numel() else None
+        row[OUTSIDE] = native.differ(a, b) if native is not None else (a != b).sum()
         self._queue(key, "same", row)
 
     def poisoned(self, key, buf, byte: int) -> None:

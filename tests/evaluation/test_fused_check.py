@@ -54,19 +54,29 @@ TOLERANCES = [Tolerance(rtol=1e-4, atol=1e-4), Tolerance(rtol=1e-3, atol=1e-3, r
               Tolerance(rtol=0.0, atol=0.0), Tolerance(rtol=1e-2, atol=0.0, atol_abs=1e-5, rel_l2=1e-2)]
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["c-pass", "torch-pass"])
 @pytest.mark.parametrize("chunk", [1 << 25, 64])
 @pytest.mark.parametrize("tol", TOLERANCES, ids=lambda t: f"{t.rtol}-{t.atol}-{t.atol_abs}-{t.rel_l2}")
-def test_the_same_verdicts_as_compare(tol, chunk, monkeypatch):
+def test_the_same_verdicts_as_compare(tol, chunk, native, monkeypatch):
+    """Both passes on the CPU: fused_check.c (float32 tensors; the criterion per element the GPU kernels run,
+    fused_check.h) and torch's (every other dtype, and where no C compiler is found)."""
     monkeypatch.setattr(reference, "COMPARE_CHUNK", chunk)  # chunked: the first chunk holding the worst error
     inputs = [torch.randn(300, generator=torch.Generator().manual_seed(3))]
     floor = reference.ROUNDING_FLOOR * float(inputs[0].double().pow(2).mean().sqrt()) if tol.rel_l2 > 0 else 0.0
-    check = RoundCheck(tol)
+    check = RoundCheck(tol, native_cpu=native)
     check.floor_of(inputs)
     all_cases = list(cases())
     for name, out, ref in all_cases:
         check.output(name, out, ref)
     check.read()
     assert check.floor == pytest.approx(floor, rel=1e-15) if floor else True
+    big = torch.randn(200_000, generator=torch.Generator().manual_seed(5))
+    far = big.clone()
+    far[[10, 150_000]] += torch.tensor([5.0, 5.0])  # a tie for the worst error: the first index is named
+    all_cases += [("large", big * (1 + 1e-6), big), ("tie", far, big)]
+    for name, out, ref in all_cases[-2:]:
+        check.output(name, out, ref)
+    check.read()
     for name, out, ref in all_cases:
         want = compare(out, ref, tol, floor)
         got = check.verdict(name)
@@ -156,3 +166,47 @@ def test_the_cuda_pass_gives_compares_verdicts(tol, compile_cfg):
         want, got = compare(out, ref, tol, floor), check.verdict(name)
         assert got[0] == want[0] and got[2] == want[2], (name, got, want)
         assert got[1] == want[1] or math.isclose(got[1], want[1], rel_tol=1e-12), (name, got[1], want[1])
+
+
+def test_the_c_pass_reads_each_float32_tensor_once():
+    """On CPU float32 tensors the round's checks run fused_check.c: no float64 temporaries, no elementwise torch
+    operators over the tensors (only the few rows of partial sums), and the same answers as the torch pass."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from pipeline.evaluation.fused_check import cpu_pass
+    assert cpu_pass() is not None, "the host C compiler builds fused_check.c"
+
+    class Big(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if any(isinstance(a, torch.Tensor) and a.numel() >= 1000 for a in args):
+                self.ops.append(func.overloadpacket.__name__)
+            return out
+    tol = Tolerance(rtol=1e-4, atol=1e-4, rel_l2=1e-3)
+    x, out = torch.randn(4096), torch.randn(4096)
+    near, far, staged, moved = out + 1e-6, out + 1.0, x.clone(), x.clone()
+    moved[17] = 3.0
+    answers = []
+    for native in (True, False):
+        with Big() as big:
+            check = RoundCheck(tol, native_cpu=native)
+            check.floor_of([x])
+            check.output("o", near, out)
+            check.output("far", far, out)
+            check.unchanged("x", x, staged)
+            check.unchanged("moved", moved, x)
+            check.read()
+        big.ops = [op for op in big.ops if op not in ("view", "reshape", "_unsafe_view", "alias", "slice")]
+        answers.append((check.floor, check.verdict("o"), check.verdict("far")[:2], check.holds("x"),
+                        check.holds("moved")))
+        if native:
+            assert big.ops == [], big.ops  # every check ran in C
+        else:
+            assert "_to_copy" in big.ops and "ne" in big.ops
+    (f1, o1, far1, *h1), (f2, o2, far2, *h2) = answers
+    assert f1 == pytest.approx(f2, rel=1e-12) and o1[0] and o2[0] and h1 == h2 == [True, False]
+    assert math.isclose(o1[1], o2[1], rel_tol=1e-12) and math.isclose(far1[1], far2[1], rel_tol=1e-12)
