@@ -45,7 +45,7 @@ from pipeline.evaluation.timed_rounds import CALIBRATION_FILL_MAX
 from pipeline.evaluation.timing import TrustedClock, time_calls
 from pipeline.records import Candidate, EvalResult, Finding, Task
 
-EVALUATOR_VERSION = "16"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list;
+EVALUATOR_VERSION = "17"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list;
 # 4: check sets made on the device from seeds, events believed within the noise, chunked checksums;
 # 5: the batch overhead from trusted calibration batches that do GPU work and the in-window checksum;
 # 6: KernelBench output copies taken off per call, busy calibrations repeated;
@@ -64,6 +64,8 @@ EVALUATOR_VERSION = "16"  # 2: trusted-clock timing of checked batches; 3: gate 
 # they link, outputs unpacked by exact type, the child's file allow-list and exec lock, a CPU budget per candidate
 # 16: the baseline timed at a configuration's start and end (2 % drift check), the adaptive stop on (3 %), 5 ms batches,
 # the checks after a batch fused (one readback a round), the artefact check in the compile pool on the one object built
+# 17: the artefact check scans the host preprocessing pass as well as the device pass (both kept by the one compile),
+# the library linked without a device link, float32 checks through one compiled pass (fused_check.h) on GPU and CPU
 
 
 @dataclass
