@@ -16,9 +16,11 @@ or, for a fixed list of groups, `evaluate_groups(compilers, evaluators, groups)`
 """
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections import deque
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import ray
@@ -152,27 +154,52 @@ def evaluate_groups(compilers: SupervisedPool, evaluators: SupervisedPool,
 
 
 POLL_S = 0.05  # bounded wait on one pool while the other also has work in flight
+PART_MIN_FRACTION = 0.25  # the smallest part of a group handed to an idle evaluator before the group has compiled
+
+
+@dataclass
+class _Group:
+    task: Any
+    candidates: list
+    compiled: list                                  # CompileResult, or None (lost: the evaluator compiles it)
+    missing: int                                    # candidates still compiling
+    ready: list[int] = field(default_factory=list)  # compiled, not yet handed to an evaluator
+    parts: int = 0                                  # parts with an evaluator
+    results: list = field(default_factory=list)
+
+    @property
+    def min_part(self) -> int:
+        return max(1, math.ceil(PART_MIN_FRACTION * len(self.candidates)))
 
 
 class CompileThenEvaluate:
     """The episode scheduler's evaluation WorkQueue over a compile pool and an evaluator pool:
-    `submit(task, candidates) -> ticket` compiles the candidates in parallel on the CPU workers, the
-    group goes to an evaluator as soon as its last candidate compiled, and
-    `next_completed(timeout_s) -> (ticket, results)` returns finished groups. A candidate whose
-    compile was lost on every retry is compiled by the evaluator itself."""
+    `submit(task, candidates) -> ticket` compiles the candidates in parallel on the CPU workers and
+    `next_completed(timeout_s) -> (ticket, results)` returns finished groups, results in candidate order.
+
+    A group goes to an evaluator as soon as its last candidate compiled. While an evaluator would otherwise
+    wait, a group's evaluation starts on its first compiled candidates instead: what has compiled (at least
+    PART_MIN_FRACTION of the group) goes to the idle evaluator as a part, and the rest follows as it compiles.
+    A part is measured like a group (its own inputs and baseline), so parts are made only when a GPU is idle.
+    A candidate whose compile was lost on every retry is compiled by the evaluator itself; a part lost on every
+    retry stands as `ItemFailed` in its candidates' places (the whole group as one `ItemFailed` when it was one
+    part)."""
 
     def __init__(self, compilers: SupervisedPool, evaluators: SupervisedPool):
         self.compilers, self.evaluators = compilers, evaluators
         self._next = 0
-        self._groups: dict[int, tuple[Any, list, list, int]] = {}  # ticket -> task, candidates, compiled, missing
+        self._groups: dict[int, _Group] = {}
         self._compile_of: dict[int, tuple[int, int]] = {}          # compile ticket -> (ticket, index)
-        self._eval_of: dict[int, int] = {}                         # evaluate ticket -> ticket
+        self._eval_of: dict[int, tuple[int, list[int]]] = {}       # evaluate ticket -> (ticket, indices of the part)
         self._done: deque[tuple[int, Any]] = deque()
+        self.parts_split = 0  # groups' parts handed over before the group had compiled (for tests and logs)
 
     def submit(self, task, candidates: list) -> int:
         ticket, self._next = self._next, self._next + 1
-        self._groups[ticket] = (task, list(candidates), [None] * len(candidates), len(candidates))
+        n = len(candidates)
+        self._groups[ticket] = _Group(task, list(candidates), [None] * n, n, results=[None] * n)
         if not candidates:
+            del self._groups[ticket]
             self._done.append((ticket, []))
         for k, cand in enumerate(candidates):
             self._compile_of[self.compilers.submit("compile", cand, task)] = (ticket, k)
@@ -200,14 +227,43 @@ class CompileThenEvaluate:
                 if pool is self.compilers:
                     self._compiled(*table.pop(done), value)
                 else:
-                    ticket = table.pop(done)
-                    del self._groups[ticket]
-                    self._done.append((ticket, value))
+                    self._evaluated(*table.pop(done), value)
         return self._done.popleft()
 
     def _compiled(self, ticket: int, index: int, value: Any) -> None:
-        task, cands, compiled, missing = self._groups[ticket]
-        compiled[index] = None if isinstance(value, ItemFailed) else value  # lost: the evaluator compiles it itself
-        self._groups[ticket] = (task, cands, compiled, missing - 1)
-        if missing - 1 == 0:
-            self._eval_of[self.evaluators.submit("evaluate", task, cands, compiled)] = ticket
+        group = self._groups[ticket]
+        group.compiled[index] = None if isinstance(value, ItemFailed) else value
+        group.missing -= 1
+        group.ready.append(index)
+        self._hand_over()
+
+    def _evaluated(self, ticket: int, part: list[int], value: Any) -> None:
+        group = self._groups[ticket]
+        group.parts -= 1
+        for j, i in enumerate(part):
+            group.results[i] = value if isinstance(value, ItemFailed) else value[j]
+        if not group.missing and not group.ready and not group.parts:
+            del self._groups[ticket]
+            lost = {id(r) for r in group.results if isinstance(r, ItemFailed)}
+            whole = len(lost) == 1 and all(isinstance(r, ItemFailed) for r in group.results)
+            self._done.append((ticket, group.results[0] if whole else group.results))
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Every group whose last candidate compiled goes to the evaluators (what of it is still here); then,
+        while evaluators are idle, the oldest groups' compiled candidates go as parts."""
+        for ticket, group in self._groups.items():
+            if not group.missing and group.ready:
+                self._send(ticket, group)
+        for ticket, group in self._groups.items():
+            if self.evaluators.outstanding() >= self.evaluators.size:
+                return
+            if len(group.ready) >= group.min_part:
+                self.parts_split += 1
+                self._send(ticket, group)
+
+    def _send(self, ticket: int, group: _Group) -> None:
+        part, group.ready = sorted(group.ready), []
+        group.parts += 1
+        self._eval_of[self.evaluators.submit("evaluate", group.task, [group.candidates[i] for i in part],
+                                             [group.compiled[i] for i in part])] = (ticket, part)

@@ -168,8 +168,10 @@ def run_answers(tasks: list[Task], answers_dir: Path, queue, progress: Path | No
     while tickets:
         ticket, results = queue.next_completed()
         task, files = tickets.pop(ticket)
-        if isinstance(results, ItemFailed):
-            raise RuntimeError(f"the evaluation of {task.id} was lost on every retry: {results}")
+        lost = results if isinstance(results, ItemFailed) else next((r for r in results if isinstance(r, ItemFailed)),
+                                                                     None)
+        if lost is not None:
+            raise RuntimeError(f"the evaluation of {task.id} was lost on every retry: {lost}")
         finished = []
         for k, (f, r) in enumerate(zip(files, results)):
             outcomes.append(outcome_of(r, k, 0))

@@ -3,8 +3,10 @@
     check_built(candidate, task, comp, cfg, profile) -> list[Finding]     # severity "error" means rejected
 
 c2cuda and light candidates (one .cu file), three checks, each in a scratch directory with a timeout:
-1. Preprocessed rules. `nvcc -E` expands the candidate's macros; the lines that come from the
-   candidate's own file (followed through the `# N "file" flags` line markers, header content
+1. Preprocessed rules. The compile's own `nvcc -c` keeps both of nvcc's preprocessing passes (`--keep`):
+   the device pass (`__CUDA_ARCH__` defined, what `nvcc -E` gives) and the host pass; where a result has
+   no such expansion (a kernelbench source, a result made elsewhere), `nvcc -E` makes the device pass here.
+   In each pass the lines that come from the candidate's own file (followed through the `# N "file" flags` line markers, header content
    dropped) go through gate_cuda.scan_cuda again, mapped back to the candidate's line numbers. nvcc
    spells `__global__` as `__attribute__((global))` after preprocessing; those annotations are put
    back so the rules that need device context (inline asm) still see it.
@@ -26,9 +28,9 @@ c2cuda and light candidates (one .cu file), three checks, each in a scratch dire
    with dynamic initialisers (g++'s `_GLOBAL__sub_I_*`) are `load-time-code`.
 4. System calls. `objdump -d` of the object's host code: a syscall, sysenter or int 0x80 instruction
    (inline asm in a `__host__ __device__` function, bytes placed in code) enters the kernel without a
-   symbol the checks above would see; it is `process-or-file-or-network`. nvcc -E (step 1) preprocesses
-   the device pass, so host-only branches (`#ifndef __CUDA_ARCH__`) are checked only as written, by the
-   gate, and as built, here.
+   symbol the checks above would see; it is `process-or-file-or-network`. Host-only branches
+   (`#ifndef __CUDA_ARCH__`) are checked as written (the gate), as expanded (step 1's host pass) and
+   as built (here).
 
 kernelbench candidates (where the extension .so exists, i.e. on GPU hosts): the .so links libtorch,
 libc10 and Python dynamically, so no allow-list was measured for it; its undefined dynamic symbols

@@ -229,7 +229,10 @@ class EpisodeScheduler:
                 episode.fail(f"evaluation lost: {results}")
             return
         for episode, result in zip(episodes, results):
-            episode.take_result(result)
+            if isinstance(result, ItemFailed):  # its part of the group was lost on every retry
+                episode.fail(f"evaluation lost: {result}")
+            else:
+                episode.take_result(result)
 
 
 def run_episodes_locally(tasks: list[Task], generator: Generator,

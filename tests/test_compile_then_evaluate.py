@@ -1,0 +1,104 @@
+"""The driver's evaluation queue (actors/evaluation.CompileThenEvaluate) over stand-in pools, without Ray: a group
+goes to an evaluator when its last candidate compiled, or in parts while an evaluator would otherwise wait; results
+come back whole and in candidate order, and a lost part stands as ItemFailed in its candidates' places only."""
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+
+from actors.evaluation import CompileThenEvaluate
+from pipeline.lost_work import ItemFailed
+
+
+class Pool:
+    """Stand-in for SupervisedPool: items finish in submission order, one per next_completed call, while not held."""
+
+    def __init__(self, size: int, work):
+        self.size, self.work, self.held = size, work, False
+        self.queue: deque = deque()
+        self.calls: list[tuple] = []
+        self._ticket = 0
+
+    def submit(self, method, *args) -> int:
+        self._ticket += 1
+        self.queue.append((self._ticket, method, args))
+        self.calls.append(args)
+        return self._ticket
+
+    def outstanding(self) -> int:
+        return len(self.queue)
+
+    def next_completed(self, timeout_s=None):
+        if self.held or not self.queue:
+            raise TimeoutError
+        ticket, method, args = self.queue.popleft()
+        return ticket, self.work(*args)
+
+
+def compile_(cand, task):
+    return f"built {cand}"
+
+
+def evaluate(task, cands, compiled):
+    assert compiled == [f"built {c}" for c in cands], "each candidate's own compile result travels with it"
+    return [f"result {c}" for c in cands]
+
+
+def test_an_idle_evaluator_starts_on_the_first_compiled_part():
+    compilers, evaluators = Pool(4, compile_), Pool(1, evaluate)
+    evaluators.held = True  # the first part still runs while the rest compiles
+    queue = CompileThenEvaluate(compilers, evaluators)
+    cands = [f"c{k}" for k in range(8)]
+    ticket = queue.submit("task", cands)
+    with pytest.raises(TimeoutError):
+        queue.next_completed(timeout_s=0.2)  # every compile has come back; the evaluator holds the first part
+    assert [len(c[1]) for c in evaluators.calls] == [2, 6] and queue.parts_split == 1
+    assert evaluators.calls[0][1] == ["c0", "c1"]  # a quarter of the group went as soon as it had compiled
+    evaluators.held = False
+    assert queue.next_completed(timeout_s=5) == (ticket, [f"result {c}" for c in cands])
+
+
+def test_a_busy_evaluator_gets_each_group_whole():
+    compilers, evaluators = Pool(4, compile_), Pool(1, evaluate)
+    queue = CompileThenEvaluate(compilers, evaluators)
+    evaluators.submit("evaluate", "other", [], [])  # the one evaluator is busy with other work
+    evaluators.held = True
+    first, second = queue.submit("a", ["a0", "a1", "a2"]), queue.submit("b", ["b0", "b1"])
+    with pytest.raises(TimeoutError):
+        queue.next_completed(timeout_s=0.2)
+    assert [c[1] for c in evaluators.calls[1:]] == [["a0", "a1", "a2"], ["b0", "b1"]] and queue.parts_split == 0
+    evaluators.queue.popleft()
+    evaluators.held = False
+    assert dict(queue.next_completed(timeout_s=5) for _ in range(2)) == {
+        first: ["result a0", "result a1", "result a2"], second: ["result b0", "result b1"]}
+
+
+def test_a_lost_part_is_lost_only_in_its_own_places():
+    lost = ItemFailed(7, "evaluate", 3, "actor died")
+
+    def evaluate_losing_the_first_part(task, cands, compiled):
+        return lost if "c0" in cands else evaluate(task, cands, compiled)
+    compilers, evaluators = Pool(4, compile_), Pool(1, evaluate_losing_the_first_part)
+    evaluators.held = True
+    queue = CompileThenEvaluate(compilers, evaluators)
+    ticket = queue.submit("task", [f"c{k}" for k in range(4)])
+    with pytest.raises(TimeoutError):
+        queue.next_completed(timeout_s=0.2)
+    evaluators.held = False
+    got_ticket, results = queue.next_completed(timeout_s=5)
+    assert got_ticket == ticket and results == [lost, "result c1", "result c2", "result c3"]
+
+
+def test_a_group_lost_in_one_part_is_one_itemfailed():
+    lost = ItemFailed(7, "evaluate", 3, "actor died")
+    compilers, evaluators = Pool(4, compile_), Pool(1, lambda task, cands, compiled: lost)
+    evaluators.submit("evaluate", "other", [], [])  # busy: the group goes whole, in one part
+    evaluators.held = True
+    queue = CompileThenEvaluate(compilers, evaluators)
+    ticket = queue.submit("task", ["c0", "c1"])
+    with pytest.raises(TimeoutError):
+        queue.next_completed(timeout_s=0.2)
+    evaluators.queue.popleft()
+    evaluators.held = False
+    assert queue.next_completed(timeout_s=5) == (ticket, lost)
