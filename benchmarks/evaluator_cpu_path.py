@@ -91,19 +91,24 @@ def summarise(rows: list[dict]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", default="", help="git revision to compare with (default: none, this tree only)")
+    ap.add_argument("--before-dir", default="", help="an unpacked tree to compare with instead (a GPU host without "
+                                                     "git history: benchmarks/before_carry.sh)")
     ap.add_argument("--group-size", type=int, default=64)
     ap.add_argument("--workers", type=int, default=max(1, min(2, os.cpu_count() or 1)))
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "evaluator_cpu_path.json"))
     args = ap.parse_args()
     trees = {"after": ROOT}
     tmp = None
-    if args.before:
+    if args.before_dir:
+        trees = {"before": Path(args.before_dir).resolve(), "after": ROOT}
+    elif args.before:
         tmp = tempfile.mkdtemp(prefix="cudaperf-before-")
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", tmp, args.before], check=True,
                        capture_output=True)
         trees = {"before": Path(tmp), "after": ROOT}
     result = {"command": " ".join(["python", "benchmarks/evaluator_cpu_path.py", *sys.argv[1:]]),
-              "machine": f"{os.cpu_count()} CPUs, no GPU", "workers": args.workers, "before_rev": args.before}
+              "machine": f"{os.cpu_count()} CPUs", "workers": args.workers,
+              "before_rev": args.before or args.before_dir}
     try:
         for name, tree in trees.items():
             rows = measure_tree(tree, args.workers, args.group_size)

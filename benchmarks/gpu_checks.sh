@@ -10,6 +10,9 @@
 # throughput: the fused check's kernels against compare on the GPU, then the 64-sample group of c2cuda/saxpy with its
 #   stage breakdown (benchmarks/evaluator_throughput.py --group-only), after and, where .before.tar.gz is carried
 #   (git archive of the revision before, made by benchmarks/before_carry.sh), before, on the same GPU in one call.
+# builds: KernelBench answers' build time per object with and without torch's precompiled header
+#   (benchmarks/kernelbench_build.py, KB_BUILD_N answers), and the compile pool's CPU per candidate on this host's
+#   CPUs before and after (benchmarks/evaluator_cpu_path.py against .before.tar.gz)
 # hardening: docs/trust.md's GPU-only steps (benchmarks/hardening_gpu.py): honest code under the full child sandbox,
 #   the output-copy credit against an answer that aliases the harness's buffer, the strict profile's rule on
 #   extensions built with CUDA; prints a table.
@@ -90,6 +93,13 @@ for step in $steps; do
                     --out "$out/group_before.json" > "$out/group_before.log" 2>&1)
                   tail -3 "$OUT/group_before.log"
                 fi ;;
+    builds) timeout ${KB_BUILD_S:-280} python3 benchmarks/kernelbench_build.py --limit ${KB_BUILD_N:-8} --workers 8 \
+              --out "$OUT/kernelbench_build.json" > "$OUT/kernelbench_build.log" 2>&1; tail -3 "$OUT/kernelbench_build.log"
+            if [ -f .before.tar.gz ]; then  # the compile pool's CPU per candidate on this host's CPUs, before and after
+              rm -rf /tmp/before && mkdir -p /tmp/before && tar -xzf .before.tar.gz -C /tmp/before
+              timeout 150 python3 benchmarks/evaluator_cpu_path.py --before-dir /tmp/before --workers 8 \
+                --out "$OUT/evaluator_cpu_path_gpu_host.json" > "$OUT/cpu_path.log" 2>&1; tail -14 "$OUT/cpu_path.log"
+            fi ;;
     hardening) timeout 560 python3 benchmarks/hardening_gpu.py --out "$OUT/hardening_gpu.json" > "$OUT/hardening.log" 2>&1
                tail -32 "$OUT/hardening.log" ;;
     protocols) timeout 300 python3 benchmarks/timing_protocols.py --out "$OUT/timing_protocols_h200.json" --trials 12 \
