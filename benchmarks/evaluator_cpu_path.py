@@ -74,8 +74,11 @@ print(json.dumps({"builtin": measure(impls), "group": measure(group)}))
 def measure_tree(tree: Path, workers: int, group_size: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="cudaperf-cpu-path-") as cache:
         env = dict(os.environ, PYTHONPATH=str(tree))
-        out = subprocess.run([sys.executable, "-c", MEASURE, cache, str(workers), str(group_size)], cwd=tree, env=env,
-                             capture_output=True, text=True, check=True).stdout
+        proc = subprocess.run([sys.executable, "-c", MEASURE, cache, str(workers), str(group_size)], cwd=tree, env=env,
+                              capture_output=True, text=True)
+        if proc.returncode:
+            sys.exit(f"error: the measurement in {tree} failed:\n{proc.stderr[-2000:]}")
+        out = proc.stdout
     return json.loads(out.strip().splitlines()[-1])
 
 

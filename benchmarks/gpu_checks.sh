@@ -86,7 +86,7 @@ for step in $steps; do
                 timeout ${GROUP_S:-220} python3 benchmarks/evaluator_throughput.py --group-only --out "$OUT/group_after.json" \
                   > "$OUT/group_after.log" 2>&1; tail -3 "$OUT/group_after.log"
                 if [ -f .before.tar.gz ]; then  # the evaluator before the throughput work, same GPU, same call
-                  rm -rf /tmp/before && mkdir -p /tmp/before && tar -xzf .before.tar.gz -C /tmp/before
+                  rm -rf /tmp/before && mkdir -p /tmp/before && tar -xzf .before.tar.gz -C /tmp/before && cp -r .sandbox-tools /tmp/before/ 2>/dev/null
                   here=$PWD; out=$(cd "$OUT" && pwd)  # from the old tree: Ray's workers import from the driver's directory first
                   (cd /tmp/before && CUDAPERF_ROOT=/tmp/before PYTHONPATH=/tmp/before:${PYTHONPATH:-} \
                     timeout ${GROUP_S:-220} python3 "$here/benchmarks/evaluator_throughput.py" --group-only \
@@ -96,7 +96,7 @@ for step in $steps; do
     builds) timeout ${KB_BUILD_S:-280} python3 benchmarks/kernelbench_build.py --limit ${KB_BUILD_N:-8} --workers 8 \
               --out "$OUT/kernelbench_build.json" > "$OUT/kernelbench_build.log" 2>&1; tail -3 "$OUT/kernelbench_build.log"
             if [ -f .before.tar.gz ]; then  # the compile pool's CPU per candidate on this host's CPUs, before and after
-              rm -rf /tmp/before && mkdir -p /tmp/before && tar -xzf .before.tar.gz -C /tmp/before
+              rm -rf /tmp/before && mkdir -p /tmp/before && tar -xzf .before.tar.gz -C /tmp/before && cp -r .sandbox-tools /tmp/before/ 2>/dev/null
               timeout 150 python3 benchmarks/evaluator_cpu_path.py --before-dir /tmp/before --workers 8 \
                 --out "$OUT/evaluator_cpu_path_gpu_host.json" > "$OUT/cpu_path.log" 2>&1; tail -14 "$OUT/cpu_path.log"
             fi ;;
