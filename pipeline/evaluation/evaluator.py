@@ -98,6 +98,7 @@ class Evaluator:
         if use_gpu:
             from pipeline.evaluation.cuda_driver import Driver
             self.driver = Driver(0)
+            self.gpu_lock.idle = self.driver.synchronize  # a shared hold ends with this process's GPU work done
             self.gpu_name = self.driver.info().name
             self.flush_ptr = self.driver.alloc(eval_cfg.l2_flush_bytes)
             self.clock = TrustedClock(self.driver, self.flush_ptr, eval_cfg.l2_flush_bytes)

@@ -5,7 +5,8 @@ correctness calls) holds the GPU's lock shared; a timing phase holds it exclusiv
 work runs on that GPU while a kernel is timed. Locks are `flock`s on two files per GPU: the
 "gate" makes a waiting timer block new shared holders (without it a steady stream of correctness
 work could starve timing). `flock` locks belong to open files, so threads of one process
-exclude each other exactly as separate processes do.
+exclude each other exactly as separate processes do. A holder's GPU work is done before its lock passes
+(`idle`, the evaluator's context synchronisation): queued work of one holder never runs into another's timing.
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import os
 
 
 class GpuLock:
-    def __init__(self, visible_devices: str | None, directory: str = "/tmp"):
+    def __init__(self, visible_devices: str | None, directory: str = "/tmp", idle=None):
+        self.idle = idle  # called before a shared hold ends: waits until this process's GPU work is done
         name = (visible_devices or "0").replace(",", "_")
         self.main_path = os.path.join(directory, f"cudaperf-gpu-{name}.lock")
         self.gate_path = os.path.join(directory, f"cudaperf-gpu-{name}.gate")
@@ -31,7 +33,11 @@ class GpuLock:
             try:
                 yield
             finally:
-                fcntl.flock(main, fcntl.LOCK_UN)
+                try:
+                    if self.idle is not None:
+                        self.idle()
+                finally:
+                    fcntl.flock(main, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
     def exclusive(self):

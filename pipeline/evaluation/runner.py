@@ -127,18 +127,15 @@ def _check_all(ev, group: GroupData, child: ChildProcess, configs: list[ConfigRe
 
 def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult],
           fmt: str, flags: list[str], parts: dict[str, float]) -> tuple[float | None, float | None]:
-    """Every timing configuration in rounds of baseline and candidate batches (timed_rounds.py), under the
-    GPU's exclusive lock; returns the geomean speedups over the baseline and over the torch.compile'd
+    """Every timing configuration in rounds of baseline and candidate batches (timed_rounds.py), the GPU's
+    lock exclusive for what is timed; returns the geomean speedups over the baseline and over the torch.compile'd
     reference (None unless it built for every timed config). Adds to `parts` the seconds spent waiting
     for the lock (`lock_wait`) and in each part of the rounds (timed_rounds.TIMING_PARTS)."""
     logs, compiled_logs = [], []
     for ci, cd in enumerate(group.configs):
         if not cd.time:
             continue
-        t0 = time.perf_counter()
-        with ev.gpu_lock.exclusive():
-            parts["lock_wait"] = parts.get("lock_wait", 0.0) + time.perf_counter() - t0
-            times = time_config(ev, group, ci, cd, child, fmt)
+        times = time_config(ev, group, ci, cd, child, fmt)  # takes the GPU's lock by turns (timed_rounds.GpuTurns)
         for part, seconds in times.parts_s.items():
             parts[part] = parts.get(part, 0.0) + seconds
         calls = times.calls_per_batch  # one time per round (per call of its batch); trials count the calls

@@ -86,7 +86,40 @@ class Times:
 # baseline   the baseline's batch with its own staging or reference copies and the expected outputs it
 #            gives, and the torch.compile'd reference's batch;
 # calibration, candidate (its window), check (every slot after it).
-TIMING_PARTS = ("warm_up", "inputs", "baseline", "calibration", "candidate", "check")
+# lock_wait  the turns of the GPU's lock (GpuTurns): waiting for it, and the GPU falling idle before it passes.
+TIMING_PARTS = ("warm_up", "inputs", "baseline", "calibration", "candidate", "check", "lock_wait")
+
+
+class GpuTurns:
+    """The GPU's lock (gpu_lock.GpuLock) through one configuration's rounds. Exclusive while anything is timed:
+    the warm-up, and in each round the busy probe, the baseline's batch, the staging of the slots, the
+    calibration and the candidate's window. Shared for the rest: a round's new inputs and its checks. So on
+    a GPU shared by several evaluators, one evaluator's checks and input draws, and other candidates' loads,
+    overlap, and only the measured windows take the GPU by turns. Before a turn ends the GPU is let fall idle
+    (a synchronisation), so work of one turn never runs into another's window. Without a lock (CPU tests)
+    the turns only count."""
+
+    def __init__(self, ev, times: Times):
+        self.lock, self.driver, self.times = getattr(ev, "gpu_lock", None), ev.driver, times
+        self.mode, self._held = "", None
+
+    def to(self, mode: str) -> float:
+        """Hold the lock `mode` ("exclusive" or "shared"); the switch's seconds go to `lock_wait`. Returns now."""
+        t0 = time.perf_counter()
+        if mode != self.mode:
+            self.release()
+            if self.lock is not None:
+                self._held = getattr(self.lock, mode)()
+                self._held.__enter__()
+            self.mode = mode
+        return self.times.spent("lock_wait", t0)
+
+    def release(self) -> None:
+        if self._held is not None:
+            self.driver.synchronize()
+            held, self._held = self._held, None
+            held.__exit__(None, None, None)
+        self.mode = ""
 
 
 def stage(driver, group: GroupData, slot_buffers: list[list[int]], fresh_sets: list[dict]) -> None:
@@ -164,13 +197,17 @@ def check_round(group: GroupData, cd: ConfigData, slots: list[int], fresh_sets: 
 
 
 def time_config(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> Times:
-    """The rounds of one timing configuration (see the module docstring); holds the exclusive lock.
+    """The rounds of one timing configuration (see the module docstring), taking the GPU's lock by turns
+    (GpuTurns): exclusive for what is timed, shared for inputs and checks.
     The candidate's process is frozen (SIGSTOP) from the start of each round until "go", so it can
     neither watch its buffers being staged nor run host code beside the baseline."""
+    times = Times()
+    turns = GpuTurns(ev, times)
     try:
         child.freeze()
-        return _rounds(ev, group, ci, cd, child, fmt)
+        return _rounds(ev, group, ci, cd, child, fmt, times, turns)
     finally:
+        turns.release()
         child.thaw()
 
 
@@ -232,11 +269,10 @@ def believed_times(claims_ms: list[float], trusted_ms: list[float], noise_ms: fl
     return [max(t - noise_ms, 1e-6) for t in trusted_ms], False
 
 
-def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> Times:
+def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str, times: Times, turns: GpuTurns) -> Times:
     import statistics
     cfg, clock = ev.cfg, ev.clock
-    times = Times()
-    t_start = time.perf_counter()
+    t_start = turns.to("exclusive")
     outs = _out_positions(group, cd)
     fill = sum(group.buffers[cd.buffers[j]].nbytes for j in outs)  # bytes one call writes
     for _ in range(3):
@@ -258,12 +294,15 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
     while True:
         slots, decoy = round_slots(n_calls, decoys)
         child.freeze()
-        if clock.probe() > cfg.busy_probe_limit_s:  # something still runs on the GPU: not a fair round
-            busy = _busy(ev, cd, busy, "before the round", child)
-            continue
+        t = turns.to("shared")  # the round's inputs are drawn beside other evaluators' work
         seed = secrets.randbits(31)
         fresh_sets = [cd.fresh(seed * 64 + k) for k in slots]
         decoy_sets = [cd.fresh(seed * 64 + k) for k in decoy]
+        t = times.spent("inputs", t)
+        t = turns.to("exclusive")  # from here to the end of the candidate's window the GPU is this round's alone
+        if clock.probe() > cfg.busy_probe_limit_s:  # something still runs on the GPU: not a fair round
+            busy = _busy(ev, cd, busy, "before the round", child)
+            continue
         t = times.spent("inputs", t)
         timed_base = not bracket or alternating or rounds <= 1  # bracket: the warm-up and the first timed round
         base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs, reference=reference,
@@ -301,10 +340,13 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
         if not complete:
             raise Stop("incorrect", f"config {cd.name}: the outputs were not right when the candidate's process "
                                     f"said its calls were done", ["unfinished-at-done"])
+        busy_window = max(window.probe_before_s, window.probe_after_s) > cfg.busy_probe_limit_s
+        t = turns.to("shared")  # the checks beside other evaluators' work
         check_round(group, cd, slots, fresh_sets, expected, decoy, decoy_sets,
                     "timed batch" if rounds else "warm-up batch", getattr(ev, "check_pass", None))
         t = times.spent("check", t)
-        if max(window.probe_before_s, window.probe_after_s) > cfg.busy_probe_limit_s:
+        if busy_window:
+            turns.to("exclusive")  # the GPU's own state is judged with nobody else on it
             busy = _busy(ev, cd, busy, "around the candidate's batch", child)
             continue
         if rounds:
@@ -337,8 +379,11 @@ def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> T
             # round between; otherwise the GPU drifted, and timing_rounds more rounds time it in every round
             child.freeze()  # as in every round: no host code of the candidate while inputs are made
             seed = secrets.randbits(31)
-            end_s, _ = _baseline_batch(ev, group, ci, cd, slots, [cd.fresh(seed * 64 + k) for k in slots], outs,
-                                       warm=warm_baseline(last_base_s), reference=reference)
+            end_sets = [cd.fresh(seed * 64 + k) for k in slots]
+            t = times.spent("baseline", t)
+            t = turns.to("exclusive")
+            end_s, _ = _baseline_batch(ev, group, ci, cd, slots, end_sets, outs, warm=warm_baseline(last_base_s),
+                                       reference=reference)
             t = times.spent("baseline", t)
             end_ms = per_call(end_s)
             times.baseline_drift = abs(end_ms - times.baseline[0]) / times.baseline[0] if times.baseline[0] else 0.0

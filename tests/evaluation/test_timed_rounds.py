@@ -493,3 +493,56 @@ def test_a_baseline_that_drifts_falls_back_to_timing_it_every_round():
     times = time_config(ev, group, 0, cd, child, "c2cuda")
     assert times.baseline_drift > 0.02
     assert len(times.candidate) == len(times.baseline) == 3  # timing_rounds of alternation, nothing before
+
+
+def _lock_state(lock) -> str:
+    """How another evaluator finds `lock` now: 'exclusive' (no shared hold possible), 'shared' (shared possible,
+    exclusive not) or 'free'."""
+    import fcntl
+    with open(lock.main_path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(f, fcntl.LOCK_UN)
+            return "free"
+        except BlockingIOError:
+            pass
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(f, fcntl.LOCK_UN)
+            return "shared"
+        except BlockingIOError:
+            return "exclusive"
+
+
+def test_the_gpu_is_taken_alone_only_for_what_is_timed(tmp_path, monkeypatch):
+    """Windows (baseline, calibration, the candidate's batch) under the exclusive lock; the round's input draws
+    and checks under the shared one, beside other evaluators' work; the lock free once the rounds end, and the
+    evaluator's GPU work done each time a turn passes."""
+    from pipeline.evaluation import timed_rounds
+    from pipeline.evaluation.gpu_lock import GpuLock
+    seen: dict[str, set] = {"window": set(), "inputs": set(), "check": set()}
+    ev, group, cd, child = make(lambda n, x, y: (seen["window"].add(_lock_state(ev.gpu_lock)), saxpy(x, y))[1])
+    syncs = []
+    ev.gpu_lock = GpuLock("7", str(tmp_path), idle=lambda: syncs.append(1))
+    ev.driver.synchronize = lambda: syncs.append(1)
+    real_fresh, real_check = cd.fresh, timed_rounds.check_round
+    cd.fresh = lambda seed: (seen["inputs"].add(_lock_state(ev.gpu_lock)), real_fresh(seed))[1]
+
+    def check(*args, **kwargs):
+        seen["check"].add(_lock_state(ev.gpu_lock))
+        return real_check(*args, **kwargs)
+    monkeypatch.setattr(timed_rounds, "check_round", check)
+    times = time_config(ev, group, 0, cd, child, "c2cuda")
+    assert len(times.candidate) >= 3
+    assert seen == {"window": {"exclusive"}, "inputs": {"shared"}, "check": {"shared"}}, seen
+    assert _lock_state(ev.gpu_lock) == "free" and len(syncs) >= 2 * len(times.candidate)
+    assert times.parts_s["lock_wait"] > 0
+
+
+def test_a_shared_hold_ends_with_the_holders_gpu_work_done(tmp_path):
+    from pipeline.evaluation.gpu_lock import GpuLock
+    order = []
+    lock = GpuLock("8", str(tmp_path), idle=lambda: order.append(("idle", _lock_state(lock))))
+    with lock.shared():
+        order.append(("work", _lock_state(lock)))
+    assert order == [("work", "shared"), ("idle", "shared")] and _lock_state(lock) == "free"
