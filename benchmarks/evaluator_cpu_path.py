@@ -73,7 +73,7 @@ print(json.dumps({"builtin": measure(impls), "group": measure(group)}))
 
 def measure_tree(tree: Path, workers: int, group_size: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="cudaperf-cpu-path-") as cache:
-        env = dict(os.environ, PYTHONPATH=str(tree))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])]))
         proc = subprocess.run([sys.executable, "-c", MEASURE, cache, str(workers), str(group_size)], cwd=tree, env=env,
                               capture_output=True, text=True)
         if proc.returncode:
