@@ -39,6 +39,10 @@ class GpuLock:
                 finally:
                     fcntl.flock(main, fcntl.LOCK_UN)
 
+    def turns(self, code=None) -> "Turns":
+        """A holder's exclusive and shared turns, switched in place (see Turns)."""
+        return Turns(self, code)
+
     @contextlib.contextmanager
     def exclusive(self):
         """A timing phase: waits for current shared holders, keeps new ones out until it ends."""
@@ -52,3 +56,69 @@ class GpuLock:
                     fcntl.flock(main, fcntl.LOCK_UN)
             finally:
                 fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+class Turns:
+    """One holder's turns on a GpuLock, switched in place: `exclusive()` for timing, `shared()` for correctness
+    work, `release()` at the end. From exclusive to shared the lock is converted while the gate is still held,
+    so nobody is granted the GPU between the two. `code` (a threading.Lock, the evaluator's candidate_code) is
+    taken with each exclusive turn and kept through the shared turn after it; it is given up, with the GPU's
+    work done (`idle`), only when the shared turn ends: no other code that needs it (a candidate loaded ahead)
+    runs between a timed window and its check. The locks are taken in the order every other holder takes them
+    (the GPU's, then `code`), and `code` is never held while waiting at the gate."""
+
+    def __init__(self, lock: GpuLock, code=None):
+        self.lock, self.code = lock, code
+        self.mode = ""
+        self._main = self._gate = None
+        self._code_held = False
+
+    def exclusive(self) -> None:
+        if self.mode == "exclusive":
+            return
+        self.release()
+        self._gate = open(self.lock.gate_path, "a")
+        fcntl.flock(self._gate, fcntl.LOCK_EX)
+        self._main = open(self.lock.main_path, "a")
+        fcntl.flock(self._main, fcntl.LOCK_EX)
+        self._take_code()  # free: whoever holds it holds the GPU shared, which no one does now
+        self.mode = "exclusive"
+
+    def shared(self) -> None:
+        if self.mode == "shared":
+            return
+        if self.mode == "exclusive":
+            fcntl.flock(self._main, fcntl.LOCK_SH)  # converted under the gate: no one is granted anything between
+            fcntl.flock(self._gate, fcntl.LOCK_UN)
+            self._gate.close()
+            self._gate = None
+        else:
+            with open(self.lock.gate_path, "a") as gate:
+                fcntl.flock(gate, fcntl.LOCK_EX)
+                self._main = open(self.lock.main_path, "a")
+                fcntl.flock(self._main, fcntl.LOCK_SH)
+                fcntl.flock(gate, fcntl.LOCK_UN)
+            self._take_code()
+        self.mode = "shared"
+
+    def release(self) -> None:
+        if not self.mode:
+            return
+        try:
+            if self.lock.idle is not None:
+                self.lock.idle()
+        finally:
+            if self._code_held:
+                self.code.release()
+                self._code_held = False
+            for f in (self._main, self._gate):
+                if f is not None:
+                    fcntl.flock(f, fcntl.LOCK_UN)
+                    f.close()
+            self._main = self._gate = None
+            self.mode = ""
+
+    def _take_code(self) -> None:
+        if self.code is not None and not self._code_held:
+            self.code.acquire()
+            self._code_held = True

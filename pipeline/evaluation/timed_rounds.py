@@ -91,35 +91,30 @@ TIMING_PARTS = ("warm_up", "inputs", "baseline", "calibration", "candidate", "ch
 
 
 class GpuTurns:
-    """The GPU's lock (gpu_lock.GpuLock) through one configuration's rounds. Exclusive while anything is timed:
+    """The GPU's lock (gpu_lock.Turns) through one configuration's rounds. Exclusive while anything is timed:
     the warm-up, and in each round the busy probe, the baseline's batch, the staging of the slots, the
-    calibration and the candidate's window. Shared for the rest: a round's new inputs and its checks. So on
-    a GPU shared by several evaluators, one evaluator's checks and input draws, and other candidates' loads,
-    overlap, and only the measured windows take the GPU by turns. Before a turn ends the GPU is let fall idle
-    (a synchronisation), so work of one turn never runs into another's window. Without a lock (CPU tests)
-    the turns only count."""
+    calibration and the candidate's window. Shared for the rest: a round's checks and the next round's new
+    inputs. So on a GPU shared by several evaluators, one evaluator's checks and input draws overlap the
+    others' work, and only the measured windows take the GPU by turns. The evaluator's `candidate_code` lock
+    is held from each window to the end of its check (no sibling loaded ahead runs its code on the group's
+    buffers in between), and the GPU's work is done before a turn passes. Without a lock (CPU tests) the turns
+    only count."""
 
     def __init__(self, ev, times: Times):
-        self.lock, self.driver, self.times = getattr(ev, "gpu_lock", None), ev.driver, times
-        self.mode, self._held = "", None
+        lock = getattr(ev, "gpu_lock", None)
+        self.turns = lock.turns(getattr(ev, "candidate_code", None)) if lock is not None else None
+        self.times = times
 
     def to(self, mode: str) -> float:
         """Hold the lock `mode` ("exclusive" or "shared"); the switch's seconds go to `lock_wait`. Returns now."""
         t0 = time.perf_counter()
-        if mode != self.mode:
-            self.release()
-            if self.lock is not None:
-                self._held = getattr(self.lock, mode)()
-                self._held.__enter__()
-            self.mode = mode
+        if self.turns is not None:
+            getattr(self.turns, mode)()
         return self.times.spent("lock_wait", t0)
 
     def release(self) -> None:
-        if self._held is not None:
-            self.driver.synchronize()
-            held, self._held = self._held, None
-            held.__exit__(None, None, None)
-        self.mode = ""
+        if self.turns is not None:
+            self.turns.release()
 
 
 def stage(driver, group: GroupData, slot_buffers: list[list[int]], fresh_sets: list[dict]) -> None:

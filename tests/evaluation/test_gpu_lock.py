@@ -64,3 +64,50 @@ def test_locks_are_per_gpu(tmp_path):
     assert b_in.wait(5), "timing on another GPU must not wait"
     a_go.set()
     b_go.set()
+
+
+def test_turns_keep_a_load_ahead_out_between_a_window_and_its_check_without_deadlock(tmp_path):
+    """A holder's turns (the timed rounds): its candidate_code lock is held from the exclusive turn through the
+    shared one, so a sibling loaded ahead (shared lock, then candidate_code) runs only after the check; with that
+    load and another evaluator's timing both waiting, nobody deadlocks."""
+    lock, log = GpuLock("5", str(tmp_path)), []
+    code = threading.Lock()
+    turns = lock.turns(code)
+    turns.exclusive()
+    log.append("window")
+
+    def load_ahead():
+        with lock.shared(), code:
+            log.append("load")
+
+    def other_timing():
+        with lock.exclusive():
+            log.append("other window")
+    threads = [start(load_ahead), start(other_timing)]
+    time.sleep(0.2)
+    assert log == ["window"], "nothing runs beside an exclusive turn"
+    turns.shared()
+    log.append("check")
+    time.sleep(0.2)
+    assert log == ["window", "check"], "the load waits for the check; the other timing for every shared holder"
+    turns.exclusive()  # gives up candidate_code and the shared turn: the load and the other window come first or after
+    log.append("next window")
+    turns.release()
+    for t in threads:
+        t.join(5)
+    assert not any(t.is_alive() for t in threads), "deadlock"
+    assert log[:2] == ["window", "check"]
+    assert set(log) == {"window", "check", "load", "other window", "next window"} and not code.locked()
+
+
+def test_a_turn_passes_with_the_holders_gpu_work_done(tmp_path):
+    done = []
+    lock = GpuLock("6", str(tmp_path), idle=lambda: done.append("idle"))
+    turns = lock.turns()
+    turns.exclusive()
+    turns.shared()
+    assert done == []  # the GPU stays this holder's from the window to its check
+    turns.exclusive()
+    assert done == ["idle"]
+    turns.release()
+    assert done == ["idle", "idle"]

@@ -522,20 +522,23 @@ def test_the_gpu_is_taken_alone_only_for_what_is_timed(tmp_path, monkeypatch):
     from pipeline.evaluation.gpu_lock import GpuLock
     seen: dict[str, set] = {"window": set(), "inputs": set(), "check": set()}
     ev, group, cd, child = make(lambda n, x, y: (seen["window"].add(_lock_state(ev.gpu_lock)), saxpy(x, y))[1])
-    syncs = []
-    ev.gpu_lock = GpuLock("7", str(tmp_path), idle=lambda: syncs.append(1))
-    ev.driver.synchronize = lambda: syncs.append(1)
+    idles = []
+    ev.gpu_lock = GpuLock("7", str(tmp_path), idle=lambda: idles.append(1))
+    import threading
+    ev.candidate_code = threading.Lock()  # no sibling loaded ahead runs its code while the rounds go on
     real_fresh, real_check = cd.fresh, timed_rounds.check_round
-    cd.fresh = lambda seed: (seen["inputs"].add(_lock_state(ev.gpu_lock)), real_fresh(seed))[1]
+    cd.fresh = lambda seed: (seen["inputs"].add((_lock_state(ev.gpu_lock), ev.candidate_code.locked())),
+                             real_fresh(seed))[1]
 
     def check(*args, **kwargs):
-        seen["check"].add(_lock_state(ev.gpu_lock))
+        seen["check"].add((_lock_state(ev.gpu_lock), ev.candidate_code.locked()))
         return real_check(*args, **kwargs)
     monkeypatch.setattr(timed_rounds, "check_round", check)
     times = time_config(ev, group, 0, cd, child, "c2cuda")
     assert len(times.candidate) >= 3
-    assert seen == {"window": {"exclusive"}, "inputs": {"shared"}, "check": {"shared"}}, seen
-    assert _lock_state(ev.gpu_lock) == "free" and len(syncs) >= 2 * len(times.candidate)
+    assert seen == {"window": {"exclusive"}, "inputs": {("shared", True)}, "check": {("shared", True)}}, seen
+    assert _lock_state(ev.gpu_lock) == "free" and not ev.candidate_code.locked()
+    assert len(idles) >= len(times.candidate)  # every turn passed with the evaluator's GPU work done
     assert times.parts_s["lock_wait"] > 0
 
 
