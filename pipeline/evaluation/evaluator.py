@@ -98,7 +98,7 @@ class Evaluator:
         if use_gpu:
             from pipeline.evaluation.cuda_driver import Driver
             self.driver = Driver(0)
-            self.gpu_lock.idle = self.driver.synchronize  # a shared hold ends with this process's GPU work done
+            self.gpu_lock.idle = self._gpu_idle  # a shared hold ends with this process's GPU work done
             self.gpu_name = self.driver.info().name
             self.flush_ptr = self.driver.alloc(eval_cfg.l2_flush_bytes)
             self.clock = TrustedClock(self.driver, self.flush_ptr, eval_cfg.l2_flush_bytes)
@@ -467,6 +467,11 @@ class Evaluator:
                     upcoming.result().child.close()
                 for pool in warm.values():
                     pool.close()
+
+    def _gpu_idle(self) -> None:
+        """Wait until this process's GPU work is done, from any of its threads (the context made current first)."""
+        self.driver.make_current()
+        self.driver.synchronize()
 
     def _restore_params(self, group: GroupData) -> bool:
         """Put back any shared parameter a candidate changed (out of bounds of its own buffers, in another
