@@ -1,4 +1,4 @@
-"""The ranker on the measured dataset, both ways the README reports, in one run:
+"""The ranker on the measured dataset, both ways docs/ranker.md reports, in one run:
     python benchmarks/ranker_eval_measured.py --out benchmarks/results/ranker_eval_measured.json
 `fixed_split`: `cudaperf rank train` then `cudaperf rank eval` (held-out test families of the rows'
 split); `cv5`: `cudaperf rank eval --cv 5` (fresh rankers per fold of families). Measured rows of

@@ -4,7 +4,7 @@ One definition each, JSON-serialisable through pydantic (`model_dump_json` / `mo
 versioned by `RECORD_VERSION`. Units are in the field names: `_ms` milliseconds, `_s` seconds,
 sizes in elements unless a name says `_bytes`.
 
-Task kinds and candidate formats (see README, "Candidate formats"):
+Task kinds and candidate formats (see docs/formats.md):
 - `c2cuda`: translate a C function to CUDA. The task carries the C reference and its argument
   list (`args`); a candidate is a `.cu` file defining the same function with C linkage, taking
   device pointers, launching its own kernels (format `c2cuda`).

@@ -45,27 +45,7 @@ from pipeline.evaluation.timed_rounds import CALIBRATION_FILL_MAX
 from pipeline.evaluation.timing import TrustedClock, time_calls
 from pipeline.records import Candidate, EvalResult, Finding, Task
 
-EVALUATOR_VERSION = "17"  # 2: trusted-clock timing of checked batches; 3: gate profiles, a wider strict allow-list;
-# 4: check sets made on the device from seeds, events believed within the noise, chunked checksums;
-# 5: the batch overhead from trusted calibration batches that do GPU work and the in-window checksum;
-# 6: KernelBench output copies taken off per call, busy calibrations repeated;
-# 7: device allocations in whole 2 MiB pages (children map them with large pages);
-# 8: a PyTorch reference's batch opens with the L2 flush queued, not an idle GPU;
-# 9: a KernelBench-format candidate's process runs in the reference's full-float32 mode (TF32 off);
-# 10 (not released: the GPU warmed by products before the baseline); 11: a short PyTorch baseline batch runs once
-# untimed just before its timed run; 12: a reference's Inf and NaN matched exactly (the rest compared as always),
-# KernelBench outputs within 1 % of the reference's norm, file methods on any object and self-declared library
-# functions refused, the called slots of a timed batch in a secret order beside a decoy slot that must stay as staged;
-# 13: KernelBench's 1 % only above float32 rounding of the inputs, work left running is the candidate's (rejected),
-# gate: frame, code and module values, attributes set only on self or objects made with torch, torch thread pools,
-# host asm in __host__ __device__ code, every cast to a stream handle; built code: no system-call instructions;
-# 14: check set 1 adversarial, constant module state redrawn, a float64 anchor on every torch2cuda and c2cuda check
-# 15: no modelled copy credited (the KernelBench baseline pays the same output copy), strict extensions judged on what
-# they link, outputs unpacked by exact type, the child's file allow-list and exec lock, a CPU budget per candidate
-# 16: the baseline timed at a configuration's start and end (2 % drift check), the adaptive stop on (3 %), 5 ms batches,
-# the checks after a batch fused (one readback a round), the artefact check in the compile pool on the one object built
-# 17: the artefact check scans the host preprocessing pass as well as the device pass (both kept by the one compile),
-# the library linked without a device link, float32 checks through one compiled pass (fused_check.h) on GPU and CPU
+EVALUATOR_VERSION = "17"  # in every result's cache key and report; what each version changed: docs/changelog.md
 
 
 @dataclass

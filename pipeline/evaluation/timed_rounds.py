@@ -16,7 +16,7 @@ Every round, under the GPU's exclusive lock:
     decoy, is staged alike but never called (`round_slots`), so a call that writes the slots after its
     own ahead (their inputs are in place before "go") writes into the decoy and is caught, and one that
     computes them into memory of its own must compute the decoy too (an open hole where batching the
-    calls gains more than that one call: README, Status);
+    calls gains more than that one call: docs/status.md);
  4. the calibration: a trusted child of the candidate's kind runs a batch of as many operations,
     writing as many bytes per call as the candidate's outputs, after the same L2 flush, with the same
     checksums inside its window; its window less its own (trusted) GPU time is what the candidate's
