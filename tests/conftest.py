@@ -1,5 +1,6 @@
-"""Shared fixtures. GPU tests carry the `gpu` marker: `pytest -m gpu` on a GPU host, and the
-README's CPU test command deselects them."""
+"""Shared fixtures and markers (tests/README.md). GPU tests carry the `gpu` marker: `pytest -m gpu` on a GPU
+host, and the README's CPU test command deselects them. Integration tests (whole jobs, every built-in through
+nvcc, Ray clusters) carry the `integration` marker and run only with `--integration`; `.ci/run` runs them."""
 import sys
 from pathlib import Path
 
@@ -8,9 +9,27 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "data"))
 
 
+def pytest_addoption(parser):
+    parser.addoption("--integration", action="store_true",
+                     help="also run the integration tests (whole jobs, heavy pipelines); .ci/run passes it")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU (run with -m gpu on the GPU test machine)")
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
+    config.addinivalue_line("markers", "integration: a whole job or a heavy pipeline; runs with --integration")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Without --integration, the integration tests are deselected: plain `pytest -m "not gpu"` is the fast loop."""
+    if config.getoption("--integration"):
+        return
+    def heavy(item) -> bool:  # GPU tests are never deselected here: `-m gpu` runs them all
+        return item.get_closest_marker("integration") is not None and item.get_closest_marker("gpu") is None
+    dropped = [item for item in items if heavy(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if not heavy(item)]
 
 
 @pytest.fixture(scope="session")

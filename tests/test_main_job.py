@@ -23,6 +23,7 @@ def test_the_main_job_uses_the_shipped_warm_start():
     assert weights < 16 << 20  # small enough to ship in the repository
 
 
+@pytest.mark.integration
 def test_two_steps_of_the_main_job_from_the_warm_start(tmp_path):
     run = subprocess.run([sys.executable, "-m", "pipeline.cli", "train", "--config", "configs/local.yaml",
                           f"run.output_dir={tmp_path}", "train.steps=2", "train.wandb_mode=disabled",

@@ -20,6 +20,9 @@ from pipeline.tasks.errors import TaskError
 TASKS = load_pareval()
 
 
+pytestmark = pytest.mark.integration
+
+
 def test_problems_load_with_ids_types_and_a_naive_kernel_each():
     assert TASKS, "no ParEval problems"
     for t in TASKS:

@@ -18,6 +18,9 @@ from actors.pool import ItemFailed, PoolItemError, SupervisedPool
 DELAY_S = 0.3
 
 
+pytestmark = pytest.mark.integration
+
+
 class Squarer:
     """Test actor: slow squares, and methods that crash the process or raise on chosen inputs."""
 

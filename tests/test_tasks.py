@@ -206,6 +206,7 @@ def _compile(job):
     return name, proc.returncode, proc.stderr[-2000:]
 
 
+@pytest.mark.integration
 def test_every_builtin_implementation_and_reference_compiles(tmp_path):
     assert shutil.which("nvcc") and shutil.which("gcc"), "nvcc and gcc are needed on PATH (install the CUDA toolkit)"
     jobs = []

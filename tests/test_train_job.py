@@ -35,6 +35,19 @@ def wait_for_dashboard(port: int, head: subprocess.Popen, timeout_s: float = 120
     raise TimeoutError(f"the Ray dashboard did not answer on port {port} within {timeout_s} s")
 
 
+def submit_when_ready(dashboard: int, command: str, env: dict, timeout_s: float = 120) -> subprocess.CompletedProcess:
+    """`ray job submit`, again while the head's job agent is not up yet ("No available agent to submit job":
+    the dashboard answers before the agent has registered; nothing was started)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        job = subprocess.run([RAY, "job", "submit", "--address", f"http://127.0.0.1:{dashboard}", "--",
+                              "bash", "-c", command], env=env, capture_output=True, text=True, timeout=600)
+        if "No available agent" not in job.stdout + job.stderr or time.monotonic() > deadline:
+            return job
+        time.sleep(2)
+
+
+@pytest.mark.integration
 def test_ray_job_submit_runs_the_tiny_training(tmp_path):
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("RAY_ADDRESS", None)
@@ -50,8 +63,7 @@ def test_ray_job_submit_runs_the_tiny_training(tmp_path):
                  f"run.output_dir={tmp_path} run.name=job rollout.backend=transformers rollout.device=cpu "
                  "rollout.samples_per_task=2 rollout.max_turns=1 rollout.max_new_tokens=32 train.steps=1 "
                  "train.tasks_per_step=1 train.wandb_mode=disabled train.progress_bar=false compile.workers=1")
-        job = subprocess.run([RAY, "job", "submit", "--address", f"http://127.0.0.1:{dashboard}", "--",
-                              "bash", "-c", train], env=env, capture_output=True, text=True, timeout=600)
+        job = submit_when_ready(dashboard, train, env)
         out = job.stdout + job.stderr
         assert job.returncode == 0 and "succeeded" in out, out[-4000:]
         rows = [json.loads(line) for line in (tmp_path / "job" / "metrics.jsonl").read_text().splitlines()]

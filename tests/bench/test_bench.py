@@ -40,6 +40,7 @@ def test_answer_file_names(tmp_path):
                                                             "level_1_problem_19_sample_0_kernel.py"]
 
 
+@pytest.mark.integration
 def test_bench_answers_on_cpu(answers, tmp_path):
     d, tasks = answers
     out = tmp_path / "report"

@@ -34,6 +34,7 @@ def test_the_arms_differ_only_in_the_reward_weights_they_declare(learning):
     assert one_turn == {**full, "rollout.max_turns": "1"}
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_a_two_step_experiment_runs_end_to_end_on_the_tiny_cpu_policy(learning, tmp_path, builtin_tasks):

@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.integration
 def test_the_campaign_catches_every_result_changing_mutant_of_two_built_in_tasks(tmp_path):
     out = tmp_path / "mutation.json"
     proc = subprocess.run([sys.executable, "benchmarks/mutation.py", "--builtin", "--only",
@@ -35,6 +38,7 @@ def test_the_campaign_catches_every_result_changing_mutant_of_two_built_in_tasks
 def test_a_failing_task_is_listed_with_its_reason(tmp_path):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from mutation import one_task
+
     from pipeline.tasks import load_tasks
     task = next(t for t in load_tasks("builtin") if t.id == "torch2cuda/relu")
     broken = task.model_copy(update={"reference": task.reference.replace("def forward", "def forwardx")})

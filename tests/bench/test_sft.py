@@ -15,7 +15,7 @@ from pipeline.sft import (answer_head, encode_pairs, fastest_first, main, name_d
                           supervised_pairs)
 from pipeline.tasks import load_tasks
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_pairs_rename_and_order(small_task_dir):

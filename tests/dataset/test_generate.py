@@ -125,10 +125,12 @@ def test_sample_passes_the_static_gate(tasks):
             assert not errors, f"{t.id}/{impl.name}: {errors}"
 
 
+@pytest.mark.integration
 def test_sample_compiles_with_nvcc(sample, compile_cfg):
     assert check_compile(sample, workers=2, batch=60, compile_cfg=compile_cfg) == []
 
 
+@pytest.mark.integration
 def test_sample_c_references_compile_and_run(sample, compile_cfg):
     c_tasks = [t for t in sample if t.kind == "c2cuda"]
     assert len(c_tasks) >= 40

@@ -11,6 +11,9 @@ from pipeline.data import measure as M
 from pipeline.data.measured import SCHEMA, load_measurements, read_file
 
 
+pytestmark = pytest.mark.integration
+
+
 @pytest.fixture
 def cfg(compile_cfg, tmp_path):
     return load_config(None, [f"compile.cache_dir={compile_cfg.cache_dir}", f"data.measured_dir={tmp_path / 'repo'}",

@@ -69,6 +69,7 @@ def test_unknown_split_of_generated_source_is_a_clear_error():
         load_source("generated:holdout")
 
 
+@pytest.mark.integration
 def test_ray_data_stream_resumes_from_a_saved_position(tasks):
     ray = pytest.importorskip("ray")
     from actors.data import task_dataset

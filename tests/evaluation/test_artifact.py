@@ -95,6 +95,7 @@ def test_own_lines_follow_markers_and_drop_headers():
     assert artifact.own_lines(pre, "c.cu") == [(2, "int a;"), (4, "int b;"), (9, "__global__ void k() {}")]
 
 
+@pytest.mark.integration
 def test_every_builtin_native_implementation_passes(builtin_tasks, compile_cfg):
     """The allow-lists were derived from these; a new built-in implementation that fails here needs a
     look at what it calls, not a wider list by reflex."""

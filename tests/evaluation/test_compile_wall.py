@@ -30,6 +30,7 @@ int twice(int x) { return 2 * x + mark - 1; }
 '''
 
 
+@pytest.mark.integration
 def test_a_built_extension_is_not_imported_in_the_compile_step(tmp_path):
     """torch's load_inline imports what it builds; the build step must stop at the linked library."""
     pytest.importorskip("torch.utils.cpp_extension")
@@ -90,6 +91,7 @@ extern "C" __global__ void k(float* x) { float a = x[0]; X22 x[0] = a; }
 '''
 
 
+@pytest.mark.integration
 @needs_nvcc
 def test_a_source_that_explodes_in_the_compiler_is_stopped_by_its_budget(tmp_path, builtin_tasks):
     compiler = Compiler(CompileSection(cache_dir=str(tmp_path), cpu_budget_s=3.0))
@@ -161,6 +163,7 @@ TORCH_LIBRARY_IMPL(aten, CPU, m) { m.impl("alias", my_copy); }
 '''
 
 
+@pytest.mark.integration
 def test_strict_extensions_are_judged_on_what_they_link(tmp_path):
     """Torch compute reached from native code is refused from outside the child, on the built library."""
     pytest.importorskip("torch.utils.cpp_extension")

@@ -30,6 +30,7 @@ def cand(task, code, fmt=None):
     return Candidate(task_id=task.id, code=code, format=fmt or task.implementations[0].format)
 
 
+@pytest.mark.integration
 def test_known_implementations_are_not_executed_without_gpu(cpu_evaluator, builtin_tasks):
     for tid in ("c2cuda/saxpy", "torch2cuda/relu"):
         task = builtin_tasks[tid]
@@ -69,6 +70,7 @@ def test_gate_hacks_are_rejected_on_cpu(cpu_evaluator, builtin_tasks, name, task
     assert "compile" not in r.stage_s  # nothing was built
 
 
+@pytest.mark.integration
 def test_runtime_hacks_pass_the_gate_but_are_never_correct_on_cpu(cpu_evaluator, builtin_tasks):
     for name, task_id, fmt, code, verdicts, where in BAD:
         if where == "run" and fmt != "kernelbench":

@@ -388,6 +388,7 @@ def _built(code: str, fmt: str, profile: str, compile_cfg):
                                             CompileResult(ok=True), compile_cfg, profile) if f.severity == "error"]
 
 
+@pytest.mark.integration
 @needs_nvcc
 @pytest.mark.parametrize("profile", BOTH)
 def test_built_check_passes_the_kernelbench_styles(profile, compile_cfg):

@@ -101,6 +101,7 @@ def test_minilm_encoder_embeds_code_offline_and_caches(tmp_path):
     np.testing.assert_array_equal(minilm_embeddings(codes, cache_dir=tmp_path), first)
 
 
+@pytest.mark.integration
 def test_neural_ranker_with_minilm_encoder_learns_the_rule(synthetic, ranker_cfg, tmp_path):
     from pipeline.ranker.train import make_ranker
     cfg = ranker_cfg.model_copy(update={"neural_encoder": "minilm", "feature_cache_dir": str(tmp_path)})

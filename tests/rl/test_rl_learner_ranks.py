@@ -11,7 +11,7 @@ from pipeline.rl.batch import make_microbatches
 from pipeline.rl.distributed import free_port
 from pipeline.rl.learner import Learner
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")

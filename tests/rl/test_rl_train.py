@@ -20,7 +20,7 @@ from rollout_fakes import ScriptedGenerator
 
 from pipeline.config import load_config
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).parents[2]
 TIMING = ("time/", "busy/", "learner/tokens_per_s", "learner/update_s")

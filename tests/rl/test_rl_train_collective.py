@@ -11,7 +11,7 @@ from test_rl_train import saxpy_only, train_cfg  # noqa: F401 (saxpy_only is a f
 
 from pipeline.rl.distributed import COLLECTIVE_ENV
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")

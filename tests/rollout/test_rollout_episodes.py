@@ -77,6 +77,7 @@ def test_three_turn_scripted_episode_against_cpu_evaluator(task_id, builtin_task
     assert stats.turns == 3 and stats.format_errors == 1 and stats.evaluation_calls == 2
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("backend", ["vllm", "transformers"])
 def test_tiny_model_episodes_give_consistent_records(backend, request, builtin_tasks, rollout_cfg, cpu_evaluator):
     gen = request.getfixturevalue("vllm_generator" if backend == "vllm" else "hf_generator")

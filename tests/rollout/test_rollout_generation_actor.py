@@ -14,6 +14,9 @@ from pipeline.rollout.scheduler import EpisodeScheduler, ThreadQueue
 from pipeline.rollout.tiny_model import load_tokenizer
 
 
+pytestmark = pytest.mark.integration
+
+
 @pytest.fixture(scope="module")
 def ray_local():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

@@ -115,6 +115,7 @@ def test_compile_failure_carries_the_log(nvcc):
     assert "undefined_name" in e.value.log and "kernel.cu" in e.value.log
 
 
+@pytest.mark.integration
 def test_every_data_kernel_compiles_and_is_reported(nvcc):
     files = kernel_files()
     with ThreadPoolExecutor(max_workers=4) as pool:

@@ -3,9 +3,12 @@ predicts what ncu should measure, and reads ncu's CSV."""
 import json
 import os
 
+import pytest
+
 from pipeline.structure import validate_gpu as V
 
 
+@pytest.mark.integration
 def test_builds_everything_without_running(tmp_path, nvcc):
     occ = V.build_occupancy_exe(str(tmp_path), "sm_90", nvcc)
     assert occ["ok"], occ["log"][-2000:]
