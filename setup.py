@@ -11,7 +11,10 @@ setup(
     description="Multi-turn RL with structural and performance aware rewards for CUDA kernels, on Ray",
     python_requires=">=3.10",
     packages=find_packages(include=["pipeline", "pipeline.*", "actors", "actors.*"]),
-    package_data={"pipeline": ["builtin_tasks/*.json", "builtin_tasks/**/*", "rollout/tiny_sft/*"]},
+    # every file the code reads at run time (tests/test_wheel.py builds the wheel and checks from outside the checkout)
+    package_data={"pipeline": ["builtin_tasks/*.json", "builtin_tasks/**/*", "rollout/tiny_sft/*", "pareval_tasks/LICENSE",
+                               "pareval_tasks/*/*", "data/measured/*", "data/card/*", "tasks/*.json",
+                               "evaluation/fused_check.c", "evaluation/fused_check.cu", "evaluation/fused_check.h"]},
     include_package_data=True,
     install_requires=[
         "numpy>=1.26",

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.actor import ActorHandle
 
-from actors.pool import SupervisedPool
+from actors.pool import NO_RAY_RESTARTS, SupervisedPool
 from pipeline.lost_work import ItemFailed
 
 if TYPE_CHECKING:  # the core modules are imported lazily in the actors (see their constructors)
@@ -85,13 +85,6 @@ class CompilerActor:
         return os.getpid()
 
 
-# Ray's own restarts stay off (max_restarts=0, max_task_retries=0): SupervisedPool replaces a dead
-# actor and resubmits its work itself. With Ray restarting as well, the restarted actor would sit
-# under the same handle that the pool then kills and replaces, and Ray's task retries would run
-# an item again behind the pool's per-item retry budget.
-_NO_RAY_RESTARTS = {"max_restarts": 0, "max_task_retries": 0}
-
-
 def make_evaluator_pool(eval_cfg: EvalSection, compile_cfg: CompileSection,
                         num_gpus_available: int, gpu_fraction: float = 1.0) -> SupervisedPool:
     """Build the evaluator pool: one GPU actor per GPU, or one CPU actor when there is none.
@@ -109,7 +102,7 @@ def make_evaluator_pool(eval_cfg: EvalSection, compile_cfg: CompileSection,
     use_gpu = num_gpus_available > 0
     per_gpu = eval_cfg.workers_per_gpu if use_gpu else 1
     size = num_gpus_available * per_gpu if use_gpu else 1
-    options = {"num_cpus": 1, "num_gpus": gpu_fraction / per_gpu if use_gpu else 0, **_NO_RAY_RESTARTS}
+    options = {"num_cpus": 1, "num_gpus": gpu_fraction / per_gpu if use_gpu else 0, **NO_RAY_RESTARTS}
     remote_cls = ray.remote(EvaluatorActor)
 
     def make_actor(slot: int) -> ActorHandle:
@@ -130,7 +123,7 @@ def make_compiler_pool(compile_cfg: CompileSection, max_retries: int, gate_profi
     remote_cls = ray.remote(CompilerActor)
 
     def make_actor(slot: int) -> ActorHandle:
-        return remote_cls.options(num_cpus=1, **_NO_RAY_RESTARTS).remote(compile_cfg, gate_profile)
+        return remote_cls.options(num_cpus=1, **NO_RAY_RESTARTS).remote(compile_cfg, gate_profile)
 
     return SupervisedPool(make_actor, size=compile_cfg.workers, max_retries=max_retries)
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import ray
 from ray.actor import ActorHandle
 
-from actors.pool import SupervisedPool
+from actors.pool import NO_RAY_RESTARTS, SupervisedPool
 
 if TYPE_CHECKING:  # the core modules are imported lazily in the actor (see its constructor)
     from pipeline.config import ModelSection, RolloutSection
@@ -157,8 +157,6 @@ class PoolQueue:
         return self._pool.next_completed(timeout_s)
 
 
-# As for the evaluator pool: Ray's own restarts stay off, SupervisedPool replaces dead actors.
-_NO_RAY_RESTARTS = {"max_restarts": 0, "max_task_retries": 0}
 
 
 def make_generator_pool(model_cfg: ModelSection, rollout_cfg: RolloutSection, seed: int,
@@ -173,7 +171,7 @@ def make_generator_pool(model_cfg: ModelSection, rollout_cfg: RolloutSection, se
         raise ValueError(f"make_generator_pool: num_gpus_per_actor = {num_gpus_per_actor}; pass 0 on CPU hosts "
                          "or the GPU share of each generator")
     remote_cls = ray.remote(GeneratorActor)
-    options = {"num_cpus": 1, "num_gpus": num_gpus_per_actor, **_NO_RAY_RESTARTS}
+    options = {"num_cpus": 1, "num_gpus": num_gpus_per_actor, **NO_RAY_RESTARTS}
 
     def make_actor(slot: int) -> ActorHandle:
         actor = remote_cls.options(**options).remote(model_cfg, rollout_cfg, seed + slot)

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.actor import ActorHandle
 
+from actors.pool import NO_RAY_RESTARTS
+
 if TYPE_CHECKING:
     from pipeline.config import LearnerSection, RLSection
     from pipeline.rl.batch import TrainSequence
@@ -102,7 +104,7 @@ class LearnerGroup:
     def __init__(self, learner_cfg: LearnerSection, rl_cfg: RLSection, model_path: str | Path, temperature: float,
                  gpus_per_rank: float, seed: int):
         remote_cls = ray.remote(LearnerActor)
-        options = {"num_cpus": 1, "num_gpus": gpus_per_rank, "max_restarts": 0, "max_task_retries": 0}
+        options = {"num_cpus": 1, "num_gpus": gpus_per_rank, **NO_RAY_RESTARTS}  # not restarted: see the top
         self.actors: list[ActorHandle] = [remote_cls.options(**options).remote(r, learner_cfg.ranks)
                                           for r in range(learner_cfg.ranks)]
         addr, port = ray.get(self.actors[0].address.remote())

@@ -59,6 +59,13 @@ class _Raised:
     error: PoolItemError
 
 
+# Options of every pooled actor: Ray's own restarts stay off (max_restarts=0, max_task_retries=0), since
+# SupervisedPool replaces a dead actor and resubmits its work itself. With Ray restarting as well, the
+# restarted actor would sit under the same handle that the pool then kills and replaces, and Ray's task
+# retries would run an item again behind the pool's per-item retry budget.
+NO_RAY_RESTARTS = {"max_restarts": 0, "max_task_retries": 0}
+
+
 class SupervisedPool:
     """A fixed number of actor slots, each kept alive and busy; see the module docstring for failures."""
 

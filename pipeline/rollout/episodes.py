@@ -9,10 +9,6 @@ An episode alternates two steps, driven by the scheduler (scheduler.py):
 Stopping: success (a correct turn with speedup >= `stop_when_speedup_at_least`, when that is
 set), the turn budget (`max_turns`), the context (the next prompt cannot fit, see
 conversation.py), or an error (the evaluation of the turn was lost).
-
-Token views for the learner: `turn_tokens` gives one turn as a sequence (its prompt then its
-response; policy mask and logprobs on the response); `episode_tokens` gives a whole untrimmed
-episode as one sequence with every response masked in, and the span of each turn's response.
 """
 from __future__ import annotations
 
@@ -129,45 +125,3 @@ class Episode:
         if self.state != state:
             raise RuntimeError(f"episode {self.outcome.trajectory.episode_id} is in state '{self.state}', "
                                f"not '{state}'")
-
-
-@dataclass(frozen=True)
-class TokenView:
-    """A token sequence for the learner. `policy_mask[i]` is 1 where the policy sampled `ids[i]`, and
-    `logprobs[i]` is then the generator's logprob of it (0.0 elsewhere). `spans[k]` is the
-    half-open range of the k-th response in `ids`."""
-    ids: list[int]
-    policy_mask: list[int]
-    logprobs: list[float]
-    spans: list[tuple[int, int]]
-
-
-def turn_tokens(turn: Turn) -> TokenView:
-    """One turn as a training sequence: the context it saw (not trained on), then its response."""
-    n = len(turn.prompt_ids)
-    return TokenView(turn.prompt_ids + turn.response_ids, [0] * n + [1] * len(turn.response_ids),
-                     [0.0] * n + list(turn.logprobs), [(n, n + len(turn.response_ids))])
-
-
-def episode_tokens(trajectory: Trajectory) -> TokenView:
-    """The whole episode as one sequence with every response masked in; the episode must be untrimmed."""
-    turns = trajectory.turns
-    if not turns:
-        return TokenView([], [], [], [])
-    for k, turn in enumerate(turns):
-        if turn.kept_turns != list(range(k)):
-            raise ValueError(f"episode {trajectory.episode_id}: turn {k} saw a trimmed context (kept turns "
-                             f"{turn.kept_turns}); use turn_tokens per turn for trimmed episodes")
-    last = turns[-1]
-    ids = last.prompt_ids + last.response_ids
-    mask, logprobs = [0] * len(ids), [0.0] * len(ids)
-    spans = []
-    for k, turn in enumerate(turns):  # untrimmed: every turn's prompt is a prefix of the last sequence
-        start = len(turn.prompt_ids)
-        if ids[:start] != turn.prompt_ids or ids[start:start + len(turn.response_ids)] != turn.response_ids:
-            raise ValueError(f"episode {trajectory.episode_id}: turn {k}'s tokens are not a prefix of the last "
-                             "turn's context; the conversation was not built by appending")
-        spans.append((start, start + len(turn.response_ids)))
-        mask[start:start + len(turn.response_ids)] = [1] * len(turn.response_ids)
-        logprobs[start:start + len(turn.response_ids)] = turn.logprobs
-    return TokenView(ids, mask, logprobs, spans)
