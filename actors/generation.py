@@ -39,7 +39,7 @@ class GeneratorActor:
     """Owns one `Generator` (one engine, one copy of the policy)."""
 
     def __init__(self, model_cfg: ModelSection, rollout_cfg: RolloutSection, seed: int):
-        from pipeline.rollout.generation import make_generator
+        from pipeline.rollout.backends import make_generator
 
         self._generator = make_generator(model_cfg, rollout_cfg, seed)
         self._sync_group = None  # learner rank 0's broadcast group (train.weight_sync=collective)

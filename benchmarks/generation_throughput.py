@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from pipeline.config import ModelSection, RolloutSection  # noqa: E402
 from pipeline.rollout.conversation import ChatFormat  # noqa: E402
-from pipeline.rollout.generation import GenerationRequest, SamplingSpec, make_generator  # noqa: E402
+from pipeline.rollout.backends import make_generator  # noqa: E402
+from pipeline.rollout.generation import GenerationRequest, SamplingSpec  # noqa: E402
 from pipeline.rollout.prompts import opening_messages  # noqa: E402
 from pipeline.rollout.tiny_model import load_tokenizer, resolve_model_path  # noqa: E402
 from pipeline.tasks import load_tasks  # noqa: E402

@@ -125,7 +125,7 @@ def answer_files(answers_dir: Path, task: Task) -> list[Path]:
 
 def run_model(cfg: RunConfig, tasks: list[Task], queue) -> list:
     """Episodes of every task with the generator `cfg.model.path` names; EpisodeOutcomes in task order."""
-    from pipeline.rollout.generation import make_generator
+    from pipeline.rollout.backends import make_generator
     from pipeline.rollout.scheduler import EpisodeScheduler, ThreadQueue
     from pipeline.rollout.conversation import ChatFormat
 

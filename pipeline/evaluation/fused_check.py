@@ -26,6 +26,9 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+COMPARE_CHUNK = 1 << 25  # elements per step of the torch pass: its float64 temporaries stay near 1 GiB
+ROUNDING_FLOOR = 4 * 2.0 ** -23  # float32 rounding of values of the inputs' size (reference.rounding_floor)
+
 # columns of an output check's row, all float64: counts are exact below 2**53
 BAD, NAN, UNLIKE, DIFF_SQ, WORST, WORST_AT, OUTSIDE, SCALE, FINITE_N, SQ, N = range(11)
 WIDTH = 11
@@ -36,7 +39,6 @@ def reference_stats(ref):
     `compare`'s reference-side sums, made once however often the reference is checked against."""
     import torch
 
-    from pipeline.evaluation.reference import COMPARE_CHUNK
     r = ref.reshape(-1)
     n = r.numel()
     zero = torch.zeros((), dtype=torch.float64, device=r.device)
@@ -210,7 +212,6 @@ class RoundCheck:
         """Queue `out` against `ref` (same shape; `stats` from reference_stats, made here when None)."""
         import torch
 
-        from pipeline.evaluation.reference import COMPARE_CHUNK
         self._tensors[key] = (out, ref)
         if tuple(out.shape) != tuple(ref.shape):
             self._queue(key, "shape", torch.zeros(WIDTH, dtype=torch.float64, device=ref.device))
@@ -271,7 +272,6 @@ class RoundCheck:
         """Queue the sums of `reference.rounding_floor` over `inputs` (the floor is known after `read`)."""
         import torch
 
-        from pipeline.evaluation.reference import COMPARE_CHUNK
         if self.tol.rel_l2 <= 0:
             return
         for i, x in enumerate(inputs):
@@ -317,7 +317,6 @@ class RoundCheck:
             self._values = {k: (kind, table[i].tolist()) for i, (k, kind) in enumerate(zip(self._keys, self._kinds))}
         else:
             self._values = {}
-        from pipeline.evaluation.reference import ROUNDING_FLOOR
         largest = max((math.sqrt(v[SQ] / v[N]) for kind, v in self._values.values() if kind == "floor"), default=0.0)
         if largest:
             self.floor = ROUNDING_FLOOR * largest
@@ -381,7 +380,6 @@ def compare_plain(out, ref, tol, floor: float = 0.0) -> tuple[bool, float, str]:
     of benchmarks/check_cost.py. The evaluator judges with RoundCheck (reference.compare)."""
     import torch
 
-    from pipeline.evaluation.reference import COMPARE_CHUNK
     if tuple(out.shape) != tuple(ref.shape):
         return False, float("inf"), f"shape {tuple(out.shape)} != expected {tuple(ref.shape)}"
     o, r = out.reshape(-1), ref.reshape(-1)

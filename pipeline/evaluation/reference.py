@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.evaluation import light_abi
+from pipeline.evaluation.fused_check import RoundCheck  # the one implementation of the criterion
 from pipeline.evaluation.fidelity import (adversarial_like, adversarial_uniform, anchor_allowance, as_float64,
                                           float64_twin, redraw_constant_state, run_measuring_sums)
 from pipeline.evaluation.numerics import set_full_float32
@@ -714,17 +715,10 @@ def to_device(group: GroupData) -> None:
                     table[b] = (torch.from_numpy(np.ascontiguousarray(v)).reshape(group.buffers[b].shape).cuda(), allowance)
 
 
-COMPARE_CHUNK = 1 << 25  # elements per step: the comparison's float64 temporaries stay near 1 GiB
-
-
-ROUNDING_FLOOR = 4 * 2.0 ** -23  # float32 rounding of values of the inputs' size
-
-
 def rounding_floor(tol: Tolerance, inputs) -> float:
     """For `compare`: the rms below which a float32 reference is rounding noise of a computation on `inputs`
     (ROUNDING_FLOOR times the largest rms of a floating input): a mean of a normalised output is about 1e-10,
     and two correct answers round it differently. 0 when `tol` has no rel_l2 (nothing to compute)."""
-    from pipeline.evaluation.fused_check import RoundCheck  # its sums, made where the round's checks make them
     check = RoundCheck(tol)
     check.floor_of(inputs)
     check.read()
@@ -740,7 +734,6 @@ def compare(out, ref, tol: Tolerance, floor: float = 0.0) -> tuple[bool, float, 
     softmax row) as zeros; not where the reference's rms is at most `floor` (`rounding_floor`): there it is
     rounding noise, and only the elementwise allowance applies, as in KernelBench's harness. Works through the tensors in chunks of COMPARE_CHUNK elements, so its
     temporaries stay small beside tensors of many GiB."""
-    from pipeline.evaluation.fused_check import RoundCheck  # the one implementation of the criterion
     check = RoundCheck(tol, floor)
     check.output(0, out, ref)
     check.read()

@@ -506,7 +506,7 @@ class Checksums:
 
     def __init__(self, group: GroupData, cd: ConfigData, slots: list[int], expected: list[dict], signs: dict):
         import torch
-        from pipeline.evaluation.reference import COMPARE_CHUNK
+        from pipeline.evaluation.fused_check import COMPARE_CHUNK
         tol = group.task.tolerance
         self.views, targets, bounds = [], [], []
         outputs, rows = [], []  # every expected output's statistics on the device, read back at once

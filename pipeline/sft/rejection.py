@@ -29,7 +29,7 @@ def rejection_rounds(cfg: RunConfig, learner, tasks: list[Task], model_path: Pat
     from pipeline.bench import outcomes_from_episodes
     from pipeline.bench_metrics import summarize
     from pipeline.rollout.conversation import ChatFormat
-    from pipeline.rollout.generation import make_generator
+    from pipeline.rollout.backends import make_generator
     from pipeline.rl.update import export_for_generators
     from pipeline.rollout.scheduler import EpisodeScheduler, ThreadQueue
 

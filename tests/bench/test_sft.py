@@ -125,7 +125,8 @@ def test_supervised_sft_lowers_loss_and_writes_a_policy(small_task_dir, tiny_dir
     assert (out / "heldout_bench" / "report.json").is_file()
     # the checkpoint is a policy `model.path` can name: both generator backends' loader and the learner's
     from pipeline.config import ModelSection, RolloutSection
-    from pipeline.rollout.generation import GenerationRequest, SamplingSpec, make_generator
+    from pipeline.rollout.backends import make_generator
+    from pipeline.rollout.generation import GenerationRequest, SamplingSpec
     gen = make_generator(ModelSection(path=str(out / "hf"), max_model_len_tokens=2048),
                          RolloutSection(backend="transformers", device="cpu"), seed=0)
     result = gen.generate([GenerationRequest([1, 2, 3], 2)], SamplingSpec(max_new_tokens=8))

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from pipeline.evaluation import reference
+from pipeline.evaluation import fused_check
 from pipeline.evaluation.fused_check import RoundCheck, compare_plain as compare, reference_stats
 from pipeline.evaluation.reference import rounding_floor
 from pipeline.records import Tolerance
@@ -60,9 +60,9 @@ TOLERANCES = [Tolerance(rtol=1e-4, atol=1e-4), Tolerance(rtol=1e-3, atol=1e-3, r
 def test_the_same_verdicts_as_compare(tol, chunk, native, monkeypatch):
     """Both passes on the CPU: fused_check.c (float32 tensors; the criterion per element the GPU kernels run,
     fused_check.h) and torch's (every other dtype, and where no C compiler is found)."""
-    monkeypatch.setattr(reference, "COMPARE_CHUNK", chunk)  # chunked: the first chunk holding the worst error
+    monkeypatch.setattr(fused_check, "COMPARE_CHUNK", chunk)  # chunked: the first chunk holding the worst error
     inputs = [torch.randn(300, generator=torch.Generator().manual_seed(3))]
-    floor = reference.ROUNDING_FLOOR * float(inputs[0].double().pow(2).mean().sqrt()) if tol.rel_l2 > 0 else 0.0
+    floor = fused_check.ROUNDING_FLOOR * float(inputs[0].double().pow(2).mean().sqrt()) if tol.rel_l2 > 0 else 0.0
     check = RoundCheck(tol, native_cpu=native)
     check.floor_of(inputs)
     all_cases = list(cases())

@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from pipeline.evaluation import reference
+from pipeline.evaluation import fused_check, reference
 from pipeline.evaluation.gpu_memory import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout
 from pipeline.evaluation.reference import ConfigBytes, compare, config_bytes, group_footprint
 from pipeline.records import Tolerance
@@ -117,7 +117,7 @@ def test_the_footprint_follows_the_largest_configuration_not_their_sum():
 
 
 def test_chunked_comparison_matches_the_whole_tensor_rule(monkeypatch):
-    monkeypatch.setattr(reference, "COMPARE_CHUNK", 1000)
+    monkeypatch.setattr(fused_check, "COMPARE_CHUNK", 1000)
     g = torch.Generator().manual_seed(0)
     ref = torch.randn(10_500, generator=g)
     assert compare(ref.clone(), ref, Tolerance(rtol=1e-4, atol=1e-4))[0]

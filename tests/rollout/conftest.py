@@ -30,7 +30,7 @@ def rollout_cfg() -> RolloutSection:
 
 @pytest.fixture(scope="session")
 def vllm_generator(model_cfg, model_path, rollout_cfg):
-    from pipeline.rollout.generation import make_generator
+    from pipeline.rollout.backends import make_generator
     gen = make_generator(model_cfg, rollout_cfg, seed=0, backend="vllm")
     yield gen
     gen.close()
@@ -38,7 +38,7 @@ def vllm_generator(model_cfg, model_path, rollout_cfg):
 
 @pytest.fixture(scope="session")
 def hf_generator(model_cfg, model_path, rollout_cfg):
-    from pipeline.rollout.generation import make_generator
+    from pipeline.rollout.backends import make_generator
     gen = make_generator(model_cfg, rollout_cfg.model_copy(update={"device": "cpu"}), seed=0, backend="transformers")
     yield gen
     gen.close()

@@ -4,7 +4,8 @@ bfloat16."""
 import pytest
 import torch
 
-from pipeline.rollout.generation import GenerationRequest, SamplingSpec, make_generator
+from pipeline.rollout.backends import make_generator
+from pipeline.rollout.generation import GenerationRequest, SamplingSpec
 
 pytestmark = pytest.mark.gpu
 
