@@ -157,8 +157,6 @@ class PoolQueue:
         return self._pool.next_completed(timeout_s)
 
 
-
-
 def make_generator_pool(model_cfg: ModelSection, rollout_cfg: RolloutSection, seed: int,
                         num_gpus_per_actor: float = 0.0, max_retries: int = 2,
                         weights: WeightState | None = None) -> SupervisedPool:

@@ -71,10 +71,10 @@ class NativePass:
     reference read once for its statistics, then the output and the reference read once together, every statistic
     accumulated in float64. Called through ctypes; returns rows of float64 partials that torch reduces where the
     tensors are, so nothing waits. `CudaPass` runs the kernels of fused_check.cu on torch's current stream;
-    `CpuPass` runs fused_check.c's loops. `load` returns None where the pass cannot be built or loaded; the torch
-    pass then does the same work."""
+    `CpuPass` runs fused_check.c's loops; each says how it is built (`_build(compiler)`) and where its tensors live
+    (`device_type`). `load` returns None where the pass cannot be built or loaded; the torch pass then does the same
+    work."""
     device_type = ""
-    source = ""
 
     def __init__(self, library: str):
         import ctypes
@@ -85,10 +85,6 @@ class NativePass:
         self.out_fn.argtypes, self.out_fn.restype = [p, p, ll, p, d, d, d, p, i, p], i
         self.differ_fn.argtypes, self.differ_fn.restype = [p, p, ll, p, i, p], i
         self._lib = lib
-
-    @classmethod
-    def _build(cls, compiler):
-        raise NotImplementedError
 
     @classmethod
     def load(cls, compiler) -> "NativePass | None":
@@ -199,8 +195,8 @@ def cpu_pass() -> "CpuPass | None":
 
 class RoundCheck:
     """Every check of one round (outputs, unchanged inputs, decoys as staged), queued on the device and read
-    back with one synchronisation (`read`). With `cuda` (a CudaPass), float32 outputs on the GPU go through its
-    kernels: each output and its reference read once."""
+    back with one synchronisation (`read`). Float32 tensors go through a compiled pass: `cuda` (a CudaPass) on the
+    GPU, this process's CpuPass on the CPU (unless `native_cpu` is off); each output and its reference read once."""
 
     def __init__(self, tol, floor: float = 0.0, cuda: "CudaPass | None" = None, native_cpu: bool = True):
         self.tol, self.floor, self.cuda, self.native_cpu = tol, floor, cuda, native_cpu

@@ -5,7 +5,7 @@ with its slots (`reference.add_timing_slots`), the candidate's child. Out: per-c
 candidate, the baseline and (torch2cuda, where it builds) the torch.compile'd reference, or a
 `Stop` with the verdict when a timed call went wrong.
 
-Every round, under the GPU's exclusive lock:
+Every round (the GPU's lock shared for step 1 and step 6, exclusive from 2 to 5: `GpuTurns`):
  1. fresh inputs for each slot, made on the GPU with a new secret seed (so no call can reuse an
     earlier result, whatever it is keyed on);
  2. the baseline's batch (the naive CUDA implementation in a trusted child, or the PyTorch
