@@ -12,9 +12,9 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["pipeline", "pipeline.*", "actors", "actors.*"]),
     # every file the code reads at run time (tests/test_wheel.py builds the wheel and checks from outside the checkout)
-    package_data={"pipeline": ["builtin_tasks/*.json", "builtin_tasks/**/*", "rollout/tiny_sft/*", "pareval_tasks/LICENSE",
-                               "pareval_tasks/*/*", "data/measured/*", "data/card/*", "tasks/*.json",
-                               "evaluation/fused_check.c", "evaluation/fused_check.cu", "evaluation/fused_check.h"]},
+    package_data={"pipeline": ["assets/*", "assets/**/*",  # the shipped data and model (pipeline/core/assets.py)
+                               "evaluation/checks/fused_check.c", "evaluation/checks/fused_check.cu",
+                               "evaluation/checks/fused_check.h"]},
     include_package_data=True,
     install_requires=[
         "numpy>=1.26",

@@ -22,14 +22,14 @@ from pathlib import Path
 
 import ray
 
-from actors.data import task_dataset
-from actors.evaluation import CompileThenEvaluate, evaluate_groups, make_compiler_pool, make_evaluator_pool
-from actors.generation import CollectiveWeightSync, PoolQueue, WeightState, make_generator_pool
-from actors.learner import LearnerGroup
-from actors.ranker import make_ranker_actor
-from pipeline.config import RunConfig
-from pipeline.errors import UserError
-from pipeline.lost_work import ItemFailed
+from actors.task_stream import task_dataset
+from actors.evaluators import CompileThenEvaluate, evaluate_groups, make_compiler_pool, make_evaluator_pool
+from actors.generators import CollectiveWeightSync, PoolQueue, WeightState, make_generator_pool
+from actors.learners import LearnerGroup
+from actors.rankers import make_ranker_actor
+from pipeline.core.config import RunConfig
+from pipeline.core.errors import UserError
+from pipeline.core.lost_work import ItemFailed
 from pipeline.rl.distributed import COLLECTIVE_ENV
 
 
@@ -57,11 +57,11 @@ class ClusterStartError(UserError, RuntimeError):
 
 
 class TaskStream:
-    """The run's tasks, streamed through Ray Data (actors/data.py) from a `TaskReader`, which keeps the
+    """The run's tasks, streamed through Ray Data (actors/task_stream.py) from a `TaskReader`, which keeps the
     seeded order and the position a checkpoint saves (`reader.state()`)."""
 
     def __init__(self, reader):
-        from pipeline.config import ConfigError
+        from pipeline.core.config import ConfigError
         if not len(reader):
             raise ConfigError("the task stream is empty; check tasks.source and tasks.kinds")
         self.reader = reader
@@ -72,7 +72,7 @@ class TaskStream:
         logging.getLogger("ray.data").setLevel(logging.WARNING)
 
     def take(self, n: int) -> list:
-        from pipeline.data.reader import task_of_row
+        from pipeline.tasks.reader import task_of_row
         out = []
         while len(out) < n:
             if self._rows is None:

@@ -3,7 +3,7 @@
 In: a factory `make_actor(slot) -> ActorHandle` (the driver sets resources with `.options(...)`),
 a pool size and a retry budget. Out: method results per submitted item, in completion order
 (`next_completed`) or input order (`map`). Every pool (compilers, evaluators, generators) uses it.
-Dataset measurement's `WorkerPool` (pipeline/data/measure.py) is its counterpart for trusted code on
+Dataset measurement's `WorkerPool` (pipeline/dataset/measure.py) is its counterpart for trusted code on
 one host: plain processes, the same rule that a dead worker is replaced.
 
 Failure rules:
@@ -29,7 +29,7 @@ import ray
 from ray.actor import ActorHandle
 from ray.exceptions import RayActorError, RayError, RayTaskError
 
-from pipeline.lost_work import ItemFailed
+from pipeline.core.lost_work import ItemFailed
 
 # Arguments of these types are cheap to send with every call; anything else that several items
 # of one `map` share is put in the object store once.

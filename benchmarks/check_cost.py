@@ -61,7 +61,7 @@ class native_counted:
         self.count, self.saved = count, {}
 
     def __enter__(self):
-        from pipeline.evaluation.fused_check import NativePass
+        from pipeline.evaluation.checks.fused_check import NativePass
         for name in ("_ref_rows", "output_row", "differ"):
             method = self.saved[name] = getattr(NativePass, name)
 
@@ -74,7 +74,7 @@ class native_counted:
         return self
 
     def __exit__(self, *exc):
-        from pipeline.evaluation.fused_check import NativePass
+        from pipeline.evaluation.checks.fused_check import NativePass
         for name, method in self.saved.items():
             setattr(NativePass, name, method)
 
@@ -95,8 +95,8 @@ def before(tol, ins, staged, outs, expected, decoy_out) -> None:
     """The checks as evaluator version 15 ran them: per slot torch.equal and `compare`, then the decoys."""
     import torch
 
-    from pipeline.evaluation.fused_check import compare_plain as compare
-    from pipeline.evaluation.reference import rounding_floor
+    from pipeline.evaluation.checks.fused_check import compare_plain as compare
+    from pipeline.evaluation.checks.reference import rounding_floor
     floor = rounding_floor(tol, [staged[0]])
     for x, s, o, e in zip(ins, staged, outs, expected):
         assert torch.equal(x, s)
@@ -109,7 +109,7 @@ def after(tol, ins, staged, outs, expected, decoy_out, native: bool = True) -> N
     """The checks as the evaluator runs them now (fused_check.RoundCheck): with `native`, through the compiled
     pass (fused_check.c here, the same criterion and traffic as fused_check.cu's kernels on a GPU); without, through
     torch's operators (tensors a compiled pass does not take: other dtypes, strided views)."""
-    from pipeline.evaluation.fused_check import RoundCheck
+    from pipeline.evaluation.checks.fused_check import RoundCheck
     check = RoundCheck(tol, native_cpu=native)
     check.floor_of([staged[0]])
     for k, (x, s, o, e) in enumerate(zip(ins, staged, outs, expected)):
@@ -127,13 +127,13 @@ def main() -> None:
     ap.add_argument("--elements", type=int, default=1 << 20)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "check_cost.json"))
     args = ap.parse_args()
-    from pipeline.records import Tolerance
+    from pipeline.core.records import Tolerance
     tol = Tolerance(rtol=1e-4, atol=1e-4, rel_l2=1e-3)
     bufs = round_buffers(args.slots, args.elements)
     out_bytes = args.slots * args.elements * 4
     result = {"command": " ".join(["python", "benchmarks/check_cost.py", *sys.argv[1:]]), "slots": args.slots,
               "elements": args.elements, "machine": "CPU tensors, counted by op"}
-    from pipeline.evaluation.fused_check import cpu_pass
+    from pipeline.evaluation.checks.fused_check import cpu_pass
     if cpu_pass() is None:
         sys.exit("error: fused_check.c did not build; install a C compiler (gcc) and run this again")
     runs = (("before", before), ("after", after), ("after_torch_pass", lambda *a: after(*a, native=False)))

@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.evaluation.gate import check_candidate, extract_load_inline  # noqa: E402
-from pipeline.records import Candidate  # noqa: E402
+from pipeline.core.records import Candidate  # noqa: E402
 from pipeline.tasks import TaskError, kernelbench_task  # noqa: E402
 
 NAME = re.compile(r"level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py")

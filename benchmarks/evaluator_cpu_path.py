@@ -28,10 +28,10 @@ ROOT = Path(__file__).resolve().parents[1]
 MEASURE = r'''
 import json, os, resource, sys, time
 from concurrent.futures import ProcessPoolExecutor
-from pipeline.config import CompileSection, EvalSection
-from pipeline.evaluation.compile import Compiler
+from pipeline.core.config import CompileSection, EvalSection
+from pipeline.evaluation.build.compile import Compiler
 from pipeline.evaluation.evaluator import Evaluator
-from pipeline.records import Candidate
+from pipeline.core.records import Candidate
 from pipeline.tasks import load_tasks
 
 cache, workers, group_size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -47,7 +47,7 @@ def worker(item):
     t0 = cpu()
     cand = Candidate(task_id=task_id, code=code, format=fmt)
     try:
-        from pipeline.evaluation.artifact import build_and_check
+        from pipeline.evaluation.build.artifact import build_and_check
         comp = build_and_check(Compiler(cfg), cand, tasks[task_id], "strict").packed()
     except ImportError:
         comp = Compiler(cfg).compile(cand, tasks[task_id]).packed()

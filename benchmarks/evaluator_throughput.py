@@ -40,9 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # CUDAPERF_ROOT: measure another checkout's evaluator with this script (gpu_checks.sh throughput: before and after)
 sys.path.insert(0, os.environ.get("CUDAPERF_ROOT") or str(ROOT))
 
-from pipeline.config import load_config  # noqa: E402
-from pipeline.lost_work import ItemFailed  # noqa: E402
-from pipeline.records import Candidate  # noqa: E402
+from pipeline.core.config import load_config  # noqa: E402
+from pipeline.core.lost_work import ItemFailed  # noqa: E402
+from pipeline.core.records import Candidate  # noqa: E402
 from pipeline.tasks import load_tasks  # noqa: E402
 
 SHARED = ["torch2cuda/relu", "torch2cuda/gelu", "torch2cuda/softmax", "torch2cuda/matmul", "torch2cuda/maxpool2d",
@@ -176,7 +176,7 @@ def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int
     With `repeats` > 1 the set is evaluated that many times over, each copy of a task a group of its own
     (compiled once through the compile cache, executed and timed every time)."""
     import ray
-    from actors.evaluation import evaluate_groups, make_compiler_pool, make_evaluator_pool
+    from actors.evaluators import evaluate_groups, make_compiler_pool, make_evaluator_pool
     from actors.cluster import start_ray
     groups = groups if groups is not None else candidate_groups(tasks) * repeats
     n = sum(len(c) for _, c in groups)

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.config import ModelSection, RolloutSection  # noqa: E402
+from pipeline.core.config import ModelSection, RolloutSection  # noqa: E402
 from pipeline.rollout.conversation import ChatFormat  # noqa: E402
 from pipeline.rollout.backends import make_generator  # noqa: E402
 from pipeline.rollout.generation import GenerationRequest, SamplingSpec  # noqa: E402

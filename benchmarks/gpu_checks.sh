@@ -19,7 +19,7 @@
 # sft: a short warm start, SFT_S seconds of training; train_sft: two RL steps starting from it, on the
 #   train split it was fitted to; sft_bench: SFT then `cudaperf bench` of it on LIMIT held-out tasks
 #   (benchmarks/sft_h200.sh: what carries over to unseen families); measure: the dataset within MEASURE_S
-#   seconds (benchmarks/measure_h200.sh, continuing from pipeline/data/measured/); multi_gpu: evaluator
+#   seconds (benchmarks/measure_h200.sh, continuing from pipeline/assets/measured/); multi_gpu: evaluator
 #   scaling, NCCL bandwidth and weight sync, two RL steps of configs/h200x8.yaml; needs 2+ GPUs, says so
 #   in one line otherwise; MULTI_GPU_PARTS=evaluators,sync,train picks parts.
 # kernelbench: KernelBench at today's sizes (needs .kernelbench/ from benchmarks/kernelbench_carry.sh and Ray in
@@ -29,7 +29,7 @@
 # kernelbench_bench: `cudaperf bench --answers` over benchmarks/kernelbench_answers under the kernelbench gate
 #   profile, levels KB_LEVELS (default 1; the 40 answers of levels 1-3 take about 15 minutes: one call per
 #   level), at most KB_BENCH_S seconds (default 540); judged rows are kept in rows.partial.jsonl as they come.
-# pareval: every kernel of ParEval's problems (pipeline/pareval_tasks/) in ParEval's form, launched as its driver
+# pareval: every kernel of ParEval's problems (pipeline/assets/pareval_tasks/) in ParEval's form, launched as its driver
 #   launches them, correct under the evaluator; a kernel that writes nothing incorrect (tests/test_pareval.py).
 # bench: evaluator throughput (benchmarks/evaluator_throughput.py: 1 and 4 evaluators, the 64-sample group, the
 #   stage breakdown, eval.timing_ci side by side, the conventional path), at most BENCH_S seconds (560): a call alone.

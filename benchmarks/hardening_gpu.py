@@ -99,10 +99,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "hardening_gpu.json"))
     args = ap.parse_args()
-    from pipeline.config import CompileSection, EvalSection
+    from pipeline.core.config import CompileSection, EvalSection
     from pipeline.evaluation import evaluator as evaluator_module
     from pipeline.evaluation.evaluator import Evaluator
-    from pipeline.records import Candidate
+    from pipeline.core.records import Candidate
     from pipeline.tasks import load_tasks
     tasks = {t.id: t for t in load_tasks("builtin")}
     try:
@@ -131,7 +131,7 @@ def main() -> None:
     if gpu:  # every KernelBench-format build at once, up front (30-90 s each): the evaluations then hit the cache
         from concurrent.futures import ThreadPoolExecutor
 
-        from pipeline.evaluation.compile import Compiler
+        from pipeline.evaluation.build.compile import Compiler
         sources = [NEW_TENSOR, ALIASING, TORCH_OPS, LIBRARY_IMPL, TUPLE_SUBCLASS] + [
             i.code for t in KNOWN_GOOD for i in tasks[t].implementations if i.format == "kernelbench"]
         with ThreadPoolExecutor(8) as pool:

@@ -235,7 +235,7 @@ def precompile(evaluator, problems: list[tuple[int, Path]], answers: Path, worke
     After `timeout_s` the measurements start anyway (builds still running finish in the background)."""
     from concurrent.futures import ThreadPoolExecutor, wait
 
-    from pipeline.records import Candidate
+    from pipeline.core.records import Candidate
     from pipeline.tasks import kernelbench_task
 
     def one(item: tuple[int, Path]) -> None:
@@ -257,7 +257,7 @@ def precompile(evaluator, problems: list[tuple[int, Path]], answers: Path, worke
 
 
 def measure_ours(torch, evaluator, problem: Path, answer: Path, device) -> dict:
-    from pipeline.records import Candidate
+    from pipeline.core.records import Candidate
     from pipeline.tasks import kernelbench_task
     task = kernelbench_task(problem, problem.parent.name)
     cand = Candidate(task_id=task.id, code=answer.read_text(), format="kernelbench")
@@ -302,7 +302,7 @@ def main(argv: list[str]) -> int:
     torch.cuda.init()  # torch's own CUDA state before its memory statistics are reset or read
     evaluator = None
     if args.ours:
-        from pipeline.config import load_config
+        from pipeline.core.config import load_config
         from pipeline.evaluation.evaluator import Evaluator
         cfg = load_config(args.config, ["eval.gate_profile=kernelbench"])
         evaluator = Evaluator(cfg.eval, cfg.compile, use_gpu=True)

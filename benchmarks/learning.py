@@ -30,7 +30,7 @@ stage that finished is skipped.
 The report, per arm, split and kind: compile, execute and correct rates, fast_1, fast_1.5, the
 geometric-mean speedup of the correct samples, the turn-2-over-turn-1 gain in correct rate and the mean
 structural score of the correct samples, each with a 95 % bootstrap interval over tasks; and the paired
-differences of `full` against each other arm on the same tasks (bench_metrics.paired_difference): an
+differences of `full` against each other arm on the same tasks (pipeline/scoring/metrics.py: paired_difference): an
 arm is better when that interval lies above 0.
 """
 from __future__ import annotations
@@ -44,9 +44,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.bench_metrics import (Outcome, fast_p, final_outcomes, paired_difference,  # noqa: E402
+from pipeline.scoring.metrics import (Outcome, fast_p, final_outcomes, paired_difference,  # noqa: E402
                                     speedup_stats, task_intervals)
-from pipeline.config import parse_command_line  # noqa: E402
+from pipeline.core.config import parse_command_line  # noqa: E402
 
 FULL_REWARD = ["reward.w_struct=0.2", "reward.w_ranker=0.3"]
 ARMS: dict[str, list[str] | None] = {
@@ -128,7 +128,7 @@ def rl_command(runs: Path, arm: str, config: str, extra: list[str]) -> list[str]
     overrides = ARMS[arm]
     if overrides is None:
         return None
-    from pipeline.config import load_config
+    from pipeline.core.config import load_config
     from pipeline.rl.tracking import latest_checkpoint
     run_dir = runs / arm
     settings = [f"run.output_dir={runs}", f"run.name={arm}", f"model.path={sft_policy(runs)}", *overrides,

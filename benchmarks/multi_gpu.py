@@ -40,7 +40,7 @@ from pipeline.rl.distributed import COLLECTIVE_ENV  # noqa: E402
 os.environ.update(COLLECTIVE_ENV)  # before anything starts CUDA or NCCL, and inherited by every child
 
 from benchmarks.evaluator_throughput import machine, ours  # noqa: E402
-from pipeline.config import load_config  # noqa: E402
+from pipeline.core.config import load_config  # noqa: E402
 from pipeline.tasks import load_tasks  # noqa: E402
 
 SCALING_GPUS = (1, 2, 4, 8)
@@ -125,8 +125,8 @@ def sync_layout(n_gpus: int) -> tuple[int, int]:
 def weight_sync(n_gpus: int, params_m: int, repeats: int, work: Path) -> dict:
     """Collective and object-store weight sync from a ZeRO-3 learner to transformers generators, on Ray."""
     import ray
-    from actors.generation import CollectiveWeightSync, WeightState, make_generator_pool
-    from actors.learner import LearnerGroup
+    from actors.generators import CollectiveWeightSync, WeightState, make_generator_pool
+    from actors.learners import LearnerGroup
     from actors.cluster import start_ray
     from pipeline.rollout.tiny_model import resolve_model_path
     ranks, gens = sync_layout(n_gpus)

@@ -144,7 +144,7 @@ def torch_mutants(cd, args: list) -> dict:
     operator does not apply (no floating parameter, a dtype the CPU lacks)."""
     import copy
     import torch
-    from pipeline.evaluation.fidelity import as_float64
+    from pipeline.evaluation.checks.fidelity import as_float64
     model, twin = cd.module, cd.module64
     ref32 = _run(model, args)
     ref64 = _run(twin, as_float64(args)) if twin is not None else [r.double() for r in ref32]
@@ -206,7 +206,7 @@ def torch_mutants(cd, args: list) -> dict:
 def honest_variants(cd, args: list) -> dict:
     """name -> float32 outputs of honest computations: the float64 result rounded, the reference on one thread."""
     import torch
-    from pipeline.evaluation.fidelity import as_float64
+    from pipeline.evaluation.checks.fidelity import as_float64
     out = {}
     if cd.module64 is not None:
         out["float64_rounded"] = [o.to(torch.float32) if o.is_floating_point() else o
@@ -221,7 +221,7 @@ def honest_variants(cd, args: list) -> dict:
 
 
 def _changed(m64: list, r64: list) -> bool:
-    from pipeline.evaluation.fidelity import norm_error
+    from pipeline.evaluation.checks.fidelity import norm_error
     import torch
     for a, b in zip(m64, r64):
         if tuple(a.shape) != tuple(b.shape):
@@ -241,8 +241,8 @@ def _changed(m64: list, r64: list) -> bool:
 def campaign_torch(task, seed: int) -> dict:
     """Per operator (and variant): result-changing?, detected before?, detected after?; honest variants' fate."""
     import torch
-    from pipeline.evaluation import reference as R
-    from pipeline.evaluation.reference import build_torch2cuda, check_outputs
+    from pipeline.evaluation.checks import reference as R
+    from pipeline.evaluation.checks.reference import build_torch2cuda, check_outputs
     R.DEVICE = "cpu"
     rows: dict = defaultdict(lambda: {"changing": False, "before": False, "after": False, "applies": False})
     honest: dict = defaultdict(lambda: True)
@@ -342,10 +342,10 @@ def campaign_c(task, seed: int) -> dict:
     """As campaign_torch, for a c2cuda task's C reference at its check sizes."""
     import numpy as np
     import torch
-    from pipeline.config import CompileSection
-    from pipeline.evaluation.compile import Compiler
-    from pipeline.evaluation.fidelity import C_FLOAT64_PRELUDE
-    from pipeline.evaluation.reference import (_c_function, build_c2cuda, can_anchor_c, check_outputs, run_c,
+    from pipeline.core.config import CompileSection
+    from pipeline.evaluation.build.compile import Compiler
+    from pipeline.evaluation.checks.fidelity import C_FLOAT64_PRELUDE
+    from pipeline.evaluation.checks.reference import (_c_function, build_c2cuda, can_anchor_c, check_outputs, run_c,
                                                run_c_reference, run_c_reference64)
     comp = Compiler(CompileSection())
     libs = {}
@@ -444,8 +444,8 @@ def fit_on_cpu(task, max_bytes: int):
     """The task with its timing configurations left out and, where a check configuration's inputs and outputs
     exceed `max_bytes` (or its parameters 600 MB), its sizes halved as the degeneracy check does
     (degeneracy.fit_sizes: batch first); returns (task or None, the sizes changed)."""
-    from pipeline.evaluation.degeneracy import fit_sizes
-    from pipeline.evaluation.reference import config_bytes
+    from pipeline.evaluation.checks.degeneracy import fit_sizes
+    from pipeline.evaluation.checks.reference import config_bytes
     checks = [c for c in task.configs if c.check and not c.time]
 
     def fits(t) -> bool:
@@ -459,7 +459,7 @@ def one_task(item: tuple) -> dict:
     import torch
     torch.set_num_threads(1)
     task_json, seed, limit_s, max_bytes = item
-    from pipeline.records import Task
+    from pipeline.core.records import Task
     task = Task.model_validate_json(task_json)
     t0 = time.perf_counter()
 
@@ -584,7 +584,7 @@ def load_campaign_tasks(args) -> list:
     if args.pareval:
         tasks += load_tasks("pareval")
     if args.generated_per_family:
-        from pipeline.data.checks import sample_tasks
+        from pipeline.dataset.checks import sample_tasks
         tasks += sample_tasks(load_tasks("generated"), per_group=args.generated_per_family)
     if args.kernelbench:
         tasks += load_kernelbench(args.kernelbench, [int(x) for x in args.levels.split(",")])

@@ -29,10 +29,10 @@ def main() -> int:
     import lightgbm
     import torch
     from _synthetic import synthetic_data
-    from pipeline.config import RankerSection
+    from pipeline.core.config import RankerSection
     from pipeline.ranker.dataset import assign_splits
     from pipeline.ranker.pairs import make_pairs
-    from pipeline.ranker.train import evaluate_rankers, train_split
+    from pipeline.ranker.fit import evaluate_rankers, train_split
     families = max(4, args.impls // (6 * 5))
     t0 = time.perf_counter()
     data = synthetic_data(n_families=families, tasks_per_family=5, seed=1)

@@ -19,7 +19,10 @@ sys.path.insert(0, str(ROOT))
 
 
 def main() -> int:
-    from pipeline.ranker.cli import main as rank
+    from pipeline.cli import main as cudaperf
+
+    def rank(argv):
+        return cudaperf(["rank", *argv])
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="JSON file to write")
     p.add_argument("--rankers", default="gbt,neural")
@@ -35,8 +38,8 @@ def main() -> int:
     import lightgbm
     import torch
     result = {"what": "cudaperf rank train + eval (fixed_split: the rows' held-out test families) and "
-                      "rank eval --cv 5 (cv5) on pipeline/data/measured/, current tasks only",
-              "config": "defaults (ranker section of pipeline/config.py)",
+                      "rank eval --cv 5 (cv5) on pipeline/assets/measured/, current tasks only",
+              "config": "defaults (ranker section of pipeline/core/config.py)",
               "machine": {"host": platform.node(), "python": platform.python_version(), "torch": torch.__version__,
                           "lightgbm": lightgbm.__version__,
                           "date": datetime.now(timezone.utc).isoformat(timespec="seconds")},

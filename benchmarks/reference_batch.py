@@ -45,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.config import CompileSection, EvalSection  # noqa: E402
+from pipeline.core.config import CompileSection, EvalSection  # noqa: E402
 from pipeline.tasks import load_tasks  # noqa: E402
 
 PICKS = ["torch2cuda/relu", "torch2cuda/rmsnorm", "torch2cuda/softmax", "torch2cuda/matmul", "torch2cuda/sum_dim"]
@@ -53,7 +53,7 @@ PICKS = ["torch2cuda/relu", "torch2cuda/rmsnorm", "torch2cuda/softmax", "torch2c
 
 def main() -> None:
     from pipeline.evaluation.evaluator import Evaluator
-    from pipeline.evaluation.timed_rounds import _in_process_batch
+    from pipeline.evaluation.timing.timed_rounds import _in_process_batch
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--trials", type=int, default=15)

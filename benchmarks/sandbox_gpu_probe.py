@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pipeline.evaluation import sandbox  # noqa: E402
+from pipeline.evaluation.child import sandbox  # noqa: E402
 
 base = sandbox.child_access
 variants = {

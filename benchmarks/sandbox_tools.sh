@@ -3,7 +3,7 @@
 # child's seccomp filter need, taken from Debian packages, for hosts where they are not
 # installed (the GPU host): bin/bwrap, bin/strace, lib/libseccomp.so.2, lib/libcap.so.2, ...
 # Every file is a plain copy (symlinks resolved), since copying the tree to another host may
-# drop symlinks. pipeline/evaluation/sandbox.py finds bwrap there when it is not on PATH (with
+# drop symlinks. pipeline/evaluation/child/sandbox.py finds bwrap there when it is not on PATH (with
 # lib/ on bwrap's LD_LIBRARY_PATH only), and seccomp.py finds lib/libseccomp.so.2.
 # Usage: bash benchmarks/sandbox_tools.sh [OUT_DIR]   (apt-get download and dpkg -x; no root needed)
 # Check on the target host: .sandbox-tools/bin/bwrap --version (with LD_LIBRARY_PATH=.sandbox-tools/lib).

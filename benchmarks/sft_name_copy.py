@@ -58,7 +58,7 @@ def one_variant(args) -> dict:
     """Train one variant and measure both rates (runs in its own process)."""
     import torch
 
-    from pipeline.config import load_config
+    from pipeline.core.config import load_config
     from pipeline.rollout.conversation import ChatFormat
     from pipeline.rollout.tiny_model import load_tokenizer, padding_id, resolve_model_path
     from pipeline.sft import make_learner, random_name, renamed, supervised_pairs, supervised_sequences, train

@@ -1,7 +1,7 @@
 """Does the structural score track measured speed? Default weights against weights fitted on H200 times.
 
     python benchmarks/structure_score_fit.py [--results benchmarks/results/evaluator_h200.json]
-                                             [--measured pipeline/data/measured]
+                                             [--measured pipeline/assets/measured]
                                              [--out benchmarks/results/structure_score_fit.json]
 
 Measured figures, two sets side by side: the evaluator benchmark's per-implementation speedups of
@@ -73,7 +73,7 @@ def dataset_samples(measured_dir: str) -> tuple[list[Sample], str]:
     import math
     from concurrent.futures import ProcessPoolExecutor
 
-    from pipeline.data.measured import load_measurements
+    from pipeline.tasks.measured import load_measurements
     rows = [r for r in load_measurements(measured_dir).to_pylist() if r["median_ms"] and r["strategy"] != "reference"]
     tasks = {t.id: t for t in load_tasks("generated")}
     times: dict[tuple[str, str], list[float]] = {}
@@ -128,7 +128,7 @@ def fit_report(samples: list[Sample], measured_on: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", default=str(ROOT / "benchmarks/results/evaluator_h200.json"))
-    ap.add_argument("--measured", default=str(ROOT / "pipeline/data/measured"))
+    ap.add_argument("--measured", default=str(ROOT / "pipeline/assets/measured"))
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/structure_score_fit.json"))
     args = ap.parse_args()
     report = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -38,8 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.config import CompileSection, EvalSection  # noqa: E402
-from pipeline.records import Candidate  # noqa: E402
+from pipeline.core.config import CompileSection, EvalSection  # noqa: E402
+from pipeline.core.records import Candidate  # noqa: E402
 from pipeline.tasks import load_tasks  # noqa: E402
 from trusted_timing import in_process_runner  # noqa: E402  (benchmarks/ is this script's directory)
 
@@ -52,7 +52,7 @@ PICKS = [("torch2cuda/scale_bias_sigmoid", "row_blocks_vec4"), ("torch2cuda/rmsn
 def main() -> None:
     import torch
     from pipeline.evaluation.evaluator import Evaluator
-    from pipeline.evaluation.timed_rounds import stage
+    from pipeline.evaluation.timing.timed_rounds import stage
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--trials", type=int, default=30)

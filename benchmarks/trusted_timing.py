@@ -35,8 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.config import CompileSection, EvalSection  # noqa: E402
-from pipeline.records import Candidate  # noqa: E402
+from pipeline.core.config import CompileSection, EvalSection  # noqa: E402
+from pipeline.core.records import Candidate  # noqa: E402
 from pipeline.tasks import load_tasks  # noqa: E402
 
 STABILITY = [("c2cuda/saxpy", "naive"), ("c2cuda/sgemm", "naive")]
@@ -84,7 +84,7 @@ def honest(ev, tasks) -> dict:
 def in_process_runner(ev, task, group, code: str, fmt: str):
     """Honest (built-in) c2cuda or light code compiled and loaded in this trusted process, called on the
     group's own buffers: the benchmarks' conventional measurement, never a candidate's path."""
-    from pipeline.evaluation.child import NativeRunner
+    from pipeline.evaluation.child.main import NativeRunner
     comp = ev.compiler.compile(Candidate(task_id=task.id, code=code, format=fmt), task)
     entry = task.function if fmt == "c2cuda" else "launch"
     return NativeRunner({"artifact": comp.artifact, "entry": entry, "format": fmt,
@@ -94,8 +94,8 @@ def in_process_runner(ev, task, group, code: str, fmt: str):
 def single_call(ev, tasks, trials: int = 50) -> dict:
     """Every implementation's speedup and per-configuration times measured the conventional way (see the
     module docstring), on the evaluator's own buffers, inputs from the task's generator: honest code only."""
-    from pipeline.evaluation.timed_rounds import stage
-    from pipeline.evaluation.timing import time_calls
+    from pipeline.evaluation.timing.timed_rounds import stage
+    from pipeline.evaluation.timing.statistics import time_calls
     out = {}
     for task in tasks.values():
         impls = [i for i in task.implementations if i.format in ("c2cuda", "light")]

@@ -37,14 +37,14 @@ def compile_cfg(tmp_path_factory):
     """A fresh compile cache per session, or a shared one named by CUDAPERF_TEST_COMPILE_CACHE
     (the GPU script shares it with the verify run, so load_inline builds happen once)."""
     import os
-    from pipeline.config import CompileSection
+    from pipeline.core.config import CompileSection
     shared = os.environ.get("CUDAPERF_TEST_COMPILE_CACHE")
     return CompileSection(cache_dir=shared or str(tmp_path_factory.mktemp("compile-cache")))
 
 
 @pytest.fixture(scope="session")
 def eval_cfg():
-    from pipeline.config import EvalSection
+    from pipeline.core.config import EvalSection
     return EvalSection(result_cache_dir="", run_timeout_s=20.0)
 
 

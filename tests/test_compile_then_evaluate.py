@@ -7,8 +7,8 @@ from collections import deque
 
 import pytest
 
-from actors.evaluation import CompileThenEvaluate
-from pipeline.lost_work import ItemFailed
+from actors.evaluators import CompileThenEvaluate
+from pipeline.core.lost_work import ItemFailed
 
 
 class Pool:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import ConfigError, describe_schema, load_config
+from pipeline.core.config import ConfigError, describe_schema, load_config
 
 CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
 

@@ -1,4 +1,4 @@
-"""Tests of pipeline/evaluation/gate.py (+ gate_cuda.py): the static gate before compile and run.
+"""Tests of pipeline/evaluation/gate/__init__.py (+ gate/cuda.py, gate/python.py): the static gate before compile and run.
 
 Run: .venv/bin/pytest tests/test_gate.py -q   (CPU only, about a second)
 Every built-in implementation must pass; each rule has at least one hand-written hack that must be
@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from pipeline.evaluation.gate import check_candidate, cuda_sources_of, extract_load_inline
-from pipeline.records import Candidate, Task
+from pipeline.core.records import Candidate, Task
 
-TASK_DIR = Path(__file__).resolve().parents[1] / "pipeline" / "builtin_tasks"
+TASK_DIR = Path(__file__).resolve().parents[1] / "pipeline" / "assets" / "builtin_tasks"
 
 
 def _load(path: Path) -> Task:

@@ -139,7 +139,7 @@ def test_oversized_candidate_is_refused_with_the_size_and_the_limit():
 
 
 def test_eval_names_a_directory_a_missing_file_and_a_binary_file(tmp_path):
-    from pipeline.cli import candidate_file_problem
+    from pipeline.commands.eval_command import candidate_file_problem
     assert "is a directory" in candidate_file_problem(str(tmp_path))
     assert "does not exist" in candidate_file_problem(str(tmp_path / "none.cu"))
     binary = tmp_path / "k.cu"
@@ -211,7 +211,7 @@ MODULE_VALUES = [  # (where, code, rule, needle): modules the alias resolver can
     ("top", "import torch\nS = [torch][0].nn.modules.module.sys\n", "introspection", "module.sys"),
     ("top", "import torch\nT = [torch][0]\nT.backends.cuda.matmul.allow_tf32 = True\n", "timing-tamper",
      "allow_tf32 = True"),
-    ("forward", "m = S.modules['pipeline.evaluation.torch_guard']\nm.NoTorchCompute = None\n", "timing-tamper",
+    ("forward", "m = S.modules['pipeline.evaluation.child.torch_guard']\nm.NoTorchCompute = None\n", "timing-tamper",
      "m.NoTorchCompute"),
     ("forward", "for torch.backends.cudnn.allow_tf32 in [True]:\n    pass\n", "timing-tamper", "for torch"),
     ("top", "import torch\nclass Box:\n    t = torch\n", "introspection", "t = torch"),

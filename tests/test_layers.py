@@ -39,8 +39,8 @@ def test_pipeline_never_imports_ray_or_actors_except_the_composition_root():
 
 
 def test_the_composition_root_reaches_ray_only_through_the_cluster_facade():
-    assert imported_modules(COMPOSITION_ROOT) & {"ray", "actors.pool", "actors.evaluation", "actors.generation",
-                                                 "actors.learner", "actors.ranker", "actors.data"} == set()
+    assert imported_modules(COMPOSITION_ROOT) & {"ray", "actors.pool", "actors.evaluators", "actors.generators",
+                                                 "actors.learners", "actors.rankers", "actors.task_stream"} == set()
     assert "actors.cluster" in imported_modules(COMPOSITION_ROOT)
 
 
@@ -51,26 +51,30 @@ def test_the_check_finds_a_lazy_import(tmp_path):
 
 
 # The layers of docs/ARCHITECTURE.md, bottom first: a module may import its own layer and those below.
-LAYERS = [
-    ("records", ("pipeline.records", "pipeline.config", "pipeline.errors")),
-    ("tasks", ("pipeline.tasks", "pipeline.data.reader", "pipeline.data.splits", "pipeline.data.families",
-               "pipeline.data.generate", "pipeline.data.measured", "pipeline.data.card")),
-    ("evaluation", ("pipeline.evaluation", "pipeline.structure")),
-    ("ranking", ("pipeline.ranker",)),
-    ("rollout", ("pipeline.rollout",)),
-    ("rl", ("pipeline.rl",)),
-    ("jobs", ("pipeline.rl.train", "pipeline.sft", "pipeline.bench", "pipeline.bench_metrics", "pipeline.verify",
-              "pipeline.kernelbench_results", "pipeline.data.checks", "pipeline.data.measure",
-              "pipeline.data.measure_worker", "pipeline.data.cli", "pipeline.ranker.cli")),
-    ("root", ("pipeline.cli",)),
+LAYERS = [  # (layer, its folders under pipeline/), bottom first
+    ("core", ("core",)),
+    ("tasks", ("tasks",)),
+    ("structure", ("structure",)),
+    ("evaluation", ("evaluation",)),
+    ("ranking", ("ranker",)),
+    ("rollout", ("rollout",)),
+    ("rl", ("rl",)),
+    ("jobs", ("sft", "dataset", "scoring")),
+    ("commands", ("commands",)),
+    ("root", ("cli",)),
 ]
+
+
+def test_every_folder_of_pipeline_is_one_layer():
+    folders = {p.name for p in (ROOT / "pipeline").iterdir() if (p / "__init__.py").is_file()} | {"cli"}
+    assert folders == {f for _, fs in LAYERS for f in fs}
+
+
 def layer_of(module: str) -> int | None:
-    best = None
-    for i, (_, prefixes) in enumerate(LAYERS):
-        for p in prefixes:
-            if (module == p or module.startswith(p + ".")) and (best is None or len(p) > best[1]):
-                best = (i, len(p))
-    return best[0] if best else None
+    parts = module.split(".")
+    if parts[0] != "pipeline" or len(parts) < 2:
+        return None
+    return next((i for i, (_, folders) in enumerate(LAYERS) if parts[1] in folders), None)
 
 
 def upward_imports() -> set[tuple[str, str]]:
@@ -90,15 +94,81 @@ def test_no_module_imports_a_layer_above_its_own():
 
 
 def test_the_layer_check_sees_an_upward_import():
-    assert layer_of("pipeline.evaluation.timed_rounds") < layer_of("pipeline.rl.loop") < layer_of("pipeline.cli")
-    assert layer_of("pipeline.rl.train") > layer_of("pipeline.rl.step")  # the longest prefix decides
-    assert layer_of("pipeline.ranker.cli") > layer_of("pipeline.ranker.train")
+    assert layer_of("pipeline.evaluation.timing.timed_rounds") < layer_of("pipeline.rl.loop") < layer_of("pipeline.cli")
+    assert layer_of("pipeline.commands.train_command") > layer_of("pipeline.rl.step")
+    assert layer_of("pipeline.commands.rank_command") > layer_of("pipeline.ranker.fit")
+
+
+def module_of(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def import_cycles(modules: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each a cycle of imports."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in modules.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+    for v in sorted(modules):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def project_imports() -> dict[str, set[str]]:
+    paths = [p for d in ("pipeline", "actors") for p in (ROOT / d).rglob("*.py")]
+    known = {module_of(p) for p in paths}
+    graph = {}
+    for path in paths:
+        deps = set()
+        for m in imported_modules(path):
+            while m and m not in known:  # `from pkg.mod import name` counts as pkg.mod
+                m = m.rpartition(".")[0]
+            if m and m != module_of(path):
+                deps.add(m)
+        graph[module_of(path)] = deps
+    return graph
+
+
+def test_no_import_cycles_anywhere():
+    assert import_cycles(project_imports()) == []
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_two_modules_share_a_name():
+    names: dict[str, list[str]] = {}
+    for d in ("pipeline", "actors"):
+        for p in (ROOT / d).rglob("*.py"):
+            if p.name not in ("__init__.py", "__main__.py"):
+                names.setdefault(p.name, []).append(str(p.relative_to(ROOT)))
+    assert {n: ps for n, ps in names.items() if len(ps) > 1} == {}
 
 
 # ---- the evaluation harness (pipeline/evaluation/harness.py) ----------------------------------------------
 
 EVALUATOR_OWN = {"pipeline/evaluation/evaluator.py", "pipeline/evaluation/runner.py",
-                 "pipeline/evaluation/timed_rounds.py"}  # the evaluator itself, split by job
+                 "pipeline/evaluation/timing/timed_rounds.py"}  # the evaluator itself, split by job
 
 
 def evaluator_attributes(path: Path) -> set[str]:
@@ -136,7 +206,7 @@ def test_the_evaluator_implements_the_group_harness():
 def test_nothing_outside_the_evaluator_reaches_past_the_harness():
     """Dataset measurement and the benchmarks use the harness's members only, never a private one."""
     allowed = harness_members() | {"evaluate", "close"}
-    users = [ROOT / "pipeline/data/measure_worker.py"] + sorted((ROOT / "benchmarks").glob("*.py"))
+    users = [ROOT / "pipeline/dataset/measure_worker.py"] + sorted((ROOT / "benchmarks").glob("*.py"))
     beyond = {str(p.relative_to(ROOT)): sorted(evaluator_attributes(p) - allowed) for p in users}
     assert {k: v for k, v in beyond.items() if v} == {}
     private = {}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import load_config
+from pipeline.core.config import load_config
 from pipeline.rollout.tiny_model import SFT_TINY, SFT_TINY_DIR, resolve_model_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

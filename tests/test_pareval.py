@@ -8,14 +8,14 @@ import subprocess
 
 import pytest
 
-from pipeline.config import CompileSection, EvalSection
+from pipeline.core.config import CompileSection, EvalSection
 from pipeline.evaluation.evaluator import Evaluator
 from pipeline.evaluation.gate import check_candidate
 from pipeline.tasks.pareval import (WRAPPER_MARK, kernel_candidate, launch_prologue, launch_wrapper, load_pareval,
                                    task_from_file)
-from pipeline.records import Candidate
+from pipeline.core.records import Candidate
 from pipeline.tasks.c_types import split_ctype
-from pipeline.tasks.errors import TaskError
+from pipeline.core.errors import TaskError
 
 TASKS = load_pareval()
 
@@ -136,7 +136,7 @@ def test_an_answer_may_repeat_the_helpers_parevals_prompt_shows(tmp_path):
 
 def test_outputs_the_driver_fills_are_filled_before_the_launch():
     task = next(t for t in TASKS if t.pareval.problem == "03_dense_la_axpy").model_copy(deep=True)
-    from pipeline.records import ParEvalFill
+    from pipeline.core.records import ParEvalFill
     task.pareval.fill = [ParEvalFill(arg="z", count="N"), ParEvalFill(arg="z", count="N", value="-1.0")]
     code = launch_wrapper(task)
     zero, other, launch = (code.index("cudaMemsetAsync(z, 0, (size_t)(N) * sizeof(double), 0);"),
@@ -177,16 +177,16 @@ def test_bench_scores_answers_in_pareval_form(tmp_path):
     problem without a file is missing."""
     import json
 
-    from pipeline.bench import answer_files, main
-    from pipeline.cli import open_cluster
+    from pipeline.cli import main as cudaperf
+    from pipeline.scoring.bench import answer_files
     from pipeline.tasks.pareval import problem_kernels
     task = next(t for t in TASKS if t.pareval.problem == "03_dense_la_axpy")
     (tmp_path / "answers").mkdir()
     (tmp_path / "answers" / "03_dense_la_axpy.cu").write_text(problem_kernels(task)["naive"])
     assert answer_files(tmp_path / "answers", task) == [tmp_path / "answers" / "03_dense_la_axpy.cu"]
     out = tmp_path / "report"
-    assert main(["--answers", str(tmp_path / "answers"), "--suite", "pareval", "--out", str(out),
-                 "--config", "configs/local.yaml", "compile.workers=1"], open_cluster) == 0
+    assert cudaperf(["bench", "--answers", str(tmp_path / "answers"), "--suite", "pareval", "--out", str(out),
+                 "--config", "configs/local.yaml", "compile.workers=1"]) == 0
     report = json.loads((out / "report.json").read_text())
     by_task = {r["task"]: r["verdict"] for r in report["rows"]}
     assert by_task[task.id] == "not_executed"
@@ -235,10 +235,10 @@ def test_on_the_gpu_every_kernel_of_ours_passes_in_pareval_form_and_an_empty_one
 
 
 def test_parevals_speedup_is_against_the_serial_reference_timed_here(tmp_path):
-    from pipeline.bench import pareval_report
-    from pipeline.bench_metrics import Outcome
-    from pipeline.config import RunConfig
-    from pipeline.records import ConfigResult, EvalResult, Timing
+    from pipeline.scoring.bench import pareval_report
+    from pipeline.scoring.metrics import Outcome
+    from pipeline.core.config import RunConfig
+    from pipeline.core.records import ConfigResult, EvalResult, Timing
     task = next(t for t in TASKS if t.pareval.problem == "03_dense_la_axpy")
     t = Timing(median_ms=2.0, iqr_ms=0.0, min_ms=2.0, trials=10)
     good = EvalResult(task_id=task.id, candidate_hash="a", format="c2cuda", verdict="correct",
@@ -264,8 +264,8 @@ def test_no_configuration_can_be_passed_by_a_kernel_that_does_nothing(tmp_path):
     import numpy as np
     import torch
 
-    from pipeline.evaluation.compile import Compiler
-    from pipeline.evaluation.reference import _c_call, _c_function, build_c2cuda, compare
+    from pipeline.evaluation.build.compile import Compiler
+    from pipeline.evaluation.checks.reference import _c_call, _c_function, build_c2cuda, compare
     compiler = Compiler(CompileSection(cache_dir=str(tmp_path)))
 
     def idle_passes(task, fn, seed: int, only=None) -> set[tuple[str, str]]:

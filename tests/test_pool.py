@@ -1,4 +1,4 @@
-"""Tests of actors/pool.py (SupervisedPool) and actors/evaluation.py on a real local Ray (2 CPUs).
+"""Tests of actors/pool.py (SupervisedPool) and actors/evaluators.py on a real local Ray (2 CPUs).
 
 Run: .venv/bin/pytest tests/test_pool.py -q   (about half a minute: actors are real processes)
 """
@@ -161,11 +161,11 @@ def test_next_completed_times_out_and_refuses_when_idle():
 
 
 def test_evaluator_pool_on_cpu(tmp_path):
-    from actors.evaluation import make_evaluator_pool
-    from pipeline.config import CompileSection, EvalSection
-    from pipeline.records import Candidate, EvalResult, Task
+    from actors.evaluators import make_evaluator_pool
+    from pipeline.core.config import CompileSection, EvalSection
+    from pipeline.core.records import Candidate, EvalResult, Task
 
-    task_file = Path(__file__).parents[1] / "pipeline" / "builtin_tasks" / "c2cuda" / "saxpy.yaml"
+    task_file = Path(__file__).parents[1] / "pipeline" / "assets" / "builtin_tasks" / "c2cuda" / "saxpy.yaml"
     task = Task.model_validate(yaml.safe_load(task_file.read_text()))
     code = task.baseline().code
     group = [Candidate(task_id=task.id, code=code, format="c2cuda"),
@@ -182,12 +182,12 @@ def test_evaluator_pool_on_cpu(tmp_path):
 
 
 def test_compiler_pool(tmp_path):
-    from actors.evaluation import make_compiler_pool
-    from pipeline.config import CompileSection
-    from pipeline.evaluation.compile import CompileResult
-    from pipeline.records import Candidate, Task
+    from actors.evaluators import make_compiler_pool
+    from pipeline.core.config import CompileSection
+    from pipeline.evaluation.build.compile import CompileResult
+    from pipeline.core.records import Candidate, Task
 
-    task_file = Path(__file__).parents[1] / "pipeline" / "builtin_tasks" / "c2cuda" / "saxpy.yaml"
+    task_file = Path(__file__).parents[1] / "pipeline" / "assets" / "builtin_tasks" / "c2cuda" / "saxpy.yaml"
     task = Task.model_validate(yaml.safe_load(task_file.read_text()))
     good = Candidate(task_id=task.id, code=task.baseline().code, format="c2cuda")
     bad = Candidate(task_id=task.id, code="__global__ void k( {", format="c2cuda")
@@ -200,9 +200,9 @@ def test_compiler_pool(tmp_path):
 
 
 def test_evaluate_groups_compiles_then_evaluates_in_order(tmp_path, builtin_tasks):
-    from actors.evaluation import evaluate_groups, make_compiler_pool, make_evaluator_pool
-    from pipeline.config import CompileSection, EvalSection
-    from pipeline.records import Candidate
+    from actors.evaluators import evaluate_groups, make_compiler_pool, make_evaluator_pool
+    from pipeline.core.config import CompileSection, EvalSection
+    from pipeline.core.records import Candidate
 
     compile_cfg = CompileSection(cache_dir=str(tmp_path), workers=1)
     groups = []
@@ -226,8 +226,8 @@ def test_evaluate_groups_compiles_then_evaluates_in_order(tmp_path, builtin_task
 
 def test_wait_ready_names_an_actor_that_died_on_every_start():
     from actors.cluster import ClusterStartError, Training
-    from pipeline.errors import UserError
-    from pipeline.lost_work import ItemFailed
+    from pipeline.core.errors import UserError
+    from pipeline.core.lost_work import ItemFailed
 
     class Pool:
         size = 2

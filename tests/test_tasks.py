@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.records import Task
+from pipeline.core.records import Task
 from pipeline.tasks import (
     TaskError, arg_dtype, config_params, eval_expr, expr_names, is_pointer, load_candidate_file,
     load_kernelbench, load_task_arg, load_task_file, load_tasks, parse_init,
@@ -228,11 +228,11 @@ def test_every_builtin_implementation_and_reference_compiles(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 def _saxpy_raw() -> dict:
-    return yaml.safe_load((Path(__file__).parents[1] / "pipeline/builtin_tasks/c2cuda/saxpy.yaml").read_text())
+    return yaml.safe_load((Path(__file__).parents[1] / "pipeline/assets/builtin_tasks/c2cuda/saxpy.yaml").read_text())
 
 
 def _relu_raw() -> dict:
-    return yaml.safe_load((Path(__file__).parents[1] / "pipeline/builtin_tasks/torch2cuda/relu.yaml").read_text())
+    return yaml.safe_load((Path(__file__).parents[1] / "pipeline/assets/builtin_tasks/torch2cuda/relu.yaml").read_text())
 
 
 def _write(tmp_path: Path, raw: dict, name: str = "task.yaml") -> Path:

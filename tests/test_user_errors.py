@@ -1,36 +1,36 @@
 """Every user-fixable error derives from UserError, and `cudaperf` turns any of them into one line on
-stderr and exit status 2 (pipeline/errors.py, pipeline/cli.py:main)."""
+stderr and exit status 2 (pipeline/core/errors.py, pipeline/cli.py:main)."""
 import importlib
 
 import pytest
 
-from pipeline.errors import UserError
+from pipeline.core.errors import UserError
 
 # Listed by hand so that a new error class that forgets the base, or an existing one that loses it, fails.
 USER_ERRORS = [
-    ("pipeline.config", "ConfigError"),
+    ("pipeline.core.config", "ConfigError"),
     ("pipeline.tasks", "TaskError"),
-    ("pipeline.data.reader", "DataError"),
-    ("pipeline.data.measured", "MeasurementsError"),
-    ("pipeline.data.measure", "MeasureError"),
+    ("pipeline.tasks.reader", "DataError"),
+    ("pipeline.tasks.measured", "MeasurementsError"),
+    ("pipeline.dataset.measure", "MeasureError"),
     ("pipeline.rollout.tiny_model", "ModelPathError"),
     ("pipeline.rollout.conversation", "ChatTemplateError"),
     ("pipeline.rollout.prompts", "PromptError"),
-    ("pipeline.bench", "BenchError"),
-    ("pipeline.kernelbench_results", "BaselineError"),
+    ("pipeline.scoring.bench", "BenchError"),
+    ("pipeline.scoring.kernelbench", "BaselineError"),
     ("pipeline.sft", "SFTError"),
     ("pipeline.ranker.dataset", "RankDataError"),
     ("pipeline.ranker.checkpoint", "CheckpointError"),
-    ("pipeline.evaluation.sandbox", "SandboxUnavailable"),
+    ("pipeline.evaluation.child.sandbox", "SandboxUnavailable"),
 ]
 
 # Failures of our own code keep their traceback.
 INTERNAL_ERRORS = [
     ("pipeline.rollout.generation", "GenerationError"),
-    ("pipeline.evaluation.reference", "TaskBroken"),
-    ("pipeline.evaluation.cuda_driver", "CudaError"),
-    ("pipeline.evaluation.sandbox", "ChildFailed"),
-    ("pipeline.evaluation.gpu_memory", "MemoryTooLarge"),
+    ("pipeline.evaluation.checks.reference", "TaskBroken"),
+    ("pipeline.evaluation.gpu.driver", "CudaError"),
+    ("pipeline.evaluation.child.sandbox", "ChildFailed"),
+    ("pipeline.evaluation.gpu.memory_budget", "MemoryTooLarge"),
     ("pipeline.structure.ptxas", "CompileFailed"),
 ]
 
@@ -38,7 +38,7 @@ INTERNAL_ERRORS = [
 @pytest.mark.parametrize("module, name", USER_ERRORS)
 def test_user_errors_derive_from_user_error(module, name):
     cls = getattr(importlib.import_module(module), name)
-    assert issubclass(cls, UserError), f"{module}.{name} must derive from pipeline.errors.UserError"
+    assert issubclass(cls, UserError), f"{module}.{name} must derive from pipeline.core.errors.UserError"
 
 
 @pytest.mark.parametrize("module, name", INTERNAL_ERRORS)
@@ -47,8 +47,8 @@ def test_internal_failures_are_not_user_errors(module, name):
 
 
 def test_user_errors_keep_their_second_base():
-    from pipeline.config import ConfigError
-    from pipeline.evaluation.sandbox import SandboxUnavailable
+    from pipeline.core.config import ConfigError
+    from pipeline.evaluation.child.sandbox import SandboxUnavailable
     assert issubclass(ConfigError, ValueError) and issubclass(SandboxUnavailable, RuntimeError)
 
 
@@ -67,13 +67,13 @@ def assert_one_line(err: str, prefix: str, words: str):
 def test_missing_config_file_is_one_line(capsys):
     rc, err = run_cli(["config", "--config", "/nonexistent/run.yaml"], capsys)
     assert rc == 2
-    assert_one_line(err, "cudaperf: ", "config file '/nonexistent/run.yaml' does not exist")
+    assert_one_line(err, "cudaperf config: ", "config file '/nonexistent/run.yaml' does not exist")
 
 
 def test_unknown_config_key_names_it_without_a_traceback(capsys):
     rc, err = run_cli(["config", "eval.nope=1"], capsys)
     # a ConfigError lists every problem, one per line, under one `cudaperf:` line
-    assert rc == 2 and err.startswith("cudaperf: ") and "unknown key 'eval.nope'" in err
+    assert rc == 2 and err.startswith("cudaperf config: ") and "unknown key 'eval.nope'" in err
     assert "Traceback" not in err
 
 
@@ -86,12 +86,12 @@ def test_bench_user_error_is_one_line(capsys):
 def test_module_command_without_its_own_catch_still_ends_in_one_line(capsys, monkeypatch):
     """`cudaperf train model.path=/nope`: the ModelPathError reaches pipeline/cli.py:main."""
     import pipeline.cli as cli
-    from pipeline.config import load_config
+    from pipeline.core.config import load_config
     from pipeline.rollout.tiny_model import resolve_model_path
 
-    def train_without_a_catch(name, argv):
-        resolve_model_path(load_config(None, argv).model)
-    monkeypatch.setattr(cli, "run_module_command", train_without_a_catch)
+    def train_without_a_catch(args, open_cluster):
+        resolve_model_path(load_config(None, args.overrides).model)
+    monkeypatch.setattr(cli.COMMANDS["train"], "run", train_without_a_catch)
     rc, err = run_cli(["train", "model.path=/nope"], capsys)
     assert rc == 2
     assert_one_line(err, "cudaperf train: ", "model.path '/nope' is not a directory")

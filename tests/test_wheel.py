@@ -12,10 +12,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.integration
 
-NEEDED = ["pipeline/builtin_tasks/c2cuda/saxpy.yaml", "pipeline/pareval_tasks/LICENSE",
-          "pipeline/rollout/tiny_sft/model.safetensors", "pipeline/data/measured/shard-000-of-008.parquet",
-          "pipeline/evaluation/fused_check.h", "pipeline/evaluation/fused_check.c", "pipeline/evaluation/fused_check.cu",
-          "pipeline/tasks/degeneracy.json"]
+NEEDED = ["pipeline/assets/builtin_tasks/c2cuda/saxpy.yaml", "pipeline/assets/pareval_tasks/LICENSE",
+          "pipeline/assets/tiny_sft/model.safetensors", "pipeline/assets/measured/shard-000-of-008.parquet",
+          "pipeline/evaluation/checks/fused_check.h", "pipeline/evaluation/checks/fused_check.c", "pipeline/evaluation/checks/fused_check.cu",
+          "pipeline/assets/degeneracy.json"]
 
 CHECK = r"""
 import pipeline, sys
@@ -23,9 +23,9 @@ from pathlib import Path
 assert not str(Path(pipeline.__file__)).startswith(sys.argv[1]), pipeline.__file__
 from pipeline.tasks import load_tasks
 from pipeline.tasks.pareval import load_pareval
-from pipeline.evaluation.fused_check import native_source
+from pipeline.evaluation.checks.fused_check import native_source
 from pipeline.rollout.tiny_model import resolve_model_path
-from pipeline.config import ModelSection
+from pipeline.core.config import ModelSection
 assert len(load_tasks("builtin")) == 24 and len(load_pareval()) > 40
 assert "fc_out_add" in native_source("fused_check.c") and "fc_out_add" in native_source("fused_check.cu")
 print("ok", pipeline.__file__)

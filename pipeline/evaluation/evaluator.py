@@ -1,14 +1,14 @@
 """The evaluator: a group of candidates for one task in, one EvalResult per candidate out.
 
 Order of work (the evaluation protocol of the design notes):
- 1. static gate (gate.py) -> `rejected` naming rule and line;
+ 1. static gate (gate/) -> `rejected` naming rule and line;
  2. compile (compile.py, cached) -> `compile_error` with the trimmed log;
  3. without a GPU: `not_executed` (never counted as correct); where the trusted side fails (the
     task's reference or baseline, the evaluator's memory, a GPU that stays busy): `evaluator_error`,
     which blames and rewards no candidate and is never cached;
  4. on a GPU, once per group: fresh secret seeds, inputs and reference outputs (reference.py),
     device buffers the trusted side owns; then each candidate in its own child process
-    (sandbox.py, child.py): correctness on every check configuration, twice with different
+    (child/sandbox.py, child/main.py): correctness on every check configuration, twice with different
     inputs in the same buffers, outputs NaN-poisoned before each call, inputs verified
     unchanged; then timing on the timing configurations (timed_rounds.py): rounds of a baseline
     batch and a candidate batch on fresh inputs, one call per slot, timed by the trusted side's
@@ -27,23 +27,23 @@ from concurrent.futures import ThreadPoolExecutor
 
 from dataclasses import dataclass
 
-from pipeline.config import CompileSection, EvalSection
-from pipeline.evaluation import device_views
-from pipeline.evaluation.compile import CompileBudget, CompileResult, Compiler
-from pipeline.evaluation.cuda_driver import CudaError, allocated_bytes
-from pipeline.evaluation.gpu_lock import GpuLock
-from pipeline.evaluation.gpu_memory import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout, gib
+from pipeline.core.config import CompileSection, EvalSection
+from pipeline.evaluation.gpu import device_views
+from pipeline.evaluation.build.compile import CompileBudget, CompileResult, Compiler
+from pipeline.evaluation.gpu.driver import CudaError, allocated_bytes
+from pipeline.evaluation.gpu.lock import GpuLock
+from pipeline.evaluation.gpu.memory_budget import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout, gib
 from pipeline.evaluation.gate import check_candidate, cuda_sources_of, gate_profile
-from pipeline.evaluation.reference import (GroupData, TaskBroken, add_timing_slots, adopt_baseline_outputs,
+from pipeline.evaluation.checks.reference import (GroupData, TaskBroken, add_timing_slots, adopt_baseline_outputs,
                                            arena_layout, build_c2cuda, build_torch2cuda, config_bytes,
                                            group_footprint, poison_byte, run_c_reference, to_device, check_outputs,
                                            can_anchor_c, run_c_reference64)
-from pipeline.evaluation.fidelity import C_FLOAT64_PRELUDE
+from pipeline.evaluation.checks.fidelity import C_FLOAT64_PRELUDE
 from pipeline.evaluation.result_cache import ResultCache
-from pipeline.evaluation.sandbox import ChildFailed, ChildProcess, SandboxUnavailable
-from pipeline.evaluation.timed_rounds import CALIBRATION_FILL_MAX
-from pipeline.evaluation.timing import TrustedClock, time_calls
-from pipeline.records import Candidate, EvalResult, Finding, Task
+from pipeline.evaluation.child.sandbox import ChildFailed, ChildProcess, SandboxUnavailable
+from pipeline.evaluation.timing.timed_rounds import CALIBRATION_FILL_MAX
+from pipeline.evaluation.timing.statistics import TrustedClock, time_calls
+from pipeline.core.records import Candidate, EvalResult, Finding, Task
 
 EVALUATOR_VERSION = "17"  # in every result's cache key and report; what each version changed: docs/changelog.md
 
@@ -76,7 +76,7 @@ class Evaluator:
         # cannot run its __init__ kernels on the group's buffers while another's outputs are read
         self.candidate_code = threading.Lock()
         if use_gpu:
-            from pipeline.evaluation.cuda_driver import Driver
+            from pipeline.evaluation.gpu.driver import Driver
             self.driver = Driver(0)
             self.gpu_lock.idle = self._gpu_idle  # a shared hold ends with this process's GPU work done
             self.gpu_name = self.driver.info().name
@@ -85,7 +85,7 @@ class Evaluator:
             self.memory = MemoryBudget(self.visible, int(self.driver.total_memory() * eval_cfg.gpu_memory_fraction))
             self._null_children: dict[bool, ChildProcess] = {}
             self._probe_child_user()
-            from pipeline.evaluation.fused_check import CudaPass
+            from pipeline.evaluation.checks.fused_check import CudaPass
             self.check_pass = CudaPass.load(self.compiler)  # the timed batches' checks as kernels (None: torch's)
 
     # --- public ---------------------------------------------------------------------------
@@ -162,7 +162,7 @@ class Evaluator:
         if not comp.ok and not comp.unavailable:
             return self._compile_error(task, cand, comp.log, findings, stage)
         if comp.ok:  # the gate's second look, at what was built (artifact.py); the compile worker's where it ran it
-            from pipeline.evaluation.artifact import BudgetSpent, check_built
+            from pipeline.evaluation.build.artifact import BudgetSpent, check_built
             t_built = time.perf_counter()
             try:
                 checked = comp.built_findings if comp.built_profile == self.cfg.gate_profile and \
@@ -206,7 +206,7 @@ class Evaluator:
     # --- GPU group ---------------------------------------------------------------------------
     def _run_on_gpu(self, task: Task, candidates: list[Candidate], prepared: dict, runnable: list[int],
                     results: list) -> None:
-        """The group on this GPU, within the device memory it reserves first (gpu_memory.py)."""
+        """The group on this GPU, within the device memory it reserves first (gpu/memory_budget.py)."""
         import torch
         what = f"task {task.id}"
         try:
@@ -414,7 +414,7 @@ class Evaluator:
                  results: list) -> None:
         """Run candidates one after another, starting each one's child while the previous runs."""
         from pipeline.evaluation.runner import run_candidate, start_candidate
-        from pipeline.evaluation.warm import WarmChildren
+        from pipeline.evaluation.child.warm import WarmChildren
         warm: dict[bool, WarmChildren] = {}  # per kind of child, children through their trusted start
 
         def take(torch_format: bool) -> ChildProcess:

@@ -6,7 +6,7 @@ times against the baseline, and the structural hints (most severe first, at most
 """
 from __future__ import annotations
 
-from pipeline.records import EvalResult
+from pipeline.core.records import EvalResult
 
 HEADLINES = {
     "format_error": "Your answer could not be used",

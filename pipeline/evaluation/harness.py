@@ -1,7 +1,7 @@
 """The evaluation harness's group API: the one way code outside the evaluator works with its GPU state.
 
 `Evaluator.evaluate(task, candidates)` is the whole interface for judging candidates. Dataset
-measurement (`pipeline/data/measure_worker.py`, trusted implementations timed in a trusted process),
+measurement (`pipeline/dataset/measure_worker.py`, trusted implementations timed in a trusted process),
 the structural-reward fit and the timing benchmarks need the steps beneath it, on the same buffers and
 under the same rules, and use exactly the members named here (`tests/test_layers.py` checks that no
 module outside the evaluator reaches for anything else of it). The sandboxed candidate path
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
-from pipeline.evaluation.reference import ConfigData, GroupData
-from pipeline.records import Candidate, Finding, Task
+from pipeline.evaluation.checks.reference import ConfigData, GroupData
+from pipeline.core.records import Candidate, Finding, Task
 
 __all__ = ["ConfigData", "GroupData", "GroupHarness"]
 
@@ -37,8 +37,8 @@ class GroupHarness(Protocol):
     """What `Evaluator` offers beside `evaluate` (see the module docstring)."""
 
     cfg: object  # the eval section (config.EvalSection) it runs under
-    driver: object  # cuda_driver.Driver bound to its GPU (buffers, events, synchronisation)
-    gpu_lock: object  # gpu_lock.GpuLock: checks share the GPU, timing holds it alone
+    driver: object  # gpu/driver.Driver bound to its GPU (buffers, events, synchronisation)
+    gpu_lock: object  # gpu/lock.GpuLock: checks share the GPU, timing holds it alone
     gpu_name: str
     compiler: object  # compile.Compiler (its cache shared with `evaluate`)
     clock: object  # timing.TrustedClock: the trusted side's clock and L2 flush

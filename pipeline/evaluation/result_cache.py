@@ -19,7 +19,7 @@ import json
 import os
 from pathlib import Path
 
-from pipeline.records import EvalResult
+from pipeline.core.records import EvalResult
 
 
 class ResultCache:

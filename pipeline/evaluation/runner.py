@@ -10,12 +10,12 @@ import math
 import time
 from dataclasses import dataclass
 
-from pipeline.evaluation.outcome import Stop, child_failure, judge_reply
-from pipeline.evaluation.reference import GroupData, TaskBroken
-from pipeline.evaluation.sandbox import ChildFailed, ChildProcess
-from pipeline.evaluation.timed_rounds import time_config
-from pipeline.evaluation.timing import summarize
-from pipeline.records import Candidate, ConfigResult, EvalResult, Finding
+from pipeline.evaluation.child.outcome import Stop, child_failure, judge_reply
+from pipeline.evaluation.checks.reference import GroupData, TaskBroken
+from pipeline.evaluation.child.sandbox import ChildFailed, ChildProcess
+from pipeline.evaluation.timing.timed_rounds import time_config
+from pipeline.evaluation.timing.statistics import summarize
+from pipeline.core.records import Candidate, ConfigResult, EvalResult, Finding
 
 @dataclass
 class Started:

@@ -19,7 +19,7 @@ from pipeline.ranker.features import feature_vector, task_features
 
 
 class ScoreInput(NamedTuple):
-    task: object  # pipeline.records.Task
+    task: object  # pipeline.core.records.Task
     code: str
     features: dict
 

@@ -16,7 +16,7 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pipeline.errors import UserError
+from pipeline.core.errors import UserError
 from pipeline.ranker.base import Ranker
 from pipeline.ranker.features import ANALYSIS_VERSION, FEATURE_NAMES
 

@@ -1,6 +1,6 @@
 """The ranker's data: implementations with code, pre-run features and measured times per configuration.
 
-In: the measured dataset (a pyarrow Table of the schema in pipeline/data/measured.py, from
+In: the measured dataset (a pyarrow Table of the schema in pipeline/tasks/measured.py, from
 `load_measurements`), or the evaluator's benchmark JSON (`benchmarks/results/evaluator_h200.json`:
 one speedup per implementation of the built-in tasks, a small real development set), and the
 tasks the rows refer to (`pipeline.tasks.load_tasks`, for the code and the work model).
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.errors import UserError
+from pipeline.core.errors import UserError
 from pipeline.ranker.features import FeatureCache, feature_vector, task_features
 
 log = logging.getLogger(__name__)
@@ -176,16 +176,16 @@ def from_evaluator_benchmark(path: str | Path, tasks: dict) -> RankData:
 
 def load_data(path: str | Path | None, task_sources: list[str]) -> RankData:
     """RankData from `path`: an evaluator benchmark .json, or Parquet measurements (a file or a
-    directory; None is pipeline/data/measured/)."""
+    directory; None is pipeline/assets/measured/)."""
     tasks = task_index(task_sources)
     if path is not None and str(path).endswith(".json"):
         return from_evaluator_benchmark(path, tasks)
-    from pipeline.data.measured import MeasurementsError, load_measurements
+    from pipeline.tasks.measured import MeasurementsError, load_measurements
     try:
         table = load_measurements(path)
     except MeasurementsError as e:
         raise RankDataError(str(e)) from None
-    return from_measurements(table, tasks, str(path or "pipeline/data/measured"))
+    return from_measurements(table, tasks, str(path or "pipeline/assets/measured"))
 
 
 def fill_features(data: RankData, cache: FeatureCache) -> int:
@@ -201,7 +201,7 @@ def fill_features(data: RankData, cache: FeatureCache) -> int:
 
 def assign_splits(data: RankData, test_families: list[str] | None = None, seed: int = 0) -> None:
     """Give every impl without a split one: 'test' for `test_families` when given, else the
-    project's split of its family (pipeline/data/splits.py); then the held-out tasks of the training
+    project's split of its family (pipeline/tasks/splits.py); then the held-out tasks of the training
     families are 'heldout' whatever their rows say (rows measured before that split existed say 'train'),
     so a ranker never trains on the tasks a policy is evaluated on."""
     if test_families is not None:
@@ -210,11 +210,11 @@ def assign_splits(data: RankData, test_families: list[str] | None = None, seed: 
             im.split = "test" if im.family in chosen else "train"
         return
     try:
-        from pipeline.data.splits import HELDOUT, is_heldout, split_of_family
+        from pipeline.tasks.splits import HELDOUT, is_heldout, split_of_family
     except ImportError:
         if all(im.split for im in data.impls):
             return
-        raise RankDataError("rows have no split and pipeline.data.splits is not available; pass --test-families "
+        raise RankDataError("rows have no split and pipeline.tasks.splits is not available; pass --test-families "
                             "or --cv K") from None
     for im in data.impls:
         im.split = im.split or split_of_family(im.family, seed)

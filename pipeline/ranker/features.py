@@ -129,7 +129,7 @@ def analyze_implementation(code: str, fmt: str, arch: str = "sm_90", nvcc: str =
     """The evaluator's compile-time features of one implementation, with nvcc run here for the
     ptxas report (launch configuration from the source, as no run recorded one)."""
     from pipeline.evaluation.gate import cuda_sources_of
-    from pipeline.records import Candidate
+    from pipeline.core.records import Candidate
     from pipeline.structure.analyze import analyze_source
     texts = [text for text, _ in cuda_sources_of(Candidate(task_id="-", code=code, format=fmt))]
     if not texts:

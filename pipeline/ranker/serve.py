@@ -9,7 +9,7 @@ pairwise scores). The baseline is the task's naive implementation (`Task.baselin
 features are computed here once per task (nvcc and the static analysis, through the feature
 cache) and its score is cached.
 
-Usage (the driver, or actors/ranker.py on a CPU node):
+Usage (the driver, or actors/rankers.py on a CPU node):
     service = RankerService.from_checkpoint(cfg.ranker.checkpoint, cfg.ranker, cfg.compile)
     prefs = service.preferences_for_results(task, candidates, results)   # None where not correct
     reward, terms = compute_reward(result, cfg.reward, ranker_preference=pref)

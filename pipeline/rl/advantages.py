@@ -25,7 +25,7 @@ from typing import Literal
 
 import torch
 
-from pipeline.config import RLSection
+from pipeline.core.config import RLSection
 
 Estimator = Literal["grpo", "rloo"]
 

@@ -30,7 +30,7 @@ from typing import Literal
 
 import torch
 
-from pipeline.config import LearnerSection, RLSection
+from pipeline.core.config import LearnerSection, RLSection
 from pipeline.rl.batch import MicroBatch
 from pipeline.rl.distributed import all_reduce, barrier, rank_and_world
 from pipeline.rl.loss import aggregation_denominator, ppo_loss, sft_loss, token_entropy, token_logprobs

@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pipeline.config import ConfigError, RunConfig
-from pipeline.data.reader import TaskReader
+from pipeline.core.config import ConfigError, RunConfig
+from pipeline.tasks.reader import TaskReader
 from pipeline.rl.batch import sequences_from_episodes, split_across_ranks
 from pipeline.rl.step import busy_fractions, prepare_step, ranker_preferences, rollout_metrics
 from pipeline.rl.tracking import (MetricsLog, RunState, SampleLog, StatusLine, WandbLog, checkpoint_dir, headline,
@@ -167,7 +167,7 @@ def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, l
         reader.restore(state.reader)
     stream = cluster.task_stream(reader)
     scheduler = EpisodeScheduler(cfg.rollout, ChatFormat(load_tokenizer(model_path)), cfg.model.max_model_len_tokens,
-                                 actors.generation, actors.evaluation, generation_slots=actors.generation_slots,
+                                 actors.generators, actors.evaluators, generation_slots=actors.generation_slots,
                                  seed=cfg.run.seed if cfg.train.reproducible else None,
                                  lockstep=cfg.train.reproducible)
     log = MetricsLog(run_dir, resume_after_step=state.step if resume_from is not None else None)

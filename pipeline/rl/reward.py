@@ -1,6 +1,6 @@
 """The unified reward: one evaluation result (and optionally the ranker's view of it) -> one number.
 
-In: an `EvalResult` (pipeline/records.py), the `RewardSection` weights, and, when the ranker term
+In: an `EvalResult` (pipeline/core/records.py), the `RewardSection` weights, and, when the ranker term
 is on, the ranker's preference for the candidate over the task's baseline implementation.
 Out: `(reward, terms)`, where `terms` holds every component (they sum to `reward`), for logging.
 Touches nothing else; no state.
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import math
 
-from pipeline.config import RewardSection
-from pipeline.records import EvalResult
+from pipeline.core.config import RewardSection
+from pipeline.core.records import EvalResult
 
 TERMS = ("base", "speedup", "struct", "ranker")
 """Names of the reward's components, always all present in `terms` (0 where they do not apply)."""

@@ -21,8 +21,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pipeline.config import RewardSection, RLSection
-from pipeline.records import EvalResult, Task, Trajectory, Turn
+from pipeline.core.config import RewardSection, RLSection
+from pipeline.core.records import EvalResult, Task, Trajectory, Turn
 from pipeline.rl.advantages import returns_and_advantages
 from pipeline.rl.reward import TERMS, compute_reward
 from pipeline.rollout.episodes import EpisodeOutcome

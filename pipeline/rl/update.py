@@ -3,7 +3,7 @@
 In: this rank's `TrainSequence`s (pipeline/rl/batch.py; the driver splits a step's turns across
 ranks with `split_across_ranks`), a `Learner` (pipeline/rl/learner.py), optionally the frozen
 reference `Learner`. Out: step metrics prefixed `learner/`, and the weights under Hugging Face
-names for the generators. No Ray; actors/learner.py calls these on every rank.
+names for the generators. No Ray; actors/learners.py calls these on every rank.
 
 An update is `rl.ppo_epochs` passes, each split into `rl.minibatches_per_epoch` optimizer steps;
 every rank takes the same number of optimizer steps (a rank with no turns in a minibatch runs
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from pipeline.config import LearnerSection
+from pipeline.core.config import LearnerSection
 from pipeline.rl.batch import TrainSequence, make_microbatches, split_minibatches
 
 AVERAGED = ("loss", "pg_loss", "kl", "clip_frac", "approx_kl", "ratio_mean", "grad_norm", "entropy", "lr")

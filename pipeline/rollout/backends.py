@@ -3,7 +3,7 @@
 backends that implement it (each backend imports the interface)."""
 from __future__ import annotations
 
-from pipeline.config import ConfigError, ModelSection, RolloutSection
+from pipeline.core.config import ConfigError, ModelSection, RolloutSection
 from pipeline.rollout.generation import GenerationError, Generator, resolve_device
 
 

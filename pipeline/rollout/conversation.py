@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipeline.errors import UserError
+from pipeline.core.errors import UserError
 
 _RESPONSE = "\u2063RESPONSE\u2063"  # placeholders no real message contains
 _FEEDBACK = "\u2063FEEDBACK\u2063"

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipeline.config import RolloutSection
+from pipeline.core.config import RolloutSection
 from pipeline.evaluation.feedback import format_feedback
-from pipeline.records import Candidate, EvalResult, Task, Trajectory, Turn
+from pipeline.core.records import Candidate, EvalResult, Task, Trajectory, Turn
 from pipeline.rollout.conversation import ChatFormat, Context
 from pipeline.rollout.generation import Sample
 from pipeline.rollout.parsing import parse_response

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal
 
-from pipeline.config import ConfigError, RolloutSection
+from pipeline.core.config import ConfigError, RolloutSection
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.config import ModelSection
+from pipeline.core.config import ModelSection
 from pipeline.rollout.generation import GenerationRequest, Generator, Sample, SamplingSpec
 
 DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}

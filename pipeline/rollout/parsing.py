@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pipeline.records import Candidate, EvalResult, Task
+from pipeline.core.records import Candidate, EvalResult, Task
 from pipeline.rollout.prompts import candidate_format, entry_point
 from pipeline.tasks.c_source import defines
 from pipeline.tasks.pareval import in_kernel_form, kernel_candidate

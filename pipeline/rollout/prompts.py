@@ -18,9 +18,9 @@ import functools
 import inspect
 import re
 
-from pipeline.errors import UserError
+from pipeline.core.errors import UserError
 from pipeline.evaluation import light_abi
-from pipeline.records import CandidateFormat, Task
+from pipeline.core.records import CandidateFormat, Task
 from pipeline.tasks import config_params
 from pipeline.tasks.pareval import in_kernel_form, launch_text
 
@@ -88,7 +88,7 @@ def c2cuda_prompt(task: Task) -> str:
 def _light_layout(reference: str, params_items: tuple, task_id: str) -> tuple:
     """(names, shapes, dtypes) of the light tensors (inputs, parameters, outputs) for one configuration."""
     import torch
-    from pipeline.evaluation.reference import load_reference_module
+    from pipeline.evaluation.checks.reference import load_reference_module
 
     ns = load_reference_module(Task(id=task_id, kind="torch2cuda", family="", reference=reference, configs=[]),
                                dict(params_items))

@@ -13,14 +13,14 @@ Generation and evaluation are reached through `WorkQueue`s, `submit(*args) -> ti
 `next_completed(timeout_s) -> (ticket, result)`, so this module needs no Ray:
 - generation: `submit(requests, sampling) -> GenerationResult`;
 - evaluation: `submit(task, candidates) -> list[EvalResult]`.
-An `ItemFailed` in place of a result (pipeline/lost_work.py: an actor died on every retry) ends the
+An `ItemFailed` in place of a result (pipeline/core/lost_work.py: an actor died on every retry) ends the
 episodes of that call with stop_reason 'error'.
 Reproducible mode (`lockstep=True` with a `seed`): a batch is formed only when nothing is in flight,
 so each batch holds every episode ready for its next turn and its make-up does not depend on
 timing, and batch k of step s samples with a seed derived from (seed, s, k). The same weights,
 tasks and evaluation results then give the same episodes (a resumed run repeats the original).
 Locally, `ThreadQueue` runs a Generator and an Evaluator (or fakes) in threads
-(`run_episodes_locally`); the driver passes the Ray pools' queues (actors/generation.py).
+(`run_episodes_locally`); the driver passes the Ray pools' queues (actors/generators.py).
 """
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
-from pipeline.config import RolloutSection
-from pipeline.records import Candidate, EvalResult, Task
-from pipeline.lost_work import ItemFailed
+from pipeline.core.config import RolloutSection
+from pipeline.core.records import Candidate, EvalResult, Task
+from pipeline.core.lost_work import ItemFailed
 from pipeline.rollout.conversation import ChatFormat
 from pipeline.rollout.episodes import Episode, EpisodeOutcome
 from pipeline.rollout.generation import GenerationRequest, GenerationResult, Generator, SamplingSpec

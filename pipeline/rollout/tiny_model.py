@@ -22,12 +22,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from pipeline.config import ModelSection
-from pipeline.errors import UserError
+from pipeline.core.assets import BUILTIN_DIR, PIPELINE_DIR, TINY_SFT_DIR
+from pipeline.core.config import ModelSection
+from pipeline.core.errors import UserError
 
-PIPELINE_DIR = Path(__file__).resolve().parents[1]
 SFT_TINY = "tiny-sft"  # the tiny model after `cudaperf sft --config configs/sft_local.yaml`, shipped here:
-SFT_TINY_DIR = PIPELINE_DIR / "rollout" / "tiny_sft"  # the main job's policy (configs/local.yaml)
+SFT_TINY_DIR = TINY_SFT_DIR  # the main job's policy (configs/local.yaml)
 TINY_FORMAT_VERSION = "1"  # bump when the recipe below changes, so cached models are rebuilt
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
@@ -47,7 +47,7 @@ class ModelPathError(UserError, ValueError):
 
 def corpus_files() -> list[Path]:
     """The project's own code the tiny tokenizer is trained on, in a fixed order."""
-    files = sorted(PIPELINE_DIR.rglob("*.py")) + sorted((PIPELINE_DIR / "builtin_tasks").rglob("*.yaml"))
+    files = sorted(PIPELINE_DIR.rglob("*.py")) + sorted(BUILTIN_DIR.rglob("*.yaml"))
     return [f for f in files if "__pycache__" not in f.parts]
 
 

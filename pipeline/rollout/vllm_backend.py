@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.config import ModelSection, RolloutSection
+from pipeline.core.config import ModelSection, RolloutSection
 from pipeline.rollout.generation import GenerationError, GenerationRequest, Generator, Sample, SamplingSpec
 
 

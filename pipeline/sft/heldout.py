@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.config import RunConfig
-from pipeline.records import Task
+from pipeline.core.config import RunConfig
+from pipeline.core.records import Task
 
 
 def heldout_check(cfg: RunConfig, tasks: list[Task], checkpoint: Path, out: Path, open_cluster) -> dict:
-    """Sample the new checkpoint on the held-out tasks (single turn) and report its rates (bench.py)."""
-    from pipeline.bench import print_summary, run_bench
+    """Sample the new checkpoint on the held-out tasks (single turn) and report its rates (scoring/bench.py)."""
+    from pipeline.scoring.bench import print_summary, run_bench
 
     bench_cfg = cfg.model_copy(update={
         "model": cfg.model.model_copy(update={"path": str(checkpoint)}),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pipeline.config import RunConfig
-from pipeline.records import Task
+from pipeline.core.config import RunConfig
+from pipeline.core.records import Task
 from pipeline.rl.batch import TrainSequence
 from pipeline.sft.training import train
 
@@ -26,8 +26,8 @@ def rejection_rounds(cfg: RunConfig, learner, tasks: list[Task], model_path: Pat
                      deadline: float | None, pad_id: int, summary: dict, cluster) -> list[dict]:
     """Sample, evaluate (on `cluster`'s pools), keep, train; the generator gets the learner's weights
     after every round."""
-    from pipeline.bench import outcomes_from_episodes
-    from pipeline.bench_metrics import summarize
+    from pipeline.scoring.bench import outcomes_from_episodes
+    from pipeline.scoring.metrics import summarize
     from pipeline.rollout.conversation import ChatFormat
     from pipeline.rollout.backends import make_generator
     from pipeline.rl.update import export_for_generators

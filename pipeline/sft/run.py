@@ -6,9 +6,9 @@ import json
 import time
 from pathlib import Path
 
-from pipeline.config import RunConfig
+from pipeline.core.config import RunConfig
 from pipeline.sft.heldout import heldout_check
-from pipeline.sft.pairs import measured_times, supervised_pairs, supervised_sequences
+from pipeline.sft.examples import measured_times, supervised_pairs, supervised_sequences
 from pipeline.sft.rejection import rejection_rounds
 from pipeline.sft.training import SFTError, make_learner, train, training_deadline
 from pipeline.tasks import select_tasks

@@ -8,8 +8,8 @@ import random
 import time
 from pathlib import Path
 
-from pipeline.config import RunConfig
-from pipeline.errors import UserError
+from pipeline.core.config import RunConfig
+from pipeline.core.errors import UserError
 from pipeline.rl.batch import TrainSequence, make_microbatches
 
 

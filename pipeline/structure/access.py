@@ -21,7 +21,7 @@ from fractions import Fraction
 
 from pipeline.structure import symbolic as S
 from pipeline.structure.cuda_ast import base_type_name, declarator_name, eval_const, line, text, type_bytes
-from pipeline.structure.expressions import ExpressionWalker
+from pipeline.structure.index_expressions import ExpressionWalker
 from pipeline.structure.memory import UNKNOWN_TRIPS, KernelFacts, Ptr
 
 

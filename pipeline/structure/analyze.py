@@ -13,13 +13,9 @@ CLI: `cudaperf analyze FILE.cu [--block N|XxY] [--arch sm_90] [--dynamic-smem BY
 """
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from pipeline.records import Finding
+from pipeline.core.records import Finding
 from pipeline.structure import hints as H
 from pipeline.structure.occupancy import (LaunchConfig, OccupancyResult, arch_limits, launch_configs_from_source,
                                           occupancy)
@@ -241,45 +237,3 @@ def format_analysis(a: Analysis, show_accesses: bool = True) -> str:
         out.append("hints:")
         out += [f"  {f.severity}: {f.message}" for f in a.findings]
     return "\n".join(out)
-
-
-def _block_arg(text: str):
-    parts = [int(p) for p in text.lower().replace(",", "x").split("x") if p]
-    if not parts or len(parts) > 3 or min(parts) <= 0:
-        raise argparse.ArgumentTypeError(f"--block '{text}': give threads per block (256) or dims (16x16)")
-    return parts[0] if len(parts) == 1 else tuple(parts)
-
-
-def main_analyze(argv: list[str] | None = None) -> int:
-    """`cudaperf analyze FILE.cu [--block N] [--arch sm_90]`: print the structural analysis."""
-    p = argparse.ArgumentParser(prog="cudaperf analyze", description="Structural analysis of a CUDA source: "
-                                "ptxas resources, occupancy, coalescing, bank conflicts, barriers, score, hints.")
-    p.add_argument("file", help="a .cu file")
-    p.add_argument("--block", type=_block_arg, default=None, help="threads per block (256) or dims (16x16); "
-                   "default: from the source's <<<...>>>")
-    p.add_argument("--arch", default="sm_90", help="target architecture (default sm_90)")
-    p.add_argument("--dynamic-smem", type=int, default=0, help="dynamic shared memory bytes per block")
-    p.add_argument("--no-nvcc", action="store_true", help="skip the ptxas report (no nvcc needed)")
-    p.add_argument("--json", action="store_true", help="print the full analysis as JSON")
-    args = p.parse_args(argv)
-    path = Path(args.file)
-    if not path.is_file():
-        print(f"cudaperf analyze: '{path}' is not a file; pass the path of a .cu source", file=sys.stderr)
-        return 2
-    try:
-        arch_limits(args.arch)
-    except ValueError as e:  # an unknown --arch; a ValueError of the analysis itself is our bug and raises
-        print(f"cudaperf analyze: {e}", file=sys.stderr)
-        return 2
-    try:
-        source = path.read_text()
-    except UnicodeDecodeError:
-        print(f"cudaperf analyze: '{path}' is not UTF-8 text; pass the path of a .cu source", file=sys.stderr)
-        return 2
-    a = analyze_source(source, args.arch, args.block, args.dynamic_smem, run_nvcc=not args.no_nvcc)
-    print(json.dumps(a.to_dict(), indent=1, default=str) if args.json else format_analysis(a))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main_analyze())

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from pipeline.records import Finding
+from pipeline.core.records import Finding
 from pipeline.structure.symbolic import Poly
 
 _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}

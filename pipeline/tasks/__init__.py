@@ -2,8 +2,8 @@
 `c_types` at the bottom, `reference_module`, then `validation`, then `sources` (loaders and
 `select_tasks`). This module re-exports what the rest of the project uses.
 
-In: task YAML files (one `Task` each, the fields of `pipeline.records.Task`), the built-in set under
-`pipeline/builtin_tasks/`, a directory of YAML files, a KernelBench checkout or one KernelBench
+In: task YAML files (one `Task` each, the fields of `pipeline.core.records.Task`), the built-in set under
+`pipeline/assets/builtin_tasks/`, a directory of YAML files, a KernelBench checkout or one KernelBench
 problem file, and candidate files (`.cu`, `.py`) for a given task.
 Out: `Task` and `Candidate` records. Every problem a user can cause raises `TaskError` with one
 sentence per problem naming the file, the field and the fix.
@@ -13,7 +13,7 @@ Size, init and work expressions (`"n"`, `"4*rows*cols"`, `"randint(0, bins)"`) a
 arithmetic and a few whitelisted functions, nothing else.
 """
 from pipeline.tasks.c_types import CTYPE_DTYPES, arg_dtype, is_pointer, split_ctype
-from pipeline.tasks.errors import TaskError
+from pipeline.core.errors import TaskError
 from pipeline.tasks.expressions import eval_expr, expr_names, parse_init
 from pipeline.tasks.reference_module import REQUIRED_DEFS, ModuleNames, config_params, module_names
 from pipeline.tasks.sources import (BUILTIN_DIR, TASK_SUFFIXES, is_kernelbench_checkout, kernelbench_family,

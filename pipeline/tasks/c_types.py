@@ -1,8 +1,8 @@
 """C types of c2cuda arguments: element dtypes, pointers and const-ness of a `ArgSpec.ctype`."""
 from __future__ import annotations
 
-from pipeline.records import ArgSpec
-from pipeline.tasks.errors import TaskError
+from pipeline.core.records import ArgSpec
+from pipeline.core.errors import TaskError
 
 
 # element type (qualifiers removed) -> numpy dtype name; one table for pointers and scalars

@@ -1,10 +1,10 @@
 """The degeneracy registry: which tasks' checks a kernel could pass without doing the work, and why.
 
 In: `degeneracy.json` beside this file, written by `cudaperf data degeneracy --update` (the check itself is
-`pipeline/evaluation/degeneracy.py`: it runs references, so it lives with the evaluation). Out: for a task, its
+`pipeline/evaluation/checks/degeneracy.py`: it runs references, so it lives with the evaluation). Out: for a task, its
 entry (verdict, reason) when the entry was made for the task as it is now (the same content hash). Tasks
-whose verdict is `degenerate` are kept out of training (`pipeline/data/reader.py`) and of benchmark
-aggregates (`pipeline/bench_metrics.py`), and are reported with their reason. Reads one file, writes nothing.
+whose verdict is `degenerate` are kept out of training (`pipeline/tasks/reader.py`) and of benchmark
+aggregates (`pipeline/scoring/metrics.py`), and are reported with their reason. Reads one file, writes nothing.
 """
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from pipeline.records import Task
+from pipeline.core.assets import DEGENERACY_REGISTRY
+from pipeline.core.records import Task
 
-REGISTRY = Path(__file__).with_name("degeneracy.json")
+REGISTRY = DEGENERACY_REGISTRY
 
 
 @lru_cache(maxsize=4)

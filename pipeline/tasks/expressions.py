@@ -7,7 +7,7 @@ import ast
 import math
 from typing import Any
 
-from pipeline.tasks.errors import TaskError
+from pipeline.core.errors import TaskError
 
 
 def _cdiv(a, b):

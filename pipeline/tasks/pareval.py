@@ -1,8 +1,8 @@
 """ParEval's CUDA problems as c2cuda tasks (the `pareval` task source and bench suite).
 
-ParEval (Nichols et al., HPDC'24; its licence in `pipeline/pareval_tasks/LICENSE`) gives each problem a serial
+ParEval (Nichols et al., HPDC'24; its licence in `pipeline/assets/pareval_tasks/LICENSE`) gives each problem a serial
 reference and a CUDA driver that launches the candidate's `__global__` kernel with a fixed launch
-configuration. Here each problem is a c2cuda task (`pipeline/pareval_tasks/<type>/<problem>.yaml`):
+configuration. Here each problem is a c2cuda task (`pipeline/assets/pareval_tasks/<type>/<problem>.yaml`):
 - `reference`: the serial reference of ParEval's `baseline.hpp`, rewritten over pointers, named
   `function` (`run_<kernel>`: the kernel keeps its own name);
 - `args`: the kernel's parameters in order, with ParEval's input distributions;
@@ -26,12 +26,13 @@ from pathlib import Path
 
 import yaml
 
-from pipeline.records import Candidate, Task
+from pipeline.core.assets import PAREVAL_DIR
+from pipeline.core.records import Candidate, Task
 from pipeline.tasks.c_source import defines, without_comments
-from pipeline.tasks.errors import TaskError
+from pipeline.core.errors import TaskError
 from pipeline.tasks.validation import task_from_dict
 
-PAREVAL_DIR = Path(__file__).resolve().parents[1] / "pareval_tasks"
+
 WRAPPER_MARK = "// ---- the harness's launch, as ParEval's driver makes it (not part of the answer) ----"
 
 

@@ -5,7 +5,7 @@ import ast
 import functools
 from typing import NamedTuple
 
-from pipeline.records import InputConfig, Task
+from pipeline.core.records import InputConfig, Task
 
 
 REQUIRED_DEFS = ("Model", "get_inputs", "get_init_inputs")

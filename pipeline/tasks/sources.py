@@ -8,8 +8,9 @@ import re
 from pathlib import Path
 from typing import Iterable
 
-from pipeline.records import Candidate, InputConfig, Task, Tolerance, WorkModel
-from pipeline.tasks.errors import TaskError
+from pipeline.core.assets import BUILTIN_DIR
+from pipeline.core.records import Candidate, InputConfig, Task, Tolerance, WorkModel
+from pipeline.core.errors import TaskError
 from pipeline.tasks.reference_module import REQUIRED_DEFS, module_names
 from pipeline.tasks.pareval import load_pareval
 from pipeline.tasks.validation import load_task_file
@@ -17,7 +18,7 @@ from pipeline.tasks.validation import load_task_file
 log = logging.getLogger(__name__)
 
 
-BUILTIN_DIR = Path(__file__).resolve().parents[1] / "builtin_tasks"
+
 TASK_SUFFIXES = (".yaml", ".yml")
 
 
@@ -40,9 +41,9 @@ def is_kernelbench_checkout(path: str | Path) -> bool:
 
 
 def load_tasks(source: str | Path, kernelbench_levels: Iterable[int] = (1, 2), split_seed: int = 0) -> list[Task]:
-    """Tasks from 'builtin' (pipeline/builtin_tasks/), 'pareval' (ParEval's CUDA problems as c2cuda tasks,
-    pipeline/pareval_tasks/; 'pareval:kernel' in ParEval's own form), 'generated' or 'generated:<split>' (the
-    generated dataset, pipeline/data/generate.py, optionally one split: train, val or test, the
+    """Tasks from 'builtin' (pipeline/assets/builtin_tasks/), 'pareval' (ParEval's CUDA problems as c2cuda tasks,
+    pipeline/assets/pareval_tasks/; 'pareval:kernel' in ParEval's own form), 'generated' or 'generated:<split>' (the
+    generated dataset, pipeline/tasks/generate.py, optionally one split: train, val or test, the
     families split by `split_seed`, i.e. `data.split_seed`), a directory of task YAML files
     (recursively), a single task YAML file, or a KernelBench checkout; sorted by id. Duplicate ids
     are an error."""
@@ -78,8 +79,8 @@ def load_tasks(source: str | Path, kernelbench_levels: Iterable[int] = (1, 2), s
 def load_generated(split: str = "", split_seed: int = 0) -> list[Task]:
     """The generated tasks (all, or those of one split by `split_seed`: train, val or test by family, or the
     held-out tasks of the training families), sorted by id."""
-    from pipeline.data.generate import cached_tasks
-    from pipeline.data.splits import TASK_SPLITS, split_of_task
+    from pipeline.tasks.generate import cached_tasks
+    from pipeline.tasks.splits import TASK_SPLITS, split_of_task
     if split and split not in TASK_SPLITS:
         raise TaskError(f"task source 'generated:{split}' names an unknown split; use 'generated' or "
                         f"'generated:<split>' with split one of {', '.join(TASK_SPLITS)}.")
@@ -99,7 +100,7 @@ def kernelbench_family(stem: str) -> str:
 # elementwise passes; the rms term stays; and the output as a whole within 1 % of the reference's norm, so that
 # the absolute 1e-4 cannot pass outputs far below it (a softmax over 393,216 values) as zeros. Honest float32
 # answers are 1e-6 to 1e-4 off in that measure. The check adds the float64 anchor on top (what honest float32
-# arithmetic gets: pipeline/evaluation/fidelity.py), which TF32 and half-precision inner products fail.
+# arithmetic gets: pipeline/evaluation/checks/fidelity.py), which TF32 and half-precision inner products fail.
 KERNELBENCH_TOLERANCE = Tolerance(rtol=1e-4, atol=1e-4, atol_abs=1e-4, rel_l2=0.01)
 
 

@@ -10,8 +10,8 @@ from typing import Any, Iterable
 import yaml
 from pydantic import ValidationError
 
-from pipeline.records import Task
-from pipeline.tasks.errors import TaskError
+from pipeline.core.records import Task
+from pipeline.core.errors import TaskError
 from pipeline.tasks.c_types import arg_dtype, is_pointer, split_ctype
 from pipeline.tasks.expressions import eval_expr, expr_names, parse_init
 from pipeline.tasks.reference_module import REQUIRED_DEFS, config_params, module_names
@@ -37,7 +37,7 @@ def _closest_field(name: str, valid: Iterable[str]) -> str:
 
 def _model_for_loc(loc: tuple):
     """The pydantic model whose field set applies at `loc` (for 'unknown field' messages)."""
-    from pipeline import records
+    from pipeline.core import records
     model: Any = Task
     for part in loc:
         if isinstance(part, int):
@@ -60,7 +60,7 @@ def _pydantic_problems(path: str, err: ValidationError) -> list[str]:
         loc = tuple(e["loc"])
         where = _loc(loc)
         if e["type"] == "missing":
-            problems.append(f"{path}: field '{where}' is missing; add it (see pipeline/records.py for its meaning).")
+            problems.append(f"{path}: field '{where}' is missing; add it (see pipeline/core/records.py for its meaning).")
         elif e["type"] == "extra_forbidden":
             parent = _model_for_loc(loc[:-1])
             hint = _closest_field(str(loc[-1]), parent.model_fields) if parent else "remove it"

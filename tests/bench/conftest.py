@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import ModelSection
+from pipeline.core.config import ModelSection
 
-BUILTIN = Path(__file__).resolve().parents[2] / "pipeline" / "builtin_tasks"
+BUILTIN = Path(__file__).resolve().parents[2] / "pipeline" / "assets" / "builtin_tasks"
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from pipeline.cli import open_cluster
-from pipeline.bench import answer_files, main
-from pipeline.records import Task
+from pipeline.cli import main as cudaperf
+from pipeline.scoring.bench import answer_files
+from pipeline.core.records import Task
 from pipeline.tasks import load_tasks
 
 pytestmark = pytest.mark.slow
@@ -44,8 +44,8 @@ def test_answer_file_names(tmp_path):
 def test_bench_answers_on_cpu(answers, tmp_path):
     d, tasks = answers
     out = tmp_path / "report"
-    rc = main(["--answers", str(d), "--suite", "c2cuda", "--tasks", "builtin", "--limit", str(LIMIT),
-               "--out", str(out), "--config", "configs/local.yaml", "compile.workers=1"], open_cluster)
+    rc = cudaperf(["bench", "--answers", str(d), "--suite", "c2cuda", "--tasks", "builtin", "--limit", str(LIMIT),
+               "--out", str(out), "--config", "configs/local.yaml", "compile.workers=1"])
     assert rc == 0
     report = json.loads((out / "report.json").read_text())
     s = report["summary"]
@@ -62,9 +62,9 @@ def test_bench_answers_on_cpu(answers, tmp_path):
 
 def test_bench_tiny_model_multi_turn(tiny_dir, tmp_path):
     out = tmp_path / "model"
-    rc = main(["--model", "tiny", "--suite", "c2cuda", "--tasks", "builtin", "--limit", "2", "--samples", "2",
+    rc = cudaperf(["bench", "--model", "tiny", "--suite", "c2cuda", "--tasks", "builtin", "--limit", "2", "--samples", "2",
                "--turns", "2", "--out", str(out), "--config", "configs/local.yaml", f"model.tiny_dir={tiny_dir}",
-               "rollout.backend=transformers", "rollout.max_new_tokens=16", "compile.workers=1"], open_cluster)
+               "rollout.backend=transformers", "rollout.max_new_tokens=16", "compile.workers=1"])
     assert rc == 0
     report = json.loads((out / "report.json").read_text())
     assert report["summary"]["samples"] == 4 and report["summary"]["correct_rate"] == 0.0

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pipeline.records import Candidate
+from pipeline.core.records import Candidate
 
 pytestmark = pytest.mark.gpu
 
@@ -24,8 +24,7 @@ def test_torch_compile_baseline(eval_cfg, compile_cfg, builtin_tasks):
 
 
 def test_bench_answers_on_gpu(tmp_path):
-    from pipeline.bench import main
-    from pipeline.cli import open_cluster
+    from pipeline.cli import main as cudaperf
     from pipeline.tasks import load_tasks
     tasks = [t for t in load_tasks("builtin") if t.kind == "c2cuda"][:3]
     for t in tasks:
@@ -33,8 +32,8 @@ def test_bench_answers_on_gpu(tmp_path):
         for impl in t.implementations:
             (tmp_path / "answers" / t.id / f"{impl.name}.cu").write_text(impl.code)
     out = tmp_path / "report"
-    assert main(["--answers", str(tmp_path / "answers"), "--suite", "c2cuda", "--tasks", "builtin", "--limit", "3",
-                 "--out", str(out), "--config", "configs/h200.yaml", "eval.result_cache_dir="], open_cluster) == 0
+    assert cudaperf(["bench", "--answers", str(tmp_path / "answers"), "--suite", "c2cuda", "--tasks", "builtin", "--limit", "3",
+                 "--out", str(out), "--config", "configs/h200.yaml", "eval.result_cache_dir="]) == 0
     s = json.loads((out / "report.json").read_text())["summary"]
     assert s["verdicts"] == {"correct": s["samples"]} and s["execute_rate"] == 1.0
     assert s["fast_p"]["0"] == 1.0 and s["pass_at_k"]["pass@1"] == 1.0
@@ -45,13 +44,12 @@ def test_bench_answers_on_gpu(tmp_path):
 def test_short_sft_on_gpu(tmp_path):
     import torch
     from transformers import AutoModelForCausalLM
-    from pipeline.cli import open_cluster
-    from pipeline.sft import main
+    from pipeline.cli import main as cudaperf
     out = tmp_path / "sft"
-    assert main(["--config", "configs/sft_h200.yaml", "tasks.source=builtin", "tasks.kinds=[c2cuda]",
+    assert cudaperf(["sft", "--config", "configs/sft_h200.yaml", "tasks.source=builtin", "tasks.kinds=[c2cuda]",
                  f"sft.output_dir={out}", "sft.max_train_s=40", "sft.sequences_per_step=16",
                  "sft.heldout_source=builtin", "sft.heldout_samples_per_task=1", "rollout.max_new_tokens=512",
-                 f"model.tiny_dir={tmp_path / 'tiny'}"], open_cluster) == 0
+                 f"model.tiny_dir={tmp_path / 'tiny'}"]) == 0
     summary = json.loads((out / "sft_summary.json").read_text())
     assert summary["precision"] == "bf16" and summary["last_loss"] < 0.7 * summary["first_loss"]
     assert summary["heldout"]["samples"] == 12

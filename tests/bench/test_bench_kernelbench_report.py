@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.bench import print_summary, run_bench
-from pipeline.bench_metrics import Outcome, final_outcomes, is_evaluator_failure, summarize, turn_curves
-from pipeline.config import load_config
-from pipeline.kernelbench_results import load_baseline_times
-from pipeline.records import ConfigResult, EvalResult, Timing
+from pipeline.scoring.bench import print_summary, run_bench
+from pipeline.scoring.metrics import Outcome, final_outcomes, is_evaluator_failure, summarize, turn_curves
+from pipeline.core.config import load_config
+from pipeline.scoring.kernelbench import load_baseline_times
+from pipeline.core.records import ConfigResult, EvalResult, Timing
 from pipeline.tasks import load_kernelbench
 
 KB = Path(__file__).resolve().parents[1] / "data" / "kernelbench"

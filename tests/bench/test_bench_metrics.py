@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from pipeline.bench_metrics import (Outcome, fast_p, final_outcomes, geomean, pass_at_k, pass_at_ks, speedup_stats,
+from pipeline.scoring.metrics import (Outcome, fast_p, final_outcomes, geomean, pass_at_k, pass_at_ks, speedup_stats,
                                     summarize, turn_curves)
 
 
@@ -96,7 +96,7 @@ def _rate(outcomes):
 
 
 def test_the_interval_over_tasks_collapses_when_every_task_is_alike_and_narrows_with_more_tasks():
-    from pipeline.bench_metrics import task_interval
+    from pipeline.scoring.metrics import task_interval
     same = task_interval(_arm({f"t{i}": [True, False] for i in range(20)}), _rate, resamples=300)
     assert same == {"value": 0.5, "low": 0.5, "high": 0.5}  # a task's samples stay together
     few = task_interval(_arm({f"t{i}": [i % 2 == 0] * 4 for i in range(20)}), _rate, resamples=500)
@@ -107,7 +107,7 @@ def test_the_interval_over_tasks_collapses_when_every_task_is_alike_and_narrows_
 
 
 def test_a_paired_difference_draws_the_same_tasks_for_both_arms():
-    from pipeline.bench_metrics import paired_difference, task_interval
+    from pipeline.scoring.metrics import paired_difference, task_interval
     # task difficulty varies a lot; arm a solves one more sample than arm b on every task
     a = _arm({f"t{i}": [k <= i % 4 for k in range(4)] for i in range(40)})
     b = _arm({f"t{i}": [k < i % 4 for k in range(4)] for i in range(40)})
@@ -122,7 +122,7 @@ def test_a_paired_difference_draws_the_same_tasks_for_both_arms():
 
 
 def test_pareval_speedup_at_k_follows_its_own_arithmetic():
-    from pipeline.bench_metrics import pareval_speedup_at_k
+    from pipeline.scoring.metrics import pareval_speedup_at_k
     # three valid runtimes 1, 2, 4 s against a 8 s serial time: speedups 8, 4, 2
     assert pareval_speedup_at_k([4.0, 1.0, 2.0], 8.0, 1) == pytest.approx((8 + 4 + 2) / 3)  # the mean
     # k = 2: sorted ascending, weights C(j-1, 1) / C(3, 2) with ParEval's C(0, 1) = 1: 1/3, 1/3, 2/3
@@ -137,7 +137,7 @@ def test_pareval_speedup_at_k_follows_its_own_arithmetic():
 
 
 def test_pareval_metrics_per_problem_type():
-    from pipeline.bench_metrics import ParEvalProblem, pareval_metrics
+    from pipeline.scoring.metrics import ParEvalProblem, pareval_metrics
     problems = [ParEvalProblem("a", "scan", [True, False], [1.0, None], 4.0, 1024),
                 ParEvalProblem("b", "scan", [False, False], [None, 3.0], 4.0, 1024),
                 ParEvalProblem("c", "sort", [True, True], [2.0, 4.0], 8.0, 256)]

@@ -6,11 +6,11 @@ import os
 import numpy as np
 import pytest
 
-from pipeline.bench import final_results, outcome_of
-from pipeline.bench_metrics import Outcome
-from pipeline.kernelbench_results import (BaselineError, eval_results_by_level, load_baseline_times,
+from pipeline.scoring.bench import final_results, outcome_of
+from pipeline.scoring.metrics import Outcome
+from pipeline.scoring.kernelbench import (BaselineError, eval_results_by_level, load_baseline_times,
                                           published_comparison, write_eval_results)
-from pipeline.records import ConfigResult, EvalResult, Timing
+from pipeline.core.records import ConfigResult, EvalResult, Timing
 
 PROBLEM = '''import torch
 import torch.nn as nn

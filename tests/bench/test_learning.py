@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TASKS = ROOT / "pipeline" / "builtin_tasks" / "c2cuda"
+TASKS = ROOT / "pipeline" / "assets" / "builtin_tasks" / "c2cuda"
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def test_a_two_step_experiment_runs_end_to_end_on_the_tiny_cpu_policy(learning, 
     sys.path.insert(0, str(ROOT / "tests" / "ranker"))
     from _synthetic import builtin_rows
 
-    from pipeline.data.measured import SCHEMA
+    from pipeline.tasks.measured import SCHEMA
     from pipeline.rollout.tiny_model import SFT_TINY_DIR
     runs = tmp_path / "runs"
     shutil.copytree(SFT_TINY_DIR, learning.sft_policy(runs))  # the SFT stage's product: the shipped tiny policy

@@ -2,16 +2,15 @@
 checkpoint loads as a policy; rejection mode trains on the policy's own kept samples."""
 import json
 import re
-from pathlib import Path
 
 import pytest
 
-from pipeline.cli import open_cluster
-from pipeline.config import ConfigError, SFTSection, load_config
-from pipeline.records import Implementation
+from pipeline.core.config import ConfigError, SFTSection, load_config
+from pipeline.core.records import Implementation
 from pipeline.rollout.parsing import answer_text, extract_code
 from pipeline.rollout.prompts import entry_point, opening_messages
-from pipeline.sft import (answer_head, encode_pairs, fastest_first, main, name_drills, rename_word, renamed,
+from pipeline.cli import main as cudaperf
+from pipeline.sft import (answer_head, encode_pairs, fastest_first, name_drills, rename_word, renamed,
                           supervised_pairs)
 from pipeline.tasks import load_tasks
 
@@ -106,12 +105,12 @@ def test_entry_name_tokens_carry_the_loss_weight(small_task_dir, model_cfg):
 
 def test_supervised_sft_lowers_loss_and_writes_a_policy(small_task_dir, tiny_dir, tmp_path):
     out = tmp_path / "sft"
-    rc = main(["--config", "configs/local.yaml", f"tasks.source={small_task_dir}", "model.path=tiny",
+    rc = cudaperf(["sft", "--config", "configs/local.yaml", f"tasks.source={small_task_dir}", "model.path=tiny",
                f"model.tiny_dir={tiny_dir}",
                f"sft.output_dir={out}", "sft.epochs=8", "sft.sequences_per_step=5", "sft.rename_copies_per_pair=1",
                "sft.entry_first=true", "sft.keep_fastest_per_task=1", "learner.lr=0.005", "sft.log_every_steps=100",
                f"sft.heldout_source={small_task_dir}", "sft.heldout_samples_per_task=1",
-               "rollout.backend=transformers", "rollout.max_new_tokens=16", "compile.workers=1"], open_cluster)
+               "rollout.backend=transformers", "rollout.max_new_tokens=16", "compile.workers=1"])
     assert rc == 0
     log = [json.loads(line) for line in (out / "sft_log.jsonl").read_text().splitlines()]
     assert len(log) == 8 and all(m["policy_tokens"] > 0 for m in log)  # all 5 sequences in one step per epoch
@@ -124,7 +123,7 @@ def test_supervised_sft_lowers_loss_and_writes_a_policy(small_task_dir, tiny_dir
     assert heldout["tasks"] == 3 and heldout["samples"] == 3 and heldout["correct_rate"] == 0.0
     assert (out / "heldout_bench" / "report.json").is_file()
     # the checkpoint is a policy `model.path` can name: both generator backends' loader and the learner's
-    from pipeline.config import ModelSection, RolloutSection
+    from pipeline.core.config import ModelSection, RolloutSection
     from pipeline.rollout.backends import make_generator
     from pipeline.rollout.generation import GenerationRequest, SamplingSpec
     gen = make_generator(ModelSection(path=str(out / "hf"), max_model_len_tokens=2048),
@@ -140,9 +139,9 @@ def test_a_step_budget_redoes_the_same_policy_bit_for_bit(small_task_dir, tiny_d
     summaries = []
     for name, seed in (("a", 0), ("b", 0), ("c", 1)):
         out = tmp_path / name
-        rc = main(["--config", "configs/local.yaml", f"tasks.source={small_task_dir}", "model.path=tiny",
+        rc = cudaperf(["sft", "--config", "configs/local.yaml", f"tasks.source={small_task_dir}", "model.path=tiny",
                    f"model.tiny_dir={tiny_dir}", f"sft.output_dir={out}", "sft.epochs=50", "sft.max_steps=3",
-                   "sft.sequences_per_step=2", "sft.heldout_source=", f"run.seed={seed}"], open_cluster)
+                   "sft.sequences_per_step=2", "sft.heldout_source=", f"run.seed={seed}"])
         assert rc == 0
         summaries.append(json.loads((out / "sft_summary.json").read_text()))
         assert len((out / "sft_log.jsonl").read_text().splitlines()) == summaries[-1]["steps"] == 3
@@ -155,11 +154,11 @@ def test_rejection_mode_trains_on_kept_samples(small_task_dir, tiny_dir, tmp_pat
     """On CPU nothing is correct, so the test keeps format-valid compiled samples (not_executed): the
     round must sample, evaluate through the pools and report what it kept."""
     out = tmp_path / "rej"
-    rc = main(["--config", "configs/local.yaml", f"tasks.source={small_task_dir}", "model.path=tiny",
+    rc = cudaperf(["sft", "--config", "configs/local.yaml", f"tasks.source={small_task_dir}", "model.path=tiny",
                f"model.tiny_dir={tiny_dir}",
                f"sft.output_dir={out}", "sft.mode=rejection", "sft.rejection_keep=[not_executed]",
                "rollout.backend=transformers", "rollout.samples_per_task=2", "rollout.max_turns=1",
-               "rollout.max_new_tokens=16", "compile.workers=1"], open_cluster)
+               "rollout.max_new_tokens=16", "compile.workers=1"])
     assert rc == 0
     summary = json.loads((out / "sft_summary.json").read_text())
     (round0,) = summary["rounds"]
@@ -173,13 +172,13 @@ def test_bad_arguments_are_one_line_errors(capsys):
     from pipeline.cli import main as cudaperf  # the CLI reports user errors, as one line each
     assert cudaperf(["sft", "--config", "configs/local.yaml", "sft.mode=wrong"]) == 2
     assert "sft.mode" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as stop:  # an unknown flag: argparse's usage error, exit status 2
-        cudaperf(["sft", "--bogus"])
-    assert stop.value.code == 2 and "unrecognized arguments: --bogus" in capsys.readouterr().err
+    assert cudaperf(["sft", "--bogus"]) == 2  # an unknown flag: argparse's usage error, one line, exit status 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err] and "unrecognized arguments: --bogus; see cudaperf sft --help" in err
 
 
 def test_rejection_sequences_keep_the_policys_own_tokens():
-    from pipeline.records import EvalResult, Trajectory, Turn
+    from pipeline.core.records import EvalResult, Trajectory, Turn
     from pipeline.rollout.episodes import EpisodeOutcome
     from pipeline.sft import rejection_sequences
 
@@ -198,11 +197,11 @@ def test_rejection_sequences_keep_the_policys_own_tokens():
 def test_entry_first_answers_compile_pass_the_gate_and_parse(compile_cfg):
     """The entry moved up (sft.entry_first) on implementations of every c2cuda family: same
     compiled library interface, nothing the gate rejects, and the name comes before any kernel."""
-    from pipeline.data.checks import sample_tasks
-    from pipeline.data.generate import cached_tasks
-    from pipeline.evaluation.compile import Compiler
+    from pipeline.dataset.checks import sample_tasks
+    from pipeline.tasks.generate import cached_tasks
+    from pipeline.evaluation.build.compile import Compiler
     from pipeline.evaluation.gate import check_candidate
-    from pipeline.records import Candidate
+    from pipeline.core.records import Candidate
     from pipeline.sft import entry_first
     tasks = sample_tasks([t for t in cached_tasks() if t.kind == "c2cuda"], per_group=1)
     codes, entries = [], []

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Callable
 
-from pipeline.records import EvalResult
+from pipeline.core.records import EvalResult
 from pipeline.rollout.generation import Generator, Sample
 
 ASSISTANT_HEADER = "<|im_start|>assistant"

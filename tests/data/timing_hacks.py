@@ -30,7 +30,7 @@ __attribute__((constructor)) static void patch_harness() {{
     PyGILState_Release(g);
 }}
 '''
-_NO_SYNC = ("import pipeline.evaluation.cuda_driver as d; d.Driver.synchronize = lambda self: None")
+_NO_SYNC = ("import pipeline.evaluation.gpu.driver as d; d.Driver.synchronize = lambda self: None")
 _SKIP_TIMED = ("import sys; c = sys.modules['__main__']; f = c.NativeRunner.call; "
                "c.NativeRunner.call = lambda self, cfg, slot=0, timed=False: 0 if timed else f(self, cfg, slot, timed)")
 
@@ -46,7 +46,7 @@ TIMING_HACKS = [
         name="relu_ext_patch_t",
         prefix="import torch\n_c = torch.sys.modules['__main__']\n_f = _c.TorchRunner.call\n"
                "_c.TorchRunner.call = lambda self, cfg, slot=0, timed=False: 0 if timed else _f(self, cfg, slot, timed)\n"
-               "_d = torch.sys.modules['pipeline.evaluation.cuda_driver']\n_d.Driver.synchronize = lambda self: None\n"
+               "_d = torch.sys.modules['pipeline.evaluation.gpu.driver']\n_d.Driver.synchronize = lambda self: None\n"
                "import time as _t\n_t.perf_counter = lambda: 0.0\n")),
     # memoised per input buffer: the first result for a pointer is returned again later
     ("python_memoises_per_pointer", "torch2cuda/relu", "kernelbench", kb(

@@ -26,7 +26,7 @@ def saxpy_variant(saxpy, task_id: str, family: str, impl_names: list[str]):
 
 def measurement_row(task_id, impl, strategy, config, median_ms, correct=True, kind="c2cuda", family="fam",
                     when=datetime(2026, 12, 1, tzinfo=timezone.utc), task_hash="h"):
-    """One row of pipeline.data.measured.SCHEMA with the fields that matter set."""
+    """One row of pipeline.tasks.measured.SCHEMA with the fields that matter set."""
     timed = median_ms is not None
     return {"task_id": task_id, "kind": kind, "family": family, "split": "train", "impl_name": impl,
             "strategy": strategy, "format": "c2cuda", "config": config, "correct": correct, "max_error": 0.1,

@@ -26,11 +26,11 @@ class FakeMeasurer:
         return isinstance(e, FakeCudaError)
 
     def measure(self, job: dict, report) -> dict:
-        from pipeline.records import Task
+        from pipeline.core.records import Task
         task = Task.model_validate(job["task"])
         report(None, "prepare")
         if task.family == "broken_reference":
-            from pipeline.data.measure_worker import TaskFailed
+            from pipeline.dataset.measure_worker import TaskFailed
             raise TaskFailed("the C reference crashed")
         out = {"impls": {}, "reference": {}}
         for k, impl in enumerate(task.implementations):

@@ -2,8 +2,8 @@
 import pytest
 
 from conftest import measurement_row as row
-from pipeline.data.card import format_stats, measurement_stats, task_counts, write_card
-from pipeline.data.measured import MeasurementsError, load_measurements, rows_to_table, write_table
+from pipeline.dataset.card import format_stats, measurement_stats, task_counts, write_card
+from pipeline.tasks.measured import MeasurementsError, load_measurements, rows_to_table, write_table
 
 
 def synthetic_rows():
@@ -86,7 +86,7 @@ def test_data_cli_stats_build_and_errors(tmp_path, capsys):
 
 
 def test_only_rows_of_current_tasks_count(builtin_tasks):
-    from pipeline.data.measured import current_rows
+    from pipeline.tasks.measured import current_rows
     saxpy, other = builtin_tasks["c2cuda/saxpy"], next(t for i, t in builtin_tasks.items() if i != "c2cuda/saxpy")
     rows = [row(saxpy.id, "naive", "naive", "big", 1.0, task_hash=saxpy.measured_hash()),
             row(other.id, "naive", "naive", "big", 1.0, task_hash="changed-since"),

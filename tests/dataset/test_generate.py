@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from pipeline.data.checks import check_c_references, check_compile, check_torch_references, sample_tasks
-from pipeline.data.generate import (cached_tasks, forward_operators, generate_tasks, kernelbench_overlap,
+from pipeline.dataset.checks import check_c_references, check_compile, check_torch_references, sample_tasks
+from pipeline.tasks.generate import (cached_tasks, forward_operators, generate_tasks, kernelbench_overlap,
                                     normalised_reference)
-from pipeline.data.splits import split_of_family
-from pipeline.records import Candidate, Task
+from pipeline.tasks.splits import split_of_family
+from pipeline.core.records import Candidate, Task
 from pipeline.tasks import TaskError, config_params, eval_expr, load_tasks, validate_task
 
 
@@ -108,7 +108,7 @@ def test_test_split_families_carry_five_implementations(tasks, seed):
 
 def test_generation_is_deterministic_and_seeded(tasks):
     import numpy as np
-    from pipeline.data.families import elementwise
+    from pipeline.tasks.families import elementwise
     again = generate_tasks(0)
     assert [t.id for t in again] == [t.id for t in tasks]
     assert [t.content_hash() for t in again[::97]] == [t.content_hash() for t in tasks[::97]]

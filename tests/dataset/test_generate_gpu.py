@@ -13,9 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pipeline.data.checks import sample_tasks
-from pipeline.data.generate import cached_tasks
-from pipeline.records import Candidate
+from pipeline.dataset.checks import sample_tasks
+from pipeline.tasks.generate import cached_tasks
+from pipeline.core.records import Candidate
 
 pytestmark = pytest.mark.gpu
 
@@ -44,7 +44,7 @@ RESULTS: dict[str, list] = {}
 def evaluator(eval_cfg, compile_cfg):
     """A GPU evaluator with short timing (correctness is the point here); every implementation of the
     sample built up front, in parallel, so the evaluations hit the compile cache."""
-    from pipeline.evaluation.compile import Compiler
+    from pipeline.evaluation.build.compile import Compiler
     from pipeline.evaluation.evaluator import Evaluator
     compiler = Compiler(compile_cfg)
     sources = sorted({i.code for t in SAMPLE for i in t.implementations})

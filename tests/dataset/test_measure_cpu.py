@@ -6,9 +6,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import saxpy_variant
-from pipeline.config import load_config
-from pipeline.data import measure as M
-from pipeline.data.measured import SCHEMA, load_measurements, read_file
+from pipeline.core.config import load_config
+from pipeline.dataset import measure as M
+from pipeline.tasks.measured import SCHEMA, load_measurements, read_file
 
 
 pytestmark = pytest.mark.integration
@@ -46,7 +46,7 @@ def test_task_hash_follows_the_code(saxpy):
 
 def test_prepare_compiles_and_computes_the_evaluators_features(saxpy, cfg):
     from pipeline.evaluation.evaluator import Evaluator
-    from pipeline.records import Candidate
+    from pipeline.core.records import Candidate
     ev = Evaluator(cfg.eval.model_copy(update={"result_cache_dir": ""}), cfg.compile, use_gpu=False)
     broken = saxpy.implementations[2].model_copy(update={"name": "broken", "code": "this is not CUDA"})
     task = saxpy.model_copy(update={"implementations": saxpy.implementations + [broken]})
@@ -68,7 +68,7 @@ def test_batch_compiled_features_equal_those_of_single_builds(cfg):
     reports apart from the kernels, after each kernel that calls it)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from pipeline.data.generate import generate_tasks
+    from pipeline.tasks.generate import generate_tasks
     from pipeline.evaluation.evaluator import Evaluator
     ev = Evaluator(cfg.eval.model_copy(update={"result_cache_dir": ""}), cfg.compile, use_gpu=False)
     tasks = generate_tasks()
@@ -113,7 +113,7 @@ def test_rows_follow_the_schema_and_record_failures(saxpy, cfg):
 
 
 def test_without_a_gpu_measure_says_so(saxpy, cfg, tmp_path, monkeypatch):
-    from pipeline.evaluation import cuda_driver
+    from pipeline.evaluation.gpu import driver as cuda_driver
     monkeypatch.setattr(cuda_driver, "gpu_count", lambda: 0)
     with pytest.raises(M.MeasureError, match="no NVIDIA GPU.*--compile-only"):
         M.measure_shard(cfg, [saxpy], (0, 1), tmp_path / "out")

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from pipeline.config import load_config
-from pipeline.data import measure as M
-from pipeline.data.measured import load_measurements
+from pipeline.core.config import load_config
+from pipeline.dataset import measure as M
+from pipeline.tasks.measured import load_measurements
 
 pytestmark = pytest.mark.gpu
 

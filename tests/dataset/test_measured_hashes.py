@@ -4,7 +4,7 @@ to a family, its registry name or its seed key, or to how tasks are hashed, fail
 silently invalidating the measurements."""
 import pyarrow.parquet as pq
 
-from pipeline.data.measured import parquet_files
+from pipeline.tasks.measured import parquet_files
 from pipeline.tasks import load_tasks
 
 
@@ -23,7 +23,7 @@ def test_every_measured_task_hash_is_unchanged():
 def test_every_family_module_is_in_the_registry():
     from pathlib import Path
 
-    import pipeline.data.families as families
+    import pipeline.tasks.families as families
     names = {p.stem for p in Path(families.__file__).parent.glob("*.py") if not p.stem.startswith("_")}
     listed = set(families.MODULES) | {m.__name__.rsplit(".", 1)[1] for parts in families.PARTS.values() for m in parts}
     listed |= {m.__name__.rsplit(".", 1)[1] for m in families.HELPERS}

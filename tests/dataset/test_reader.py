@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.data.reader import DataError, TaskReader, load_source, task_of_row
-from pipeline.data.splits import split_of_task
+from pipeline.tasks.reader import DataError, TaskReader, load_source, task_of_row
+from pipeline.tasks.splits import split_of_task
 
 KERNELBENCH = str(Path(__file__).parents[1] / "data" / "kernelbench")
 
@@ -72,7 +72,7 @@ def test_unknown_split_of_generated_source_is_a_clear_error():
 @pytest.mark.integration
 def test_ray_data_stream_resumes_from_a_saved_position(tasks):
     ray = pytest.importorskip("ray")
-    from actors.data import task_dataset
+    from actors.task_stream import task_dataset
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         reader = TaskReader.from_sources(["builtin", KERNELBENCH], seed=3)

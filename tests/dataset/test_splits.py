@@ -2,7 +2,7 @@
 tasks of the training families."""
 import pytest
 
-from pipeline.data.splits import (FRACTIONS, SPLITS, balanced_seed, shares_ok, split_of_family, split_of_task,
+from pipeline.tasks.splits import (FRACTIONS, SPLITS, balanced_seed, shares_ok, split_of_family, split_of_task,
                                   split_shares)
 
 
@@ -43,7 +43,7 @@ def test_a_task_without_family_is_an_error():
 
 
 def test_known_families_get_exact_shares():
-    from pipeline.data.splits import assign_splits
+    from pipeline.tasks.splits import assign_splits
     for n in (3, 7, 18, 45, 60):
         fams = [f"fam{i}" for i in range(n)]
         counts = {s: list(assign_splits(fams, 0).values()).count(s) for s in SPLITS}
@@ -52,7 +52,7 @@ def test_known_families_get_exact_shares():
 
 
 def test_the_generated_dataset_has_a_test_share():
-    from pipeline.data.generate import cached_tasks
+    from pipeline.tasks.generate import cached_tasks
     fams = {t.family for t in cached_tasks(0)}
     shares = split_shares(fams, 0)
     assert len(fams) >= 3 and 0.10 <= shares["test"] <= 0.20 + 1 / len(fams) and shares["val"] > 0, shares
@@ -60,7 +60,7 @@ def test_the_generated_dataset_has_a_test_share():
 
 def test_generated_split_sources_follow_the_configured_split_seed():
     """'generated:test' and the reader's split filter use one seed, data.split_seed."""
-    from pipeline.data.reader import TaskReader
+    from pipeline.tasks.reader import TaskReader
     from pipeline.tasks import load_tasks
     for seed in (0, 5):
         test = load_tasks("generated:test", split_seed=seed)
@@ -74,8 +74,8 @@ def test_generated_split_sources_follow_the_configured_split_seed():
 def test_heldout_tasks_are_unseen_tasks_of_training_families_at_exact_shares_per_family_and_kind():
     from collections import Counter
 
-    from pipeline.data.generate import cached_tasks
-    from pipeline.data.splits import HELDOUT_FRACTION, heldout_ids
+    from pipeline.tasks.generate import cached_tasks
+    from pipeline.tasks.splits import HELDOUT_FRACTION, heldout_ids
     tasks = cached_tasks(0)
     held = heldout_ids(tasks, 0)
     assert {split_of_task(t) for t in tasks if t.id in held} == {"heldout"}
@@ -97,8 +97,8 @@ def test_generated_heldout_and_train_sources_are_disjoint_and_cover_the_training
 
 
 def test_the_data_card_counts_heldout_tasks_within_training_families():
-    from pipeline.data.card import task_counts
-    from pipeline.data.generate import cached_tasks
+    from pipeline.dataset.card import task_counts
+    from pipeline.tasks.generate import cached_tasks
     tasks = cached_tasks(0)
     splits = task_counts(tasks)["splits"]
     assert sum(s["tasks"] for s in splits.values()) == len(tasks)

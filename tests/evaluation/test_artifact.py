@@ -5,10 +5,10 @@ import textwrap
 
 import pytest
 
-from pipeline.evaluation import artifact
-from pipeline.evaluation.compile import CompileResult
+from pipeline.evaluation.build import artifact
+from pipeline.evaluation.build.compile import CompileResult
 from pipeline.evaluation.evaluator import Evaluator
-from pipeline.records import Candidate
+from pipeline.core.records import Candidate
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 
@@ -163,7 +163,7 @@ def test_torch_thread_pools_are_refused_in_extensions(name, refused):
 def test_the_compile_keeps_both_preprocessing_passes_and_the_check_reads_each(builtin_tasks, compile_cfg):
     """One nvcc -c leaves the device pass (__CUDA_ARCH__ defined, what `nvcc -E` gives) and the host pass; the
     artefact check scans both, so a macro hidden behind either branch is seen without preprocessing again."""
-    from pipeline.evaluation.compile import Compiler
+    from pipeline.evaluation.build.compile import Compiler
     top = ('#define CVT(t) "cvt.rn." t ".f32 %0, %1;"\n'
            '#ifdef __CUDA_ARCH__\nstatic int device_pass_only;\n#else\n'
            '__device__ float lowp(float v) { unsigned short h; asm(CVT("f16") : "=h"(h) : "f"(v)); return v; }\n'

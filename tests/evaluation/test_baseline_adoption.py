@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.evaluation.compile import Compiler
-from pipeline.evaluation.reference import TaskBroken, adopt_baseline_outputs, build_c2cuda, run_c_reference
+from pipeline.evaluation.build.compile import Compiler
+from pipeline.evaluation.checks.reference import TaskBroken, adopt_baseline_outputs, build_c2cuda, run_c_reference
 
 
 @pytest.fixture()

@@ -5,18 +5,18 @@ gate's parsers: such an import would fail inside the sandbox only, on the GPU ho
 import subprocess
 import sys
 
-CHILD_MODULES = ["pipeline.evaluation.child", "pipeline.evaluation.torch_guard", "pipeline.evaluation.device_views",
-                 "pipeline.evaluation.cuda_driver", "pipeline.evaluation.seccomp", "pipeline.evaluation.landlock",
-                 "pipeline.evaluation.compute_ops", "pipeline.evaluation.numerics"]
+CHILD_MODULES = ["pipeline.evaluation.child.main", "pipeline.evaluation.child.torch_guard", "pipeline.evaluation.gpu.device_views",
+                 "pipeline.evaluation.gpu.driver", "pipeline.evaluation.child.seccomp", "pipeline.evaluation.child.landlock",
+                 "pipeline.evaluation.compute_ops", "pipeline.evaluation.checks.numerics"]
 
 
 def test_the_child_harness_imports_nothing_beyond_torch_and_the_standard_library():
     code = ("import sys\n"
             + "".join(f"import {m}\n" for m in CHILD_MODULES)
-            + "from pipeline.evaluation.child import TorchRunner, NativeRunner\n"
+            + "from pipeline.evaluation.child.main import TorchRunner, NativeRunner\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'yaml', 'tree_sitter', "
-            "'tree_sitter_cuda', 'numpy_financial', 'ray', 'transformers') or m in ('pipeline.records', "
-            "'pipeline.config', 'pipeline.evaluation.gate', 'pipeline.tasks'))\n"
+            "'tree_sitter_cuda', 'numpy_financial', 'ray', 'transformers') or m in ('pipeline.core.records', "
+            "'pipeline.core.config', 'pipeline.evaluation.gate', 'pipeline.tasks'))\n"
             "print(','.join(bad))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -5,7 +5,7 @@ import ctypes
 
 import pytest
 
-from pipeline.evaluation.compile import Compiler, batch_source, batch_symbol, batch_tag, split_ptxas_report
+from pipeline.evaluation.build.compile import Compiler, batch_source, batch_symbol, batch_tag, split_ptxas_report
 
 
 @pytest.fixture(scope="module")

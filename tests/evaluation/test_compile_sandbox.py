@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import CompileSection
-from pipeline.evaluation.compile import Compiler
+from pipeline.core.config import CompileSection
+from pipeline.evaluation.build.compile import Compiler
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 

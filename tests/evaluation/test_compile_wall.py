@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import CompileSection
-from pipeline.evaluation import artifact
-from pipeline.evaluation.compile import Compiler, CompileBudget, CompileResult
+from pipeline.core.config import CompileSection
+from pipeline.evaluation.build import artifact
+from pipeline.evaluation.build.compile import Compiler, CompileBudget, CompileResult
 from pipeline.evaluation.gate import check_candidate
-from pipeline.records import Candidate
+from pipeline.core.records import Candidate
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 
@@ -210,7 +210,7 @@ def test_torch_compute_symbols(name, refused):
 def test_the_compile_worker_builds_once_and_checks_what_it_built(tmp_path, builtin_tasks, monkeypatch):
     """One nvcc -c (the object the artefact check reads), the library linked from it; the check runs in the worker
     and the evaluator only reads its findings; a candidate the gate refuses is not built at all."""
-    from pipeline.config import EvalSection
+    from pipeline.core.config import EvalSection
     from pipeline.evaluation.evaluator import Evaluator
     task = builtin_tasks["c2cuda/saxpy"]
     impl = next(i for i in task.implementations if i.format == "c2cuda")

@@ -1,7 +1,7 @@
 """The driver binding's allocation rule, with a stand-in for libcuda (no GPU needed)."""
 import ctypes
 
-from pipeline.evaluation.cuda_driver import LARGE_PAGE, Driver
+from pipeline.evaluation.gpu.driver import LARGE_PAGE, Driver
 
 
 class FakeLib:

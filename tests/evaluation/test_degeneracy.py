@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from pipeline.evaluation import reference
-from pipeline.evaluation.degeneracy import degeneracy
+from pipeline.evaluation.checks import reference
+from pipeline.evaluation.checks.degeneracy import degeneracy
 from pipeline.tasks.degenerate import load_registry, split_degenerate
 from pipeline.tasks.sources import KERNELBENCH_TOLERANCE
 from pipeline.tasks.validation import task_from_dict

@@ -8,15 +8,15 @@ import pytest
 import torch
 
 from bad_candidates import BAD
-from pipeline.config import CompileSection
-from pipeline.evaluation.compile import Compiler, trim_log
+from pipeline.core.config import CompileSection
+from pipeline.evaluation.build.compile import Compiler, trim_log
 from pipeline.evaluation.evaluator import Evaluator
 from pipeline.evaluation.feedback import format_feedback
 from pipeline.evaluation.light_abi import SIZES_STRIDE, pack_sizes
-from pipeline.evaluation.reference import compare, poison_byte
-from pipeline.evaluation.sandbox import ChildFailed, ChildProcess
-from pipeline.evaluation.timing import summarize
-from pipeline.records import Candidate, Tolerance
+from pipeline.evaluation.checks.reference import compare, poison_byte
+from pipeline.evaluation.child.sandbox import ChildFailed, ChildProcess
+from pipeline.evaluation.timing.statistics import summarize
+from pipeline.core.records import Candidate, Tolerance
 
 EXACT = Tolerance(rtol=0, atol=0)
 
@@ -243,7 +243,7 @@ def test_a_pass_is_served_from_the_cache_only_once_confirmed(eval_cfg, compile_c
 
 def test_result_cache_reads_plain_and_damaged_entries(tmp_path):
     from pipeline.evaluation.result_cache import ResultCache
-    from pipeline.records import EvalResult
+    from pipeline.core.records import EvalResult
     ok = EvalResult(task_id="t", candidate_hash="h", format="c2cuda", verdict="correct")
     bad = ok.model_copy(update={"verdict": "incorrect"})
     (tmp_path / "a.json").write_text(ok.model_dump_json())  # an entry in the plain form: one evaluation
@@ -261,7 +261,7 @@ def test_evaluators_sharing_a_result_cache_never_lose_a_failure(tmp_path):
     """Evaluator A saw a lucky pass, B a failure, then A a pass again: the failure B wrote is what A counts
     from, so the pass is not confirmed and nobody is served it."""
     from pipeline.evaluation.result_cache import ResultCache
-    from pipeline.records import EvalResult
+    from pipeline.core.records import EvalResult
     ok = EvalResult(task_id="t", candidate_hash="h", format="c2cuda", verdict="correct")
     bad = ok.model_copy(update={"verdict": "incorrect"})
     a, b = ResultCache(str(tmp_path), 2), ResultCache(str(tmp_path), 2)

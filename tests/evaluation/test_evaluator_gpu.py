@@ -3,7 +3,7 @@ verdict, and after each bad one the same evaluator still passes a correct one.""
 import pytest
 
 from bad_candidates import BAD
-from pipeline.records import Candidate
+from pipeline.core.records import Candidate
 
 pytestmark = pytest.mark.gpu
 
@@ -13,7 +13,7 @@ def gpu_evaluator(eval_cfg, compile_cfg, builtin_tasks):
     """One evaluator for every test here; KernelBench-format builds (30-80 s each) are done up
     front, all at once, so the tests below hit the compile cache."""
     from concurrent.futures import ThreadPoolExecutor
-    from pipeline.evaluation.compile import Compiler
+    from pipeline.evaluation.build.compile import Compiler
     from pipeline.evaluation.evaluator import Evaluator
     compiler = Compiler(compile_cfg)
     sources = {b[3] for b in BAD if b[2] == "kernelbench"}

@@ -6,9 +6,9 @@ import math
 import pytest
 import torch
 
-from pipeline.evaluation import reference
-from pipeline.evaluation.fidelity import adversarial_like, domain_of, redraw_constant_state
-from pipeline.evaluation.reference import build_torch2cuda, check_outputs, reference_inputs_of
+from pipeline.evaluation.checks import reference
+from pipeline.evaluation.checks.fidelity import adversarial_like, domain_of, redraw_constant_state
+from pipeline.evaluation.checks.reference import build_torch2cuda, check_outputs, reference_inputs_of
 from pipeline.tasks import kernelbench_task
 
 DOT = '''import torch
@@ -240,7 +240,7 @@ def test_adversarial_draws_keep_a_triangle_of_zeros_and_symmetry():
 
 
 def test_the_anchor_measures_the_longest_sum_of_the_reference():
-    from pipeline.evaluation.fidelity import run_measuring_sums
+    from pipeline.evaluation.checks.fidelity import run_measuring_sums
     x = torch.rand(4, 1000, dtype=torch.float64)
     assert run_measuring_sums(torch.sigmoid, x)[1] == 1  # elementwise: no room for another order of sums
     assert run_measuring_sums(lambda t: torch.softmax(t, 1), x)[1] == 1000

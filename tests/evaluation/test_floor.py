@@ -2,8 +2,8 @@
 (KernelBench problems) still gets a floor from moving its inputs and outputs once."""
 import pytest
 
-from pipeline.config import EvalSection
-from pipeline.evaluation.reference import Buffer, ConfigData, GroupData
+from pipeline.core.config import EvalSection
+from pipeline.evaluation.checks.reference import Buffer, ConfigData, GroupData
 from pipeline.evaluation.runner import config_floor_ms
 from pipeline.tasks import load_tasks
 
@@ -30,8 +30,8 @@ def test_bytes_bound_floor():
 
 
 def test_a_task_without_work_model_gets_its_inputs_and_outputs_as_floor(tmp_path, monkeypatch):
-    from pipeline.evaluation import reference
-    from pipeline.evaluation.reference import build_torch2cuda
+    from pipeline.evaluation.checks import reference
+    from pipeline.evaluation.checks.reference import build_torch2cuda
     from pipeline.tasks import kernelbench_task
     monkeypatch.setattr(reference, "DEVICE", "cpu")  # the layout and sizes need no GPU
     src = tmp_path / "1_Relu.py"

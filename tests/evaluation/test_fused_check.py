@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from pipeline.evaluation import fused_check
-from pipeline.evaluation.fused_check import RoundCheck, compare_plain as compare, reference_stats
-from pipeline.evaluation.reference import rounding_floor
-from pipeline.records import Tolerance
+from pipeline.evaluation.checks import fused_check
+from pipeline.evaluation.checks.fused_check import RoundCheck, compare_plain as compare, reference_stats
+from pipeline.evaluation.checks.reference import rounding_floor
+from pipeline.core.records import Tolerance
 
 
 def cases():
@@ -149,8 +149,8 @@ def test_one_readback_per_round():
 def test_the_cuda_pass_gives_compares_verdicts(tol, compile_cfg):
     """The kernels (fused_check.cu) on the GPU against `compare` on the same tensors: same verdicts and reasons,
     the largest error within 1e-12 relative (their sums run in another order)."""
-    from pipeline.evaluation.compile import Compiler
-    from pipeline.evaluation.fused_check import CudaPass
+    from pipeline.evaluation.build.compile import Compiler
+    from pipeline.evaluation.checks.fused_check import CudaPass
     cuda = CudaPass.load(Compiler(compile_cfg))
     assert cuda is not None
     inputs = [torch.randn(300, generator=torch.Generator().manual_seed(3)).cuda()]
@@ -173,7 +173,7 @@ def test_the_c_pass_reads_each_float32_tensor_once():
     operators over the tensors (only the few rows of partial sums), and the same answers as the torch pass."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from pipeline.evaluation.fused_check import cpu_pass
+    from pipeline.evaluation.checks.fused_check import cpu_pass
     assert cpu_pass() is not None, "the host C compiler builds fused_check.c"
 
     class Big(TorchDispatchMode):

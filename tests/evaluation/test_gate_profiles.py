@@ -24,9 +24,9 @@ from test_gate import (FORWARD_RULES, LOAD_INLINE_CPP_RULES, MODULE_LEVEL_RULES,
                        assert_passes, assert_rejects, c2cuda, gate, kb)
 from test_gate_holes import DISPATCH_STATE_CPP, RE_EXPORTS, STREAMS_AND_PRIVATE  # noqa: E402
 
-from pipeline.evaluation import torch_guard  # noqa: E402
+from pipeline.evaluation.child import torch_guard  # noqa: E402
 from pipeline.evaluation.gate import PROFILES, gate_profile  # noqa: E402
-from pipeline.records import Candidate  # noqa: E402
+from pipeline.core.records import Candidate  # noqa: E402
 
 STYLES = Path(__file__).resolve().parents[1] / "data" / "kernelbench_styles"
 BOTH = ["strict", "kernelbench"]
@@ -312,7 +312,7 @@ def test_runtime_dispatch_state_audit_still_runs_under_kernelbench():
 def test_the_child_takes_the_profiles_runtime_rule_from_the_load_message():
     """The evaluator sends the profile's torch_compute with `load` (the child never imports the gate);
     TorchRunner's runtime check follows it, and refuses torch compute when it is absent."""
-    from pipeline.evaluation.child import TorchRunner
+    from pipeline.evaluation.child.main import TorchRunner
     source = ("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
               "    def forward(self, x):\n        return torch.relu(x)\n")
     for profile, raises in ((None, True), ("strict", True), ("kernelbench", False)):
@@ -330,9 +330,9 @@ def test_the_child_takes_the_profiles_runtime_rule_from_the_load_message():
 
 # --- the evaluator threads the profile through and keeps results apart --------------------------
 def test_evaluator_gates_by_profile_and_caches_each_profile_apart(tmp_path, compile_cfg):
-    from pipeline.config import EvalSection
+    from pipeline.core.config import EvalSection
     from pipeline.evaluation.evaluator import Evaluator
-    from pipeline.evaluation.compile import CompileResult
+    from pipeline.evaluation.build.compile import CompileResult
     cand = Candidate(task_id=RELU.id, code=style("conv_bias_relu"), format="kernelbench")
     # as on a host without a CUDA build of torch, wherever this runs
     not_built = CompileResult(ok=False, unavailable=True, log="kernelbench-format candidates build only on a GPU host")
@@ -350,8 +350,8 @@ def test_evaluator_gates_by_profile_and_caches_each_profile_apart(tmp_path, comp
 def test_the_load_message_carries_the_profiles_runtime_rule(compile_cfg):
     from types import SimpleNamespace
 
-    from pipeline.config import EvalSection
-    from pipeline.evaluation.compile import CompileResult
+    from pipeline.core.config import EvalSection
+    from pipeline.evaluation.build.compile import CompileResult
     from pipeline.evaluation.evaluator import Evaluator
     sent = []
     child = SimpleNamespace(place=lambda p: p, request=lambda msg, timeout: sent.append(msg) or {"ok": True})
@@ -369,7 +369,7 @@ def test_unknown_profile_is_one_clear_sentence():
 
 
 def test_config_override_selects_the_profile():
-    from pipeline.config import ConfigError, load_config
+    from pipeline.core.config import ConfigError, load_config
     assert load_config(None, []).eval.gate_profile == "strict"
     assert load_config(None, ["eval.gate_profile=kernelbench"]).eval.gate_profile == "kernelbench"
     with pytest.raises(ConfigError, match="gate_profile"):
@@ -381,8 +381,8 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc
 
 
 def _built(code: str, fmt: str, profile: str, compile_cfg):
-    from pipeline.evaluation import artifact
-    from pipeline.evaluation.compile import CompileResult
+    from pipeline.evaluation.build import artifact
+    from pipeline.evaluation.build.compile import CompileResult
     task = SAXPY if fmt == "c2cuda" else RELU
     return [f for f in artifact.check_built(Candidate(task_id=task.id, code=code, format=fmt), task,
                                             CompileResult(ok=True), compile_cfg, profile) if f.severity == "error"]
@@ -415,7 +415,7 @@ def test_built_check_keeps_driver_calls_refused_with_cuda_h(compile_cfg):
 @pytest.mark.parametrize("name", ["cuCtxCreate_v2", "cuStreamCreate", "cuLaunchHostFunc", "cuMemHostRegister_v2",
                                   "cuEventCreate", "cuGraphLaunch", "cuIpcGetMemHandle", "cuDevicePrimaryCtxRetain"])
 def test_dangerous_driver_symbols_are_refused_in_extensions(name):
-    from pipeline.evaluation.artifact import DENIED_IN_EXTENSION
+    from pipeline.evaluation.build.artifact import DENIED_IN_EXTENSION
     assert DENIED_IN_EXTENSION.fullmatch(name)
     assert not DENIED_IN_EXTENSION.fullmatch("cublasSgemm_v2") and not DENIED_IN_EXTENSION.fullmatch("cublasCreate_v2")
 

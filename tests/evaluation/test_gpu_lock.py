@@ -2,7 +2,7 @@
 import threading
 import time
 
-from pipeline.evaluation.gpu_lock import GpuLock
+from pipeline.evaluation.gpu.lock import GpuLock
 
 
 def hold(lock_cm, entered: threading.Event, release: threading.Event, log: list, name: str):

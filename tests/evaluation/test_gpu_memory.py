@@ -7,10 +7,10 @@ import time
 import pytest
 import torch
 
-from pipeline.evaluation import fused_check, reference
-from pipeline.evaluation.gpu_memory import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout
-from pipeline.evaluation.reference import ConfigBytes, compare, config_bytes, group_footprint
-from pipeline.records import Tolerance
+from pipeline.evaluation.checks import fused_check, reference
+from pipeline.evaluation.gpu.memory_budget import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout
+from pipeline.evaluation.checks.reference import ConfigBytes, compare, config_bytes, group_footprint
+from pipeline.core.records import Tolerance
 from pipeline.tasks import kernelbench_task, load_tasks
 
 EXACT = Tolerance(rtol=0, atol=0)
@@ -199,10 +199,10 @@ def test_c2cuda_baseline_slots_live_in_their_own_allocation():
 
 
 def test_a_group_too_large_for_the_gpu_is_the_evaluators_failure_naming_its_sizes(tmp_path, compile_cfg):
-    from pipeline.config import EvalSection
-    from pipeline.evaluation.compile import CompileResult
+    from pipeline.core.config import EvalSection
+    from pipeline.evaluation.build.compile import CompileResult
     from pipeline.evaluation.evaluator import Evaluator, Prepared
-    from pipeline.records import Candidate
+    from pipeline.core.records import Candidate
     path = tmp_path / "level1" / "7_Linear_ReLU.py"
     path.parent.mkdir()
     path.write_text(PROBLEM)  # 4 GiB in, 4 GiB out
@@ -229,7 +229,7 @@ def test_a_reused_pid_does_not_keep_a_dead_holders_reservation(tmp_path):
 
 
 def test_zero_size_outputs_have_a_signed_sum_of_zero():
-    from pipeline.evaluation.timed_rounds import signed_sum
+    from pipeline.evaluation.timing.timed_rounds import signed_sum
     assert float(signed_sum(torch.zeros(0), torch.ones(0))) == 0.0
 
 
@@ -277,7 +277,7 @@ def test_c2cuda_timing_sets_before_their_baseline_has_run():
 
 
 def test_shared_parameters_a_candidate_damaged_are_put_back(tmp_path, monkeypatch, compile_cfg):
-    from pipeline.config import EvalSection
+    from pipeline.core.config import EvalSection
     from pipeline.evaluation.evaluator import Evaluator
     group = _small_group(tmp_path, monkeypatch, keep_bytes=1 << 30)
     for cd in group.configs:

@@ -3,7 +3,7 @@ timed rounds' fresh inputs): the same law either way, records laid out as an arr
 import numpy as np
 import pytest
 
-from pipeline.evaluation.reference import _fill, draw_on_device
+from pipeline.evaluation.checks.reference import _fill, draw_on_device
 from pipeline.tasks import parse_init
 
 torch = pytest.importorskip("torch")

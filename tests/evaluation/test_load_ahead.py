@@ -10,7 +10,7 @@ import pytest
 
 import pipeline.evaluation.runner as runner
 from pipeline.evaluation.evaluator import Evaluator
-from pipeline.records import Candidate, EvalResult
+from pipeline.core.records import Candidate, EvalResult
 
 
 class FakeChild:
@@ -83,7 +83,7 @@ def test_a_load_ahead_a_check_and_another_evaluators_timing_never_deadlock(monke
     current candidate's check holds, while another evaluator of the GPU waits for the exclusive lock: the check
     must not then wait for the shared lock behind that evaluator's gate. The evaluator's group loop with real
     GpuLocks (one file pair) and the GPU parts replaced; the interleaving is forced."""
-    from pipeline.evaluation.gpu_lock import GpuLock
+    from pipeline.evaluation.gpu.lock import GpuLock
     code_held, timer_waiting, load_holds_shared = threading.Event(), threading.Event(), threading.Event()
     loop_thread = []
 

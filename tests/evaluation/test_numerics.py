@@ -6,8 +6,12 @@ its process was left in, and a candidate that turns TF32 on itself is a precisio
 import pytest
 import torch
 
-from pipeline.evaluation import child, numerics, torch_guard
-from pipeline.evaluation.outcome import Stop, judge_reply
+from pipeline.evaluation.child import main as child
+
+from pipeline.evaluation.checks import numerics
+
+from pipeline.evaluation.child import torch_guard
+from pipeline.evaluation.child.outcome import Stop, judge_reply
 
 
 @pytest.fixture

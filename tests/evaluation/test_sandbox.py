@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.evaluation.sandbox import (PACKAGE_ROOT, ChildFailed, ChildProcess, SandboxUnavailable, bwrap_command,
+from pipeline.evaluation.child.sandbox import (PACKAGE_ROOT, ChildFailed, ChildProcess, SandboxUnavailable, bwrap_command,
                                          find_bwrap, python_trees)
 
 PROBE = r'''
 import ctypes, json, os, socket, subprocess, sys, threading
-from pipeline.evaluation.child import apply_sandbox
+from pipeline.evaluation.child.main import apply_sandbox
 
 rin, wout = os.fdopen(int(sys.argv[1]), "r"), os.fdopen(int(sys.argv[2]), "w")
 def send(obj):
@@ -130,7 +130,7 @@ attempt("thread", thread)
 send(results)
 json.loads(rin.readline())  # "lock": what a loaded candidate meets once the child has locked execution
 import mmap
-from pipeline.evaluation.child import lock_exec
+from pipeline.evaluation.child.main import lock_exec
 locked = {"lock": lock_exec(hello, applied, native=True)}
 def attempt2(name, fn):
     try:
@@ -276,7 +276,7 @@ def test_missing_bwrap_is_one_clear_sentence():
 
 
 def test_bwrap_found_in_sandbox_tools(tmp_path, monkeypatch):
-    from pipeline.evaluation import sandbox
+    from pipeline.evaluation.child import sandbox
     (tmp_path / "bin").mkdir()
     fake = tmp_path / "bin" / "bwrap"
     fake.write_text("#!/bin/sh\n")

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.config import EvalSection
-from pipeline.evaluation.outcome import Stop
-from pipeline.evaluation.reference import Buffer, ConfigData, GroupData, add_timing_slots
-from pipeline.evaluation.timed_rounds import TIMING_PARTS, time_config
-from pipeline.evaluation.timing import TrustedClock
+from pipeline.core.config import EvalSection
+from pipeline.evaluation.child.outcome import Stop
+from pipeline.evaluation.checks.reference import Buffer, ConfigData, GroupData, add_timing_slots
+from pipeline.evaluation.timing.timed_rounds import TIMING_PARTS, time_config
+from pipeline.evaluation.timing.statistics import TrustedClock
 from pipeline.tasks import load_tasks
 
 N = 1000
@@ -162,7 +162,7 @@ def test_the_rounds_wall_time_is_broken_down_into_its_parts():
 
 
 def test_a_settled_ratio_ends_the_rounds_early_only_when_asked():
-    from pipeline.evaluation.timed_rounds import ratio_settled
+    from pipeline.evaluation.timing.timed_rounds import ratio_settled
     assert ratio_settled([2.0, 2.02, 1.98], [1.0, 1.0, 1.0], 0.05)  # +-1 %: settled at 5 %
     assert not ratio_settled([2.0, 2.02, 1.98], [1.0, 1.0, 1.0], 0.01)  # t(2) = 4.3 widens three rounds
     assert not ratio_settled([2.0, 3.0, 1.5], [1.0, 1.0, 1.0], 0.05)
@@ -184,7 +184,7 @@ def test_a_settled_ratio_ends_the_rounds_early_only_when_asked():
 
 
 def test_the_t_quantile_past_the_table_is_students_not_the_normals():
-    from pipeline.evaluation.timed_rounds import t_975
+    from pipeline.evaluation.timing.timed_rounds import t_975
     exact = {2: 4.303, 10: 2.228, 11: 2.201, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
     for df, t in exact.items():
         assert abs(t_975(df) - t) < 0.001, (df, t_975(df))
@@ -230,8 +230,8 @@ def test_input_mutation_in_a_timed_call_is_rejected():
 
 
 def test_a_gpu_that_stays_busy_gives_no_time_at_all(monkeypatch):
-    from pipeline.evaluation import timed_rounds
-    from pipeline.evaluation.reference import TaskBroken
+    from pipeline.evaluation.timing import timed_rounds
+    from pipeline.evaluation.checks.reference import TaskBroken
     monkeypatch.setattr(timed_rounds, "IDLE_WAIT_S", 0.5)
     ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), busy_s=0.06)
     with pytest.raises(TaskBroken, match="another job"):  # busy also with the candidate's process gone
@@ -250,7 +250,7 @@ def test_work_left_running_by_the_candidate_is_its_own_fault():
 
 
 def test_checksums_inside_the_window_pass_honest_outputs_and_fail_placeholders():
-    from pipeline.evaluation.timed_rounds import Checksums, _secret_signs
+    from pipeline.evaluation.timing.timed_rounds import Checksums, _secret_signs
     _, group, cd, _ = make(lambda n, x, y: saxpy(x, y))
     fresh = [cd.fresh(k) for k in range(3)]
     expected = [{1: saxpy(f[0], f[1])} for f in fresh]
@@ -267,7 +267,7 @@ def test_checksums_inside_the_window_pass_honest_outputs_and_fail_placeholders()
 
 
 def test_claims_within_the_noise_are_the_times_and_a_false_claim_gains_at_most_the_noise():
-    from pipeline.evaluation.timed_rounds import believed_times
+    from pipeline.evaluation.timing.timed_rounds import believed_times
     trusted = [1.00, 1.02, 0.98, 1.05, 1.01]
     honest = [0.97, 0.99, 0.96, 1.00, 0.98]
     times, believed = believed_times(honest, trusted, noise_ms=0.05)
@@ -289,7 +289,7 @@ def test_an_honest_candidates_times_are_its_own_events_once_the_trusted_clock_al
 
 
 def test_the_signed_sum_repeats_its_weights_and_equals_the_plain_sum():
-    from pipeline.evaluation import timed_rounds
+    from pipeline.evaluation.timing import timed_rounds
     g = torch.Generator().manual_seed(3)
     flat = torch.randn(10 * 7 + 3, generator=g, dtype=torch.float64)
     signs = (torch.randint(0, 2, (7,), generator=g) * 2 - 1).float()
@@ -335,7 +335,7 @@ def test_a_short_pytorch_baseline_runs_once_untimed_right_before_its_timed_batch
     call than back to back; the warm batch runs the same calls first, and only the second batch is timed."""
     from types import SimpleNamespace
 
-    from pipeline.evaluation.timed_rounds import _baseline_batch
+    from pipeline.evaluation.timing.timed_rounds import _baseline_batch
     calls, windows = [], []
 
     class Clock:
@@ -357,7 +357,7 @@ def test_a_short_pytorch_baseline_runs_once_untimed_right_before_its_timed_batch
 
 
 def test_only_short_baseline_batches_are_warmed():
-    from pipeline.evaluation.timed_rounds import BASELINE_WARM_S, warm_baseline
+    from pipeline.evaluation.timing.timed_rounds import BASELINE_WARM_S, warm_baseline
     assert warm_baseline(None)  # the first round: nothing known yet
     assert warm_baseline(0.002) and not warm_baseline(BASELINE_WARM_S) and not warm_baseline(1.5)
 
@@ -377,7 +377,7 @@ class ComputesAhead(ScriptedChild):
 
 
 def test_computing_ahead_of_the_calls_is_caught_by_a_decoy_slot():
-    from pipeline.evaluation import timed_rounds
+    from pipeline.evaluation.timing import timed_rounds
     ev, group, cd, _ = make(lambda n, x, y: saxpy(x, y))
     child = ComputesAhead(group, cd, None)
     with pytest.raises(Stop) as stop:
@@ -395,7 +395,7 @@ def test_computing_ahead_of_the_calls_is_caught_by_a_decoy_slot():
 
 
 def test_the_called_slots_and_the_decoys_change_places_every_round():
-    from pipeline.evaluation.timed_rounds import round_slots
+    from pipeline.evaluation.timing.timed_rounds import round_slots
     seen_orders, decoy_places = set(), set()
     for _ in range(200):
         called, decoy = round_slots(7, 1)
@@ -409,7 +409,7 @@ def test_the_called_slots_and_the_decoys_change_places_every_round():
 def test_the_in_window_checksum_holds_outputs_whose_reference_has_an_inf():
     """An Inf or NaN in an expected output leaves that element out of the in-window sums, not the output:
     outputs still poisoned at "done" fail the window, the right ones (the Inf included) pass it."""
-    from pipeline.evaluation.timed_rounds import Checksums, _out_positions, _secret_signs
+    from pipeline.evaluation.timing.timed_rounds import Checksums, _out_positions, _secret_signs
     ev, group, cd, child = make(lambda n, x, y: None)
     signs = _secret_signs(group, cd, _out_positions(group, cd))
     slots, expected = [0, 1, 2], []
@@ -432,7 +432,7 @@ def test_kernelbench_output_copy_is_paid_by_both_sides_and_credited_to_neither(m
     free, or the harness's own work); the baseline makes the same copy inside its own window instead."""
     from types import SimpleNamespace
 
-    from pipeline.evaluation import timed_rounds
+    from pipeline.evaluation.timing import timed_rounds
     assert not hasattr(timed_rounds, "_output_copy_s")
     copies, windows = [], []
     original = torch.Tensor.copy_
@@ -521,8 +521,8 @@ def test_the_gpu_is_taken_alone_only_for_what_is_timed(tmp_path, monkeypatch):
     """Windows (baseline, calibration, the candidate's batch) under the exclusive lock; the round's input draws
     and checks under the shared one, beside other evaluators' work; the lock free once the rounds end, and the
     evaluator's GPU work done each time a turn passes."""
-    from pipeline.evaluation import timed_rounds
-    from pipeline.evaluation.gpu_lock import GpuLock
+    from pipeline.evaluation.timing import timed_rounds
+    from pipeline.evaluation.gpu.lock import GpuLock
     seen: dict[str, set] = {"window": set(), "inputs": set(), "check": set()}
     ev, group, cd, child = make(lambda n, x, y: (seen["window"].add(_lock_state(ev.gpu_lock)), saxpy(x, y))[1])
     idles = []
@@ -546,7 +546,7 @@ def test_the_gpu_is_taken_alone_only_for_what_is_timed(tmp_path, monkeypatch):
 
 
 def test_a_shared_hold_ends_with_the_holders_gpu_work_done(tmp_path):
-    from pipeline.evaluation.gpu_lock import GpuLock
+    from pipeline.evaluation.gpu.lock import GpuLock
     order = []
     lock = GpuLock("8", str(tmp_path), idle=lambda: order.append(("idle", _lock_state(lock))))
     with lock.shared():

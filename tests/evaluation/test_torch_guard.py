@@ -5,14 +5,14 @@ import sys
 import pytest
 import torch
 
-from pipeline.evaluation import torch_guard as guard
+from pipeline.evaluation.child import torch_guard as guard
 
 
 def test_no_false_tamper_flag_in_a_fresh_process():
     """Entering the dispatch mode for the first time imports torch._dynamo, which rewraps torch
     functions; that must not read as the candidate patching them (it once rejected every
     honest KernelBench-format candidate)."""
-    code = ("import torch\nfrom pipeline.evaluation import torch_guard as g\ns = g.snapshot()\n"
+    code = ("import torch\nfrom pipeline.evaluation.child import torch_guard as g\ns = g.snapshot()\n"
             "class M(torch.nn.Module):\n    def forward(self, x):\n        return torch.empty_like(x.contiguous())\n"
             "x = torch.randn(3)\nflags = []\nwith torch.no_grad(), g.NoTorchCompute(flags):\n    M()(x)\n"
             "print(flags, g.changes_since(s))\n")

@@ -4,7 +4,7 @@ changes behaviour by shape gets its true time or a failing verdict, never a rewa
 import pytest
 
 from timing_hacks import HONEST, TIMING_HACKS
-from pipeline.records import Candidate
+from pipeline.core.records import Candidate
 
 pytestmark = pytest.mark.gpu
 FAILING = {"rejected", "incorrect", "runtime_error", "timeout"}
@@ -15,12 +15,12 @@ def open_evaluator(eval_cfg, compile_cfg):
     """An evaluator whose static checks pass everything (only the run-time defences remain)."""
     from concurrent.futures import ThreadPoolExecutor
     from pipeline.evaluation import evaluator as ev_module
-    from pipeline.evaluation.compile import Compiler
+    from pipeline.evaluation.build.compile import Compiler
     compiler = Compiler(compile_cfg)
     sources = {h[3] for h in TIMING_HACKS if h[2] == "kernelbench"} | {HONEST["torch2cuda/relu"]["kernelbench"]}
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(compiler.compile_kernelbench, sorted(sources)))
-    from pipeline.evaluation import artifact
+    from pipeline.evaluation.build import artifact
     mp = pytest.MonkeyPatch()
     mp.setattr(ev_module, "check_candidate", lambda *a, **k: [])
     mp.setattr(artifact, "check_built", lambda *a, **k: [])

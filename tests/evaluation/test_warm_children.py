@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.evaluation.sandbox import ChildProcess
-from pipeline.evaluation.warm import WarmChildren
+from pipeline.evaluation.child.sandbox import ChildProcess
+from pipeline.evaluation.child.warm import WarmChildren
 
 
 def start() -> ChildProcess:

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from pipeline.ranker.dataset import Impl, RankData
-from pipeline.records import Implementation, InputConfig, Task, WorkModel
+from pipeline.core.records import Implementation, InputConfig, Task, WorkModel
 
 STRATEGIES = {  # strategy -> (coalescing, vectorised, code body)
     "naive": (0.25, 0, "out[i] = a[i * stride] + b[i * stride];"),
@@ -97,7 +97,7 @@ def synthetic_data(n_families: int = 12, tasks_per_family: int = 2, seed: int = 
 
 
 def measurement_rows(data: RankData) -> list[dict]:
-    """The rows `cudaperf data measure` would write for `data` (schema of pipeline/data/measured.py)."""
+    """The rows `cudaperf data measure` would write for `data` (schema of pipeline/tasks/measured.py)."""
     from datetime import datetime, timezone
 
     rows = []

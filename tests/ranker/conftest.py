@@ -22,11 +22,11 @@ def synthetic():
 
 @pytest.fixture(scope="session")
 def ranker_cfg():
-    from pipeline.config import RankerSection
+    from pipeline.core.config import RankerSection
     return RankerSection(gbt_trees=120, neural_epochs=25, feature_workers=1)
 
 
 @pytest.fixture(scope="session")
 def trained(synthetic, ranker_cfg):
-    from pipeline.ranker.train import train_split
+    from pipeline.ranker.fit import train_split
     return train_split(synthetic, ranker_cfg, ["gbt", "neural"], seed=0, log=lambda *_: None)

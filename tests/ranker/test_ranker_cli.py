@@ -20,7 +20,7 @@ def main(argv):  # `cudaperf rank ...`: the CLI reports user errors
 
 @pytest.fixture(scope="module")
 def table_dir(tmp_path_factory, builtin_tasks):
-    from pipeline.data.measured import SCHEMA
+    from pipeline.tasks.measured import SCHEMA
     d = tmp_path_factory.mktemp("measured")
     rows = builtin_rows(list(builtin_tasks.values()), TEST_FAMILIES)
     pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), d / "shard-0.parquet")
@@ -75,7 +75,7 @@ def test_rows_of_a_task_changed_since_measurement_are_left_out(builtin_tasks):
 
 
 @pytest.mark.parametrize("argv, message", [
-    ([], "give a subcommand"),
+    ([], "argument train|eval: invalid choice: 'ranker.task_sources=[builtin]'"),
     (["train", "--rankers", "xgb"], "known rankers are gbt, neural"),
     (["eval", "--checkpoints", "/nonexistent/ckpt", "--data", "/nonexistent/measured"], "no ranker checkpoint"),
 ])

@@ -42,7 +42,7 @@ def test_unknown_heuristic_is_refused():
 
 
 def test_heuristics_alone_do_not_solve_the_synthetic_rule(synthetic, trained):
-    from pipeline.ranker.train import evaluate_rankers
+    from pipeline.ranker.fit import evaluate_rankers
     results = evaluate_rankers(synthetic, {}, 1.2)
     accs = {n: m["accuracy"] for n, m in results.items()}
     assert set(accs) == {"heuristic:occupancy", "heuristic:transactions", "heuristic:coalescing",

@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.ranker.checkpoint import CheckpointError, load_ranker, read_manifest, save_checkpoint
 from pipeline.ranker.gbt import pairwise_logistic_grad
-from pipeline.ranker.train import best_heuristic, evaluate_rankers
+from pipeline.ranker.fit import best_heuristic, evaluate_rankers
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_minilm_encoder_embeds_code_offline_and_caches(tmp_path):
 
 @pytest.mark.integration
 def test_neural_ranker_with_minilm_encoder_learns_the_rule(synthetic, ranker_cfg, tmp_path):
-    from pipeline.ranker.train import make_ranker
+    from pipeline.ranker.fit import make_ranker
     cfg = ranker_cfg.model_copy(update={"neural_encoder": "minilm", "feature_cache_dir": str(tmp_path)})
     results = evaluate_rankers(synthetic, train_and_keep(synthetic, cfg), cfg.min_gap, heuristics=False)
     assert results["neural"]["accuracy"] >= 0.85, results["neural"]
@@ -111,5 +111,5 @@ def test_neural_ranker_with_minilm_encoder_learns_the_rule(synthetic, ranker_cfg
 
 
 def train_and_keep(data, cfg):
-    from pipeline.ranker.train import train_split
+    from pipeline.ranker.fit import train_split
     return {k: r for k, (r, _) in train_split(data, cfg, ["neural"], log=lambda *_: None).items()}

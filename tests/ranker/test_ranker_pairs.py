@@ -61,10 +61,10 @@ def test_threshold_is_configurable_and_checked():
 
 
 def test_rankers_never_train_on_the_held_out_tasks_whatever_their_rows_say():
-    from pipeline.data.generate import cached_tasks
-    from pipeline.data.splits import split_of_task
+    from pipeline.tasks.generate import cached_tasks
+    from pipeline.tasks.splits import split_of_task
     from pipeline.ranker.dataset import Impl, RankData, assign_splits
-    from pipeline.ranker.train import trains_rankers
+    from pipeline.ranker.fit import trains_rankers
     tasks = cached_tasks(0)
     held = next(t for t in tasks if split_of_task(t) == "heldout")
     kept = next(t for t in tasks if split_of_task(t) == "train" and t.family == held.family)

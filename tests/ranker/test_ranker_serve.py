@@ -5,11 +5,11 @@ import math
 
 import pytest
 
-from pipeline.config import RewardSection
+from pipeline.core.config import RewardSection
 from pipeline.ranker.base import ScoreInput
 from pipeline.ranker.features import FeatureCache, source_key
 from pipeline.ranker.serve import RankerService, preference_from_scores
-from pipeline.records import Candidate, EvalResult
+from pipeline.core.records import Candidate, EvalResult
 from pipeline.rl.reward import compute_reward
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import torch
 
-from pipeline.config import LearnerSection, RLSection
+from pipeline.core.config import LearnerSection, RLSection
 from pipeline.rl.batch import TrainSequence, make_microbatches, split_across_ranks
 
 TINY = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,

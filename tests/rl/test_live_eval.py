@@ -2,8 +2,8 @@
 that a live source the run also trains on is refused."""
 import pytest
 
-from pipeline.config import ConfigError, load_config
-from pipeline.data.reader import TaskReader
+from pipeline.core.config import ConfigError, load_config
+from pipeline.tasks.reader import TaskReader
 from pipeline.rl.loop import live_eval_reader, live_tasks
 
 

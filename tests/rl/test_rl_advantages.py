@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from pipeline.config import RLSection
+from pipeline.core.config import RLSection
 from pipeline.rl.advantages import discounted_returns, group_advantages, group_ids, returns_and_advantages
 
 

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from pipeline.records import EvalResult, Trajectory, Turn
+from pipeline.core.records import EvalResult, Trajectory, Turn
 from pipeline.rl.batch import (TrainSequence, collate, make_microbatches, pack_by_tokens, sequences_from_episodes,
                                split_across_ranks, split_minibatches)
 from pipeline.rl.step import ScoredEpisode, ScoredTurn

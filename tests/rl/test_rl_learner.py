@@ -4,7 +4,7 @@ import pytest
 import torch
 from _rl_common import BUDGET_TOKENS, fixed_sequences, learner_cfg, on_policy, tiny_model
 
-from pipeline.config import LearnerSection, RLSection
+from pipeline.core.config import LearnerSection, RLSection
 from pipeline.rl.batch import make_microbatches
 from pipeline.rl.learner import Learner, deepspeed_config, plan_buckets, resolve_bf16, warmup_lr
 

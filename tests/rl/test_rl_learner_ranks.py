@@ -6,7 +6,7 @@ import torch
 import torch.multiprocessing as mp
 from _rl_common import fixed_sequences, learner_cfg, on_policy, rank_worker, tiny_model
 
-from pipeline.config import RLSection
+from pipeline.core.config import RLSection
 from pipeline.rl.batch import make_microbatches
 from pipeline.rl.distributed import free_port
 from pipeline.rl.learner import Learner

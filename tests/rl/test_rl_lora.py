@@ -5,7 +5,7 @@ import pytest
 import torch
 from _rl_common import fixed_sequences, learner_cfg, on_policy, tiny_model
 
-from pipeline.config import RLSection
+from pipeline.core.config import RLSection
 from pipeline.rl.batch import make_microbatches
 
 import peft  # noqa: F401  (the test extra brings it; a missing peft is a failure, not a skip)

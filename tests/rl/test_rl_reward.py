@@ -3,8 +3,8 @@ import math
 
 import pytest
 
-from pipeline.config import ConfigError, RewardSection, load_config
-from pipeline.records import EvalResult
+from pipeline.core.config import ConfigError, RewardSection, load_config
+from pipeline.core.records import EvalResult
 from pipeline.rl.reward import TERMS, compute_reward
 
 CFG = RewardSection()

@@ -9,8 +9,8 @@ import sys
 import pytest
 import torch
 
-from pipeline.config import RewardSection, RLSection
-from pipeline.records import EvalResult, Trajectory, Turn
+from pipeline.core.config import RewardSection, RLSection
+from pipeline.core.records import EvalResult, Trajectory, Turn
 from pipeline.rl.step import busy_fractions, prepare_step, ranker_preferences, rollout_metrics
 from pipeline.rl.tracking import MetricsLog, RunState, checkpoint_dir, latest_checkpoint, read_metrics
 from pipeline.rl.update import merge_lora
@@ -70,7 +70,7 @@ def test_not_executed_earns_compile_and_structure_terms_only():
 
 
 def test_ranker_term_reaches_correct_turns_only():
-    from pipeline.records import Task
+    from pipeline.core.records import Task
     task = Task(id="t", kind="c2cuda", family="f", reference="", function="f", configs=[])
     a = outcome("a", ["incorrect", "correct"], [result("incorrect"), result("correct", 2.0, 0.5)])
     b = outcome("b", ["compile_error"], [result("compile_error")])
@@ -92,7 +92,7 @@ def test_ranker_term_reaches_correct_turns_only():
 
 
 def test_ranker_term_without_a_checkpoint_is_a_config_error():
-    from pipeline.config import ConfigError, load_config
+    from pipeline.core.config import ConfigError, load_config
     from pipeline.rl.loop import check_placement
     cfg = load_config("configs/local.yaml", ["reward.w_ranker=0.2"])
     with pytest.raises(ConfigError, match="ranker.checkpoint"):
@@ -101,7 +101,7 @@ def test_ranker_term_without_a_checkpoint_is_a_config_error():
 
 def test_lora_without_peft_is_one_config_error_naming_the_extra(monkeypatch):
     """The optional extra hidden, as on a host installed without it: one line before any actor starts."""
-    from pipeline.config import ConfigError, load_config
+    from pipeline.core.config import ConfigError, load_config
     from pipeline.rl.loop import check_placement
     cfg = load_config("configs/local.yaml", ["learner.lora_rank=8"])
     check_placement(cfg, gpus=0)  # installed (the test extra brings peft): no complaint

@@ -18,7 +18,7 @@ import ray
 
 from rollout_fakes import ScriptedGenerator
 
-from pipeline.config import load_config
+from pipeline.core.config import load_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -36,14 +36,14 @@ def ray_local():
 @pytest.fixture(scope="module")
 def saxpy_only(tmp_path_factory):
     d = tmp_path_factory.mktemp("tasks")
-    shutil.copy(REPO / "pipeline" / "builtin_tasks" / "c2cuda" / "saxpy.yaml", d / "saxpy.yaml")
+    shutil.copy(REPO / "pipeline" / "assets" / "builtin_tasks" / "c2cuda" / "saxpy.yaml", d / "saxpy.yaml")
     return d
 
 
 @pytest.fixture(scope="module")
 def dot_only(tmp_path_factory):
     d = tmp_path_factory.mktemp("live_tasks")
-    shutil.copy(REPO / "pipeline" / "builtin_tasks" / "c2cuda" / "dot.yaml", d / "dot.yaml")
+    shutil.copy(REPO / "pipeline" / "assets" / "builtin_tasks" / "c2cuda" / "dot.yaml", d / "dot.yaml")
     return d
 
 
@@ -61,8 +61,8 @@ def train_cfg(tmp_path, task_dir, **extra):
 def test_evaluator_killed_mid_step_loses_no_episode(ray_local, tmp_path, builtin_tasks):
     """The driver's evaluation queue (compile pool, then evaluator pool): a compiler killed during an
     nvcc run and an evaluator killed with a group in flight are replaced, their work retried."""
-    from actors.evaluation import CompileThenEvaluate, make_compiler_pool, make_evaluator_pool
-    from pipeline.config import CompileSection, EvalSection, ModelSection, RolloutSection
+    from actors.evaluators import CompileThenEvaluate, make_compiler_pool, make_evaluator_pool
+    from pipeline.core.config import CompileSection, EvalSection, ModelSection, RolloutSection
     from pipeline.rollout.conversation import ChatFormat
     from pipeline.rollout.scheduler import EpisodeScheduler, ThreadQueue
     from pipeline.rollout.tiny_model import resolve_model_path

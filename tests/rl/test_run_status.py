@@ -3,10 +3,10 @@ import io
 import time
 from pathlib import Path
 
-from pipeline.config import load_config
+from pipeline.core.config import load_config
 from pipeline.rl.loop import starting
 from pipeline.rl.tracking import METRICS_FILE, StatusLine, run_summary
-from pipeline.rl.train import next_commands
+from pipeline.commands.train_command import next_commands
 
 
 def test_status_line_reports_the_wait_and_its_end():

@@ -7,7 +7,7 @@ import pytest
 
 from rollout_fakes import MAX_MODEL_LEN
 
-from pipeline.config import ModelSection, RolloutSection
+from pipeline.core.config import ModelSection, RolloutSection
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import torch
 
 from rollout_fakes import FakeEvaluator
 
-from actors.generation import PoolQueue, WeightState, make_generator_pool
+from actors.generators import PoolQueue, WeightState, make_generator_pool
 from pipeline.rollout.conversation import ChatFormat
 from pipeline.rollout.generation import GenerationRequest, SamplingSpec
 from pipeline.rollout.scheduler import EpisodeScheduler, ThreadQueue

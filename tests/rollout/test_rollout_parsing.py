@@ -1,7 +1,7 @@
 """Answer parsing: fenced blocks, several blocks, missing or unclosed fences, the entry point rule."""
 import pytest
 
-from pipeline.records import Candidate, EvalResult
+from pipeline.core.records import Candidate, EvalResult
 from pipeline.evaluation.feedback import format_feedback
 from pipeline.rollout.parsing import defines, extract_code, parse_response
 

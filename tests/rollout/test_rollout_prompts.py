@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from pipeline.config import ModelSection
+from pipeline.core.config import ModelSection
 from pipeline.evaluation import light_abi
 from pipeline.rollout.conversation import ChatFormat, ChatTemplateError, Context
 from pipeline.rollout.prompts import SYSTEM_PROMPT, c_signature, candidate_format, opening_messages

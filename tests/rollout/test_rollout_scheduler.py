@@ -4,7 +4,7 @@ import pytest
 
 from rollout_fakes import MAX_MODEL_LEN, FakeEvaluator, ScriptedGenerator, turn_of
 
-from pipeline.lost_work import ItemFailed
+from pipeline.core.lost_work import ItemFailed
 from pipeline.rollout.conversation import ChatFormat
 from pipeline.rollout.scheduler import EpisodeScheduler, ThreadQueue, run_episodes_locally
 

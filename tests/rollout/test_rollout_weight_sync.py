@@ -5,7 +5,7 @@ sync they do not (the check can fail)."""
 import pytest
 import torch
 
-from pipeline.config import LearnerSection, RLSection
+from pipeline.core.config import LearnerSection, RLSection
 from pipeline.rl.batch import TrainSequence, make_microbatches
 from pipeline.rollout.generation import GenerationRequest, SamplingSpec
 

@@ -3,8 +3,9 @@ import json
 
 import pytest
 
-from pipeline.records import EvalResult
-from pipeline.structure.analyze import analyze_source, format_analysis, main_analyze
+from pipeline.core.records import EvalResult
+from pipeline.cli import main as cudaperf
+from pipeline.structure.analyze import analyze_source, format_analysis
 from pipeline.structure.ptxas import compile_resources
 
 from _kernels import DATA
@@ -84,17 +85,17 @@ def test_format_analysis_and_cli(tmp_path, capsys, nvcc):
     assert "kernel col_sums" in text and "32-way" in text and "pad the row to 33" in text
     f = tmp_path / "k.cu"
     f.write_text((DATA / "strided_row_width.cu").read_text())
-    assert main_analyze([str(f), "--block", "128", "--arch", "sm_89"]) == 0
+    assert cudaperf(["analyze", str(f), "--block", "128", "--arch", "sm_89"]) == 0
     out = capsys.readouterr().out
     assert "arch sm_89" in out and "128 threads per block (argument)" in out and "strided by K" in out
-    assert main_analyze([str(f), "--json", "--no-nvcc", "--block", "16x8"]) == 0
+    assert cudaperf(["analyze", str(f), "--json", "--no-nvcc", "--block", "16x8"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["kernels"][0]["threads"] == 128 and d["kernels"][0]["resources"] is None
-    assert main_analyze([str(tmp_path / "missing.cu")]) == 2
-    assert main_analyze([str(f), "--arch", "sm_42"]) == 2
+    assert cudaperf(["analyze", str(tmp_path / "missing.cu")]) == 2
+    assert cudaperf(["analyze", str(f), "--arch", "sm_42"]) == 2
     assert "unknown architecture" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main_analyze([str(f), "--block", "0"])
+    assert cudaperf(["analyze", str(f), "--block", "0"]) == 2
+    assert "give threads per block" in capsys.readouterr().err
 
 
 def test_kernel_known_only_to_ptxas_is_still_reported(nvcc):

@@ -1,5 +1,5 @@
 """Hint texts: concrete, with the line, the expression and what to try."""
-from pipeline.records import Finding
+from pipeline.core.records import Finding
 from pipeline.structure.hints import kernel_hints, rank_hints
 from pipeline.structure.occupancy import occupancy
 from pipeline.structure.ptxas import KernelResources

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from pipeline.records import WorkModel
+from pipeline.core.records import WorkModel
 from pipeline.structure.roofline import (Ceilings, arithmetic_intensity, roofline_floor_ms, roofline_for_config,
                                          roofline_point, work_for_config)
 

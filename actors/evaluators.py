@@ -1,0 +1,262 @@
+"""Ray actor shells for evaluation (EvaluatorActor, CompilerActor) and the pools that supervise them.
+
+Each shell builds one core object from `pipeline/evaluation` and forwards calls to it; the domain
+logic (gate, compile, sandboxed run, check, timing, features) lives there and runs without Ray.
+Resources are set here from what the driver passes, never inside the actors:
+- evaluators: `eval.workers_per_gpu` actors per GPU (`num_gpus=1/k`, so Ray sets CUDA_VISIBLE_DEVICES, and the
+  evaluator's candidate child processes inherit it); with no GPU, one CPU evaluator whose
+  results say `not_executed`.
+- compilers: `compile_cfg.workers` CPU actors, one CPU each (nvcc runs in their child processes).
+
+Usage (driver):
+    queue = CompileThenEvaluate(make_compiler_pool(cfg.compile, retries, cfg.eval.gate_profile),
+                                make_evaluator_pool(cfg.eval, cfg.compile, num_gpus_available=n))
+    ticket = queue.submit(task, candidates); ...; ticket, results = queue.next_completed()
+or, for a fixed list of groups, `evaluate_groups(compilers, evaluators, groups)`.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import ray
+from ray.actor import ActorHandle
+
+from actors.pool import NO_RAY_RESTARTS, SupervisedPool
+from pipeline.core.lost_work import ItemFailed
+
+if TYPE_CHECKING:  # the core modules are imported lazily in the actors (see their constructors)
+    from pipeline.core.config import CompileSection, EvalSection
+    from pipeline.core.records import Candidate, EvalResult, Task
+    from pipeline.evaluation.build.compile import CompileResult
+
+
+class EvaluatorActor:
+    """Owns one `Evaluator`, pinned to the GPU Ray gave this actor (or to none, CPU-only)."""
+
+    def __init__(self, eval_cfg: EvalSection, compile_cfg: CompileSection, use_gpu: bool):
+        # Imported here so that this module (and the driver) import without the core module
+        # and its heavy dependencies; only the actor's process needs them.
+        from pipeline.evaluation.evaluator import Evaluator
+
+        self._evaluator = Evaluator(eval_cfg, compile_cfg, use_gpu=use_gpu)
+
+    def evaluate(self, task: Task, candidates: list[Candidate],
+                 compiled: list[CompileResult] | None = None) -> list[EvalResult]:
+        """Evaluate a group of candidates for one task; one EvalResult per candidate, in order.
+        `compiled` (optional) holds the compile pool's results for the same candidates."""
+        return self._evaluator.evaluate(task, candidates, compiled)
+
+    def ping(self) -> str:
+        """Liveness check: answers once the constructor has finished."""
+        return "ok"
+
+    def pid(self) -> int:
+        """The actor's process id (tests and logs use it to tell a replacement from the original)."""
+        return os.getpid()
+
+
+class CompilerActor:
+    """Owns one `Compiler`; its content-addressed cache is shared through `compile_cfg.cache_dir`."""
+
+    def __init__(self, compile_cfg: CompileSection, gate_profile: str = "strict"):
+        from pipeline.evaluation.build.compile import Compiler  # lazily, as in EvaluatorActor
+
+        self._compiler = Compiler(compile_cfg)
+        self._profile = gate_profile
+
+    def compile(self, candidate: Candidate, task: Task) -> CompileResult:
+        """Compile one candidate for its task and check what was built (artifact.build_and_check), so that the
+        evaluator's serial CPU work is only reading the findings; failures are a verdict in the result, not an
+        exception. The result carries its artefact files, so an evaluator on another node can use it."""
+        from pipeline.evaluation.build.artifact import build_and_check
+        return build_and_check(self._compiler, candidate, task, self._profile).packed()
+
+    def ping(self) -> str:
+        """Liveness check: answers once the constructor has finished."""
+        return "ok"
+
+    def pid(self) -> int:
+        """The actor's process id."""
+        return os.getpid()
+
+
+def make_evaluator_pool(eval_cfg: EvalSection, compile_cfg: CompileSection,
+                        num_gpus_available: int, gpu_fraction: float = 1.0) -> SupervisedPool:
+    """Build the evaluator pool: one GPU actor per GPU, or one CPU actor when there is none.
+
+    `num_gpus_available` is the number of GPUs the driver gives to evaluation (it resolves
+    `eval_cfg.gpus` against what Ray sees). Dead actors are replaced and their groups retried up
+    to `eval_cfg.max_retries` times. `gpu_fraction` is the share of each of those GPUs that its
+    evaluators take together (below 1 when a generator and the learner run on the same GPU).
+    """
+    if not 0 < gpu_fraction <= 1:
+        raise ValueError(f"make_evaluator_pool: gpu_fraction = {gpu_fraction} must be in (0, 1]")
+    if num_gpus_available < 0:
+        raise ValueError(f"make_evaluator_pool: num_gpus_available = {num_gpus_available}; pass 0 for a "
+                         "CPU-only evaluator or the number of GPUs given to evaluation")
+    use_gpu = num_gpus_available > 0
+    per_gpu = eval_cfg.workers_per_gpu if use_gpu else 1
+    size = num_gpus_available * per_gpu if use_gpu else 1
+    options = {"num_cpus": 1, "num_gpus": gpu_fraction / per_gpu if use_gpu else 0, **NO_RAY_RESTARTS}
+    remote_cls = ray.remote(EvaluatorActor)
+
+    def make_actor(slot: int) -> ActorHandle:
+        return remote_cls.options(**options).remote(eval_cfg, compile_cfg, use_gpu)
+
+    return SupervisedPool(make_actor, size=size, max_retries=eval_cfg.max_retries)
+
+
+def make_compiler_pool(compile_cfg: CompileSection, max_retries: int, gate_profile: str = "strict") -> SupervisedPool:
+    """Build the compile pool: `compile_cfg.workers` CPU actors, one CPU each.
+
+    `max_retries` bounds resubmissions of one candidate after its compiler actor died (the driver
+    passes `cfg.eval.max_retries`).
+    """
+    if compile_cfg.workers < 1:
+        raise ValueError(f"compile.workers = {compile_cfg.workers}: the compile pool needs at least one "
+                         "worker; set compile.workers=1 or more")
+    remote_cls = ray.remote(CompilerActor)
+
+    def make_actor(slot: int) -> ActorHandle:
+        return remote_cls.options(num_cpus=1, **NO_RAY_RESTARTS).remote(compile_cfg, gate_profile)
+
+    return SupervisedPool(make_actor, size=compile_cfg.workers, max_retries=max_retries)
+
+
+def evaluate_groups(compilers: SupervisedPool, evaluators: SupervisedPool,
+                    groups: list[tuple[Task, list[Candidate]]], on_group=None) -> list[list]:
+    """Compile every candidate in the CPU pool and evaluate each group as soon as its last
+    candidate compiled (a `CompileThenEvaluate` queue), so GPUs start while other groups still
+    compile. Results per group, in order (an `ItemFailed` record stands for work lost on every retry);
+    `on_group(index, results)` is called as each group finishes (progress for the user)."""
+    queue = CompileThenEvaluate(compilers, evaluators)
+    index = {queue.submit(task, cands): g for g, (task, cands) in enumerate(groups)}
+    results: list[list | None] = [None] * len(groups)
+    while index:
+        ticket, value = queue.next_completed()
+        g = index.pop(ticket)
+        results[g] = value
+        if on_group is not None:
+            on_group(g, value)
+    return results
+
+
+POLL_S = 0.05  # bounded wait on one pool while the other also has work in flight
+PART_MIN_FRACTION = 0.25  # the smallest part of a group handed to an idle evaluator before the group has compiled
+
+
+@dataclass
+class _Group:
+    task: Any
+    candidates: list
+    compiled: list                                  # CompileResult, or None (lost: the evaluator compiles it)
+    missing: int                                    # candidates still compiling
+    ready: list[int] = field(default_factory=list)  # compiled, not yet handed to an evaluator
+    parts: int = 0                                  # parts with an evaluator
+    results: list = field(default_factory=list)
+
+    @property
+    def min_part(self) -> int:
+        return max(1, math.ceil(PART_MIN_FRACTION * len(self.candidates)))
+
+
+class CompileThenEvaluate:
+    """The episode scheduler's evaluation WorkQueue over a compile pool and an evaluator pool:
+    `submit(task, candidates) -> ticket` compiles the candidates in parallel on the CPU workers and
+    `next_completed(timeout_s) -> (ticket, results)` returns finished groups, results in candidate order.
+
+    A group goes to an evaluator as soon as its last candidate compiled. While an evaluator would otherwise
+    wait, a group's evaluation starts on its first compiled candidates instead: what has compiled (at least
+    PART_MIN_FRACTION of the group) goes to the idle evaluator as a part, and the rest follows as it compiles.
+    A part is measured like a group (its own inputs and baseline), so parts are made only when a GPU is idle.
+    A candidate whose compile was lost on every retry is compiled by the evaluator itself; a part lost on every
+    retry stands as `ItemFailed` in its candidates' places (the whole group as one `ItemFailed` when it was one
+    part)."""
+
+    def __init__(self, compilers: SupervisedPool, evaluators: SupervisedPool):
+        self.compilers, self.evaluators = compilers, evaluators
+        self._next = 0
+        self._groups: dict[int, _Group] = {}
+        self._compile_of: dict[int, tuple[int, int]] = {}          # compile ticket -> (ticket, index)
+        self._eval_of: dict[int, tuple[int, list[int]]] = {}       # evaluate ticket -> (ticket, indices of the part)
+        self._done: deque[tuple[int, Any]] = deque()
+        self.parts_split = 0  # groups' parts handed over before the group had compiled (for tests and logs)
+
+    def submit(self, task, candidates: list) -> int:
+        ticket, self._next = self._next, self._next + 1
+        n = len(candidates)
+        self._groups[ticket] = _Group(task, list(candidates), [None] * n, n, results=[None] * n)
+        if not candidates:
+            del self._groups[ticket]
+            self._done.append((ticket, []))
+        for k, cand in enumerate(candidates):
+            self._compile_of[self.compilers.submit("compile", cand, task)] = (ticket, k)
+        return ticket
+
+    def next_completed(self, timeout_s: float | None = None) -> tuple[int, Any]:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not self._done:
+            if not self._compile_of and not self._eval_of:
+                raise RuntimeError("CompileThenEvaluate: nothing in flight; submit() before waiting")
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError(f"CompileThenEvaluate: nothing finished within {timeout_s} s")
+            both = bool(self._compile_of) and bool(self._eval_of)
+            wait = POLL_S if both else remaining
+            if wait is not None and remaining is not None:
+                wait = min(wait, remaining)
+            for pool, table in ((self.compilers, self._compile_of), (self.evaluators, self._eval_of)):
+                if not table:
+                    continue
+                try:
+                    done, value = pool.next_completed(timeout_s=wait)
+                except TimeoutError:
+                    continue
+                if pool is self.compilers:
+                    self._compiled(*table.pop(done), value)
+                else:
+                    self._evaluated(*table.pop(done), value)
+        return self._done.popleft()
+
+    def _compiled(self, ticket: int, index: int, value: Any) -> None:
+        group = self._groups[ticket]
+        group.compiled[index] = None if isinstance(value, ItemFailed) else value
+        group.missing -= 1
+        group.ready.append(index)
+        self._hand_over()
+
+    def _evaluated(self, ticket: int, part: list[int], value: Any) -> None:
+        group = self._groups[ticket]
+        group.parts -= 1
+        for j, i in enumerate(part):
+            group.results[i] = value if isinstance(value, ItemFailed) else value[j]
+        if not group.missing and not group.ready and not group.parts:
+            del self._groups[ticket]
+            lost = {id(r) for r in group.results if isinstance(r, ItemFailed)}
+            whole = len(lost) == 1 and all(isinstance(r, ItemFailed) for r in group.results)
+            self._done.append((ticket, group.results[0] if whole else group.results))
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Every group whose last candidate compiled goes to the evaluators (what of it is still here); then,
+        while evaluators are idle, the oldest groups' compiled candidates go as parts."""
+        for ticket, group in self._groups.items():
+            if not group.missing and group.ready:
+                self._send(ticket, group)
+        for ticket, group in self._groups.items():
+            if self.evaluators.outstanding() >= self.evaluators.size:
+                return
+            if len(group.ready) >= group.min_part:
+                self.parts_split += 1
+                self._send(ticket, group)
+
+    def _send(self, ticket: int, group: _Group) -> None:
+        part, group.ready = sorted(group.ready), []
+        group.parts += 1
+        self._eval_of[self.evaluators.submit("evaluate", group.task, [group.candidates[i] for i in part],
+                                             [group.compiled[i] for i in part])] = (ticket, part)

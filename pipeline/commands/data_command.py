@@ -1,0 +1,277 @@
+"""`cudaperf data build | stats | card | measure`: the task dataset from the command line.
+
+  cudaperf data build   [--source S] [--check-compile] [--check-references] [--check-gate] [--sample N] [--family F]
+                                                      generate the tasks, print counts and checks; with the
+                                                      flags also compile every implementation (nvcc, many
+                                                      per call), compile and run every C reference on the
+                                                      small configurations (gcc) and every PyTorch reference
+                                                      on the CPU, or run the static gate on every one
+  cudaperf data stats   [--source S] [--measured DIR] [--card DIR]   the dataset card's table
+  cudaperf data card    [--source S] [--measured DIR] [--out DIR]    the card (markdown + plots)
+  cudaperf data measure --shard K/N [--minutes M] [--out DIR] [--source S] [--retry-failed] [--compile-only]
+  cudaperf data degeneracy [--source S] [--kernelbench-dir DIR --levels 1,2,3] [--out FILE] [--update]
+                                                      run every reference on the CPU and flag tasks whose check
+                                                      a kernel passes without the work (docs/fidelity.md);
+                                                      --update writes the verdicts into the shipped registry
+
+Every subcommand takes --config FILE and section.key=value overrides (e.g. data.gpu_workers=3).
+Exit status: 0 done, 1 a check failed or a shard is incomplete, 2 a usage error (one line).
+"""
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+
+from pipeline.core.config import RunConfig, add_config_option, load_config
+
+MIN_C2CUDA, MIN_TORCH2CUDA, MIN_FAMILIES, MAX_FAMILY_SHARE = 3000, 1000, 40, 0.05
+MIN_CONFIGS, MIN_IMPLS, MIN_TEST_IMPLS = 3, 3, 5
+
+
+def _tasks(cfg: RunConfig, source: str | None):
+    from pipeline.tasks.reader import load_source
+    return load_source(source or cfg.data.source, split_seed=cfg.data.split_seed)
+
+
+def _measurements(cfg: RunConfig, path: str | None):
+    from pipeline.tasks.measured import MeasurementsError, load_measurements
+    try:
+        return load_measurements(path or cfg.data.measured_dir or None)
+    except MeasurementsError:
+        if path:
+            raise
+        return None
+
+
+def build_checks(tasks, split_seed: int) -> list[tuple[bool, str]]:
+    """(passed, line) for every requirement on the generated task set."""
+    from pipeline.tasks.splits import FRACTIONS, balanced_seed, shares_ok, split_of_task, split_shares
+    kinds = Counter(t.kind for t in tasks)
+    fams = Counter(t.family for t in tasks)
+    biggest = max(fams.items(), key=lambda kv: kv[1]) if fams else ("-", 0)
+    checks = [(kinds["c2cuda"] >= MIN_C2CUDA, f"c2cuda tasks {kinds['c2cuda']} >= {MIN_C2CUDA}"),
+              (kinds["torch2cuda"] >= MIN_TORCH2CUDA, f"torch2cuda tasks {kinds['torch2cuda']} >= {MIN_TORCH2CUDA}"),
+              (len(fams) >= MIN_FAMILIES, f"families {len(fams)} >= {MIN_FAMILIES}"),
+              (biggest[1] <= MAX_FAMILY_SHARE * len(tasks),
+               f"largest family {biggest[0]} has {biggest[1]} tasks ({biggest[1] / max(len(tasks), 1):.1%}) "
+               f"<= {MAX_FAMILY_SHARE:.0%}")]
+    few_cfg = [t.id for t in tasks if len(t.configs) < MIN_CONFIGS]
+    checks.append((not few_cfg, f"every task has >= {MIN_CONFIGS} input configurations"
+                   + (f" (not: {', '.join(few_cfg[:5])}{' ...' if len(few_cfg) > 5 else ''})" if few_cfg else "")))
+    need = {t.id: MIN_TEST_IMPLS if split_of_task(t, split_seed) == "test" else MIN_IMPLS for t in tasks}
+    few_impl = [t.id for t in tasks if len(t.implementations) < need[t.id]]
+    checks.append((not few_impl, f"every task has >= {MIN_IMPLS} implementations (>= {MIN_TEST_IMPLS} in test "
+                   f"families)" + (f" (not: {', '.join(few_impl[:5])}{' ...' if len(few_impl) > 5 else ''})"
+                                   if few_impl else "")))
+    bad_naive = [t.id for t in tasks if t.kind == "c2cuda" and (not t.implementations
+                                                               or t.implementations[0].strategy != "naive")]
+    checks.append((not bad_naive, "every c2cuda task lists its naive baseline first"
+                   + (f" (not: {', '.join(bad_naive[:5])})" if bad_naive else "")))
+    from pipeline.tasks.generate import normalised_reference
+    refs = Counter(normalised_reference(t) for t in tasks)
+    dups = sum(c - 1 for c in refs.values() if c > 1)
+    checks.append((dups == 0, f"no two tasks share a normalised reference ({dups} duplicates)"))
+    shares = split_shares(fams, split_seed)
+    ok = shares_ok(shares)
+    line = "split shares of families " + ", ".join(f"{s} {v:.0%} (aim {FRACTIONS[s]:.0%})" for s, v in shares.items())
+    if not ok and fams:
+        try:
+            line += f"; data.split_seed={balanced_seed(fams)} balances them"
+        except ValueError as e:
+            line += f"; {e}"
+    checks.append((ok, line))
+    return checks
+
+
+def cmd_build(cfg: RunConfig, args) -> int:
+    from pipeline.dataset.card import format_stats, kernelbench_overlap, task_counts
+    tasks = _tasks(cfg, args.source)
+    print(format_stats(task_counts(tasks, cfg.data.split_seed, kernelbench_overlap(tasks)), None).split("\n\n")[0])
+    checks = build_checks(tasks, cfg.data.split_seed)
+    print()
+    for ok, line in checks:
+        print(f"{'PASS' if ok else 'FAIL'}  {line}")
+    status = 0 if all(ok for ok, _ in checks) else 1
+    if args.check_compile or args.check_references or args.check_gate:
+        status |= run_generator_checks(tasks, args)
+    return status
+
+
+def run_generator_checks(tasks, args) -> int:
+    """The per-implementation checks of pipeline/dataset/checks.py on the selected tasks; 1 if any failed."""
+    from pipeline.dataset import checks
+    if args.family:
+        families = set(args.family.split(","))
+        tasks = [t for t in tasks if t.family in families]
+    if args.sample:
+        tasks = checks.sample_tasks(tasks, args.sample)
+    status = 0
+
+    def report(what: str, failures: list[str]) -> int:
+        print(f"{what}, {len(failures)} failed")
+        for f in failures:
+            print("  " + f)
+        return int(bool(failures))
+    n_impls = sum(len(t.implementations) for t in tasks)
+    if args.check_gate:
+        status |= report(f"static gate: {n_impls} checked", checks.check_gate(tasks))
+    if args.check_references:
+        status |= report(f"C references: {sum(t.kind == 'c2cuda' for t in tasks)} checked",
+                         checks.check_c_references(tasks, workers=args.workers))
+        status |= report(f"PyTorch references: {sum(t.kind == 'torch2cuda' for t in tasks)} run on CPU",
+                         checks.check_torch_references(tasks))
+    if args.check_compile:
+        status |= report(f"implementations: {n_impls} compiled",
+                         checks.check_compile(tasks, workers=args.workers, batch=args.batch, progress=True))
+    return status
+
+
+def cmd_stats(cfg: RunConfig, args, card_dir: str | None) -> int:
+    from pipeline.dataset.card import format_stats, kernelbench_overlap, measurement_stats, task_counts, write_card
+    from pipeline.tasks.measured import current_rows
+    from pipeline.tasks.reader import generator_version
+    tasks = _tasks(cfg, args.source)
+    table = _measurements(cfg, args.measured)
+    counts = task_counts(tasks, cfg.data.split_seed, kernelbench_overlap(tasks))
+    stale = 0
+    if table is not None:
+        table, stale = current_rows(table, tasks)
+    mstats = measurement_stats(table) if table is not None and table.num_rows else None
+    print(format_stats(counts, mstats))
+    if stale:
+        print(f"\n{stale} measured tasks changed or were removed since their measurement and are left out "
+              "(`cudaperf data measure` measures changed ones again)")
+    if card_dir:
+        source = args.source or cfg.data.source
+        print(f"\nwrote {write_card(card_dir, counts, mstats, source, generator_version(source))}")
+    return 0
+
+
+def cmd_measure(cfg: RunConfig, args) -> int:
+    from pipeline.dataset.measure import measure_shards, parse_shards
+    from pipeline.tasks.measured import MEASURED_DIR
+    from pipeline.tasks.reader import generator_version
+    source = args.source or cfg.data.source
+    shards = parse_shards(args.shard)
+    tasks = _tasks(cfg, source)
+    summaries = measure_shards(cfg, tasks, shards, args.out or cfg.data.measured_dir or MEASURED_DIR,
+                               minutes=args.minutes, retry_failed=args.retry_failed,
+                               compile_only=args.compile_only, generator_version=generator_version(source))
+    for summary in summaries:
+        print("\n".join(summary.lines()))
+    complete = len(summaries) == len(shards) and all(s.complete for s in summaries)
+    return 0 if args.compile_only or complete else 1
+
+
+def _degeneracy_one(item: tuple) -> dict:
+    """A worker of cmd_degeneracy: one task's degeneracy within a time limit."""
+    import signal
+    from pipeline.evaluation.checks.degeneracy import Degeneracy, degeneracy
+    from pipeline.core.records import Task
+    task_json, limit_s, max_bytes = item
+    task = Task.model_validate_json(task_json)
+
+    def over(*_):
+        raise TimeoutError
+    signal.signal(signal.SIGALRM, over)
+    signal.alarm(limit_s)
+    try:
+        d = degeneracy(task, max_bytes=max_bytes)
+    except TimeoutError:
+        d = Degeneracy(task.id, "unchecked", reason=f"the CPU check took over {limit_s} s")
+    finally:
+        signal.alarm(0)
+    return {**d.to_dict(), "hash": task.content_hash()}
+
+
+def cmd_degeneracy(cfg: RunConfig, args) -> int:
+    """Every selected task's degeneracy (pipeline/evaluation/checks/degeneracy.py); 1 if any is degenerate."""
+    import json
+    from concurrent.futures import ProcessPoolExecutor
+    from pathlib import Path
+    from pipeline.tasks import load_kernelbench
+    from pipeline.tasks.degenerate import REGISTRY
+    tasks = (load_kernelbench(args.kernelbench_dir, [int(x) for x in args.levels.split(",")])
+             if args.kernelbench_dir else _tasks(cfg, args.source))
+    if args.sample:
+        from pipeline.dataset.checks import sample_tasks
+        tasks = sample_tasks(tasks, args.sample)
+    rows = []
+    with ProcessPoolExecutor(max(1, args.workers)) as pool:
+        for k, row in enumerate(pool.map(_degeneracy_one, [(t.model_dump_json(), args.limit_s, args.max_mib << 20)
+                                                         for t in tasks])):
+            rows.append(row)
+            if row["verdict"] != "ok":
+                print(f"[{k + 1}/{len(tasks)}] {row['task']}: {row['verdict']}: {row['reason'][:200]}", flush=True)
+    counts = Counter(r["verdict"] for r in rows)
+    print(", ".join(f"{v} {n}" for v, n in sorted(counts.items())))
+    report = {"tasks": {r["task"]: r for r in rows}}
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=1))
+        print(f"report written to {args.out}")
+    if args.update:
+        old = json.loads(REGISTRY.read_text()) if REGISTRY.is_file() else {"tasks": {}}
+        old["tasks"].update(report["tasks"])
+        old["tasks"] = dict(sorted(old["tasks"].items()))
+        REGISTRY.write_text(json.dumps(old, indent=1) + "\n")
+        print(f"registry updated: {REGISTRY}")
+    return int(counts["degenerate"] > 0)
+
+
+HELP = "build, measure and summarise the task dataset"
+
+
+def add_parser(commands) -> argparse.ArgumentParser:
+    parser = commands.add_parser("data", help=HELP, description=HELP)
+    sub = parser.add_subparsers(dest="data_command", metavar="build|stats|card|measure|degeneracy", required=True)
+
+    def common(p):
+        p.add_argument("--source", default=None, help="task source (default data.source: generated)")
+        return add_config_option(p)
+    p = common(sub.add_parser("build", help="generate the tasks and check the counts"))
+    p.add_argument("--check-compile", action="store_true", help="compile every implementation with nvcc")
+    p.add_argument("--check-references", action="store_true", help="compile and run every C reference on small "
+                   "configurations and every PyTorch reference on CPU")
+    p.add_argument("--check-gate", action="store_true", help="run the static gate on every implementation")
+    p.add_argument("--sample", type=int, default=0, help="check only this many tasks (spread over families)")
+    p.add_argument("--family", default="", help="check only these families (comma-separated)")
+    p.add_argument("--workers", type=int, default=2, help="parallel compiler processes")
+    p.add_argument("--batch", type=int, default=40, help="implementations per nvcc call")
+    p = common(sub.add_parser("stats", help="print the dataset card's table"))
+    p.add_argument("--measured", default=None, help="measurement Parquet file or directory (default data.measured_dir)")
+    p.add_argument("--card", default=None, metavar="DIR", help="also write the dataset card (markdown + plots) here")
+    p = common(sub.add_parser("card", help="write the dataset card (markdown + plots)"))
+    p.add_argument("--measured", default=None, help="measurement Parquet file or directory (default data.measured_dir)")
+    p.add_argument("--out", default="pipeline/assets/card", help="directory of the card")
+    p = common(sub.add_parser("measure", help="compile, verify and time a shard of tasks on this GPU"))
+    p.add_argument("--shard", default="0/1", help="K/N: measure shard K of N (tasks assigned by a hash of their id); "
+                   "'1,2/N' or '1-7/N' measure several shards one after the other")
+    p.add_argument("--minutes", type=float, default=None, help="stop starting tasks after this many minutes")
+    p.add_argument("--out", default=None, help="directory of the shard's Parquet file (default data.measured_dir)")
+    p.add_argument("--retry-failed", action="store_true", help="measure again tasks with a failed implementation")
+    p.add_argument("--compile-only", action="store_true", help="only compile and analyse (no GPU needed)")
+    p = common(sub.add_parser("degeneracy", help="flag tasks whose check a kernel passes without doing the work"))
+    p.add_argument("--kernelbench-dir", default="", help="a KernelBench checkout instead of --source")
+    p.add_argument("--levels", default="1,2,3", help="KernelBench levels (with --kernelbench-dir)")
+    p.add_argument("--sample", type=int, default=0, help="check only this many tasks (spread over families)")
+    p.add_argument("--workers", type=int, default=2, help="parallel CPU processes")
+    p.add_argument("--limit-s", type=int, default=600, help="seconds one task's check may take")
+    p.add_argument("--max-mib", type=int, default=64, help="a configuration's data on the CPU; larger problems are "
+                   "checked with their batch (then their largest size) halved")
+    p.add_argument("--out", default="", help="write the report (JSON) here")
+    p.add_argument("--update", action="store_true", help="merge the verdicts into the shipped registry")
+    return parser
+
+
+def run(args, open_cluster=None) -> int:
+    """`cudaperf data ...` (pipeline/cli.py, which reports a UserError as one line)."""
+    cfg = load_config(args.config, args.overrides)
+    if args.data_command == "build":
+        return cmd_build(cfg, args)
+    if args.data_command == "stats":
+        return cmd_stats(cfg, args, args.card)
+    if args.data_command == "card":
+        return cmd_stats(cfg, args, args.out)
+    if args.data_command == "degeneracy":
+        return cmd_degeneracy(cfg, args)
+    return cmd_measure(cfg, args)

@@ -1,0 +1,85 @@
+"""`cudaperf eval TASK CANDIDATE [--json]`: one candidate through the evaluator, in this process."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pipeline.core.config import add_config_option, load_config
+from pipeline.core.errors import UserError
+
+HELP = "evaluate one candidate against one task"
+
+
+def add_parser(commands) -> argparse.ArgumentParser:
+    p = add_config_option(commands.add_parser("eval", help=HELP, description=HELP))
+    p.add_argument("task", help="task YAML, KernelBench problem .py, or built-in id such as c2cuda/saxpy")
+    p.add_argument("candidate", help="candidate file: .cu (c2cuda or light format) or .py (KernelBench ModelNew)")
+    p.add_argument("--json", action="store_true", help="print the EvalResult as JSON")
+    return p
+
+
+def candidate_file_problem(path_arg: str) -> str:
+    """One sentence saying why `path_arg` cannot be a candidate file, or '' when it can be read."""
+    from pipeline.evaluation.gate import MAX_CANDIDATE_BYTES
+    path = Path(path_arg).expanduser()
+    if path.is_dir():
+        return f"{path} is a directory; pass the path of one candidate file (.cu or .py)."
+    if not path.exists():
+        return f"{path} does not exist; pass the path of one candidate file (.cu or .py)."
+    if not path.is_file():
+        return f"{path} is not a regular file; pass the path of one candidate file (.cu or .py)."
+    try:
+        size = path.stat().st_size
+        if size > MAX_CANDIDATE_BYTES:
+            return (f"{path} is {size:,} bytes, over the candidate limit of {MAX_CANDIDATE_BYTES:,} bytes; "
+                    f"pass a shorter candidate.")
+        with path.open("rb") as f:
+            data = f.read()
+    except OSError as e:
+        return f"{path} cannot be read ({e.strerror or e}); check its permissions."
+    try:
+        if b"\0" in data:
+            raise UnicodeDecodeError("utf-8", data, data.index(b"\0"), data.index(b"\0") + 1, "NUL byte")
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"{path} is not UTF-8 text (it looks binary); pass the candidate's source file."
+    return ""
+
+
+def run(args, open_cluster=None) -> int:
+    from pipeline.evaluation.evaluator import Evaluator
+    from pipeline.evaluation.feedback import format_feedback
+    from pipeline.tasks import load_candidate_file, load_task_arg
+    cfg = load_config(args.config, args.overrides)
+    problem = candidate_file_problem(args.candidate)
+    if problem:
+        raise UserError(problem)
+    try:
+        task = load_task_arg(args.task)  # a bad task or candidate is a TaskError, itself a UserError
+        cand = load_candidate_file(args.candidate, task)
+    except OSError as e:  # a task file that cannot be read
+        raise UserError(f"{e}; check the path and its permissions") from None
+    from pipeline.evaluation.gpu.driver import gpu_count
+    use_gpu = cfg.eval.gpus != 0 and gpu_count() > 0
+    result = Evaluator(cfg.eval, cfg.compile, use_gpu=use_gpu).evaluate(task, [cand])[0]
+    if args.json:
+        print(result.model_dump_json(indent=2))
+        return 0
+    print(f"task      {task.id}  ({task.kind}, {cand.format} candidate)")
+    print(f"verdict   {result.verdict}" + (f": {result.reason}" if result.reason else ""))
+    for c in result.configs:
+        parts = [f"{c.name:<12}"]
+        if c.passed is not None:
+            parts.append("passed" if c.passed else "FAILED")
+        if c.max_error is not None:
+            parts.append(f"max error {c.max_error:.3g}")
+        if c.time:
+            parts.append(f"{c.time.median_ms:.4f} ms (iqr {c.time.iqr_ms:.4f}, {c.time.trials} trials)")
+        if c.baseline_time:
+            parts.append(f"baseline {c.baseline_time.median_ms:.4f} ms")
+        print("  " + "  ".join(parts))
+    if result.speedup is not None:
+        print(f"speedup   {result.speedup:.3f}x")
+    print("stages    " + ", ".join(f"{k} {v:.2f}s" for k, v in result.stage_s.items()))
+    print("\nfeedback message:\n" + format_feedback(result))
+    return 0

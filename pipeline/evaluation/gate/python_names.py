@@ -1,0 +1,74 @@
+"""What both Python checks of the gate read: the names they treat specially, how a finding of theirs is
+worded, and how an expression resolves to a dotted path (`F.relu` -> torch.nn.functional.relu).
+`python.py` checks the module as a whole, `compute.py` that forward computes nothing with torch."""
+from __future__ import annotations
+
+import ast
+
+from pipeline.core.records import Finding
+from pipeline.evaluation.gate.cuda import finding
+
+LOAD_INLINE = "torch.utils.cpp_extension.load_inline"
+
+
+TORCH_ALLOCATIONS = {"torch.empty", "torch.empty_like", "torch.zeros", "torch.zeros_like", "torch.empty_strided",
+                   "torch.Size", "torch.device", "torch.nn.Parameter", "torch.is_tensor", "torch.no_grad",
+                   "torch.inference_mode", "torch.finfo", "torch.iinfo", "torch.get_default_dtype"}
+
+
+NOT_SUBMODULES = {"torch.nn.Parameter", "torch.nn.ParameterList", "torch.nn.ParameterDict", "torch.nn.Buffer"}
+
+
+ADVICE = {
+    "syntax": "fix the Python syntax",
+    "no-modelnew": "define class ModelNew(nn.Module) with the reference's constructor and forward signature",
+    "subclass-reference": "derive ModelNew from nn.Module only and compute forward with your own kernels",
+    "reference-use": "do not use the reference; compute the result with your own kernels",
+    "forbidden-import": "import only the modules of the gate's allow-list",
+    "introspection": "do not inspect or alter the interpreter, torch internals or objects' dunders",
+    "try-fallback": "remove the try statement and let errors surface",
+    "torch-compute-in-forward": "compute with your own CUDA kernels and use torch only to allocate outputs (torch.empty)",
+    "side-stream": "launch on the current stream",
+    "threads": "do all the work from the calling thread",
+    "timing-tamper": "do not patch modules or time anything; the harness does the timing",
+    "precision-downgrade": "compute in float32, the task's precision",
+    "dynamic-build": "pass load_inline string literals, lists of them, or variables (of the module or of the "
+                     "function that calls it) assigned only them",
+    "compile-flags": "use only flags such as -O3, --use_fast_math or -DNAME",
+    "tensor-subclass": "return plain tensors; do not subclass torch.Tensor",
+    "no-device-code": "write at least one __global__ kernel that does the work",
+    "forbidden-name": "use only names the installed allowed modules (torch, math, typing, ...) define",
+}
+
+
+def rule_finding(rule: str, line: int, what: str) -> Finding:
+    return finding(rule, line, what, ADVICE.get(rule))
+
+
+def qualified_name(node: ast.AST, aliases: dict[str, str]) -> str | None:
+    """Dotted path an expression resolves to (`F.relu` -> torch.nn.functional.relu), or None."""
+    if isinstance(node, ast.Name):
+        return aliases.get(node.id)
+    if isinstance(node, ast.Attribute):
+        base = qualified_name(node.value, aliases)
+        return f"{base}.{node.attr}" if base else None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
+            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+        base = qualified_name(node.args[0], aliases)
+        return f"{base}.{node.args[1].value}" if base else None
+    return None
+
+
+def reference_nodes(tree: ast.Module) -> set[int]:
+    """ids of nodes inside a copied reference (class Model, get_inputs, get_init_inputs): dead code here."""
+    skip: set[int] = set()
+    for n in tree.body:
+        if (isinstance(n, ast.ClassDef) and n.name == "Model") or \
+                (isinstance(n, ast.FunctionDef) and n.name in ("get_inputs", "get_init_inputs")):
+            skip |= {id(x) for x in ast.walk(n)}
+    return skip
+
+
+def short_text(node: ast.AST) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 40 else text[:36] + " ..."

@@ -1,0 +1,131 @@
+"""The trusted clock: how long a batch of calls took, measured where the candidate cannot reach.
+
+The evaluator (trusted) times a batch from "go" to "done" with its own host clock, then queues a
+tiny operation of its own on the GPU and waits for it: the batch ends when the trusted side has
+seen the GPU get past the work, not when the worker says so. This times the candidate (a batch in
+its child process); whatever overhead it adds is measured on its own (a trusted calibration batch of
+the same kind, timed_rounds.py) and subtracted. Trusted code is timed by its own CUDA events: the
+naive CUDA baseline in a trusted child (a batch opened on an idle GPU, as the candidate's), and the
+PyTorch reference in this process, whose window opens behind a queued L2 flush (`events(...,
+flush_first=True)`), so the host's first launch of a Python model is not in it. The candidate's
+batch still opens on an idle GPU; what its first launch adds is, per call, the calibration's
+launch gap against the candidate's, a few microseconds over a batch of about `eval.timing_batch_s`.
+
+    clock = TrustedClock(driver)
+    t = clock.batch(run)   # run() sends "go" and waits for "done" (or launches the calls in-process)
+    t.seconds, t.probe_before_s, t.probe_after_s
+
+`probe_before_s` / `probe_after_s` are how long the GPU took to run the trusted probe just before
+"go" and just after "done". The GPU time-slices between processes, so a probe that waits far longer
+than on an idle GPU means some other context still had work running: a worker that answered
+"done" while its kernels were still running, or that kept a kernel running between calls, is
+caught by `probe_after_s` / `probe_before_s` above `eval.busy_probe_limit_s`.
+
+`time_calls` is the in-process procedure of dataset measurement (trusted code timed with CUDA
+events of the trusted process itself); candidates are never timed with it.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass
+class BatchTime:
+    seconds: float          # trusted wall clock: "go" until the trusted probe after "done" completed
+    probe_before_s: float   # latency of the trusted probe just before "go"
+    probe_after_s: float    # latency of the trusted probe just after "done"
+
+
+class TrustedClock:
+    """Batches timed by the trusted process's clock (see the module docstring)."""
+
+    def __init__(self, driver, flush_ptr: int = 0, flush_bytes: int = 0):
+        self.driver = driver
+        self.flush_ptr, self.flush_bytes = flush_ptr, flush_bytes
+        self.probe_ptr = driver.alloc(256)
+        self._flushes = 0
+
+    def probe(self) -> float:
+        """Seconds for a 4-byte memset of the trusted side to complete on the GPU."""
+        t0 = time.perf_counter()
+        self.driver.memset_async(self.probe_ptr, 0, 4)
+        self.driver.synchronize()
+        return time.perf_counter() - t0
+
+    def flush_l2(self) -> None:
+        """Evict the L2 (outside any timed window) so every batch starts cold."""
+        self._queue_flush()
+        self.driver.synchronize()
+
+    def _queue_flush(self) -> None:
+        """Queue the L2 flush (a memset of a new byte over the flush buffer) without waiting for it."""
+        if self.flush_bytes:
+            self._flushes += 1
+            self.driver.memset_async(self.flush_ptr, self._flushes & 0xFF, self.flush_bytes)
+
+    def batch(self, run: Callable[[], None]) -> BatchTime:
+        before = self.probe()
+        t0 = time.perf_counter()
+        run()
+        t1 = time.perf_counter()
+        self.driver.memset_async(self.probe_ptr, 1, 4)
+        self.driver.synchronize()
+        t2 = time.perf_counter()
+        return BatchTime(t2 - t0, before, t2 - t1)
+
+    def events(self, run: Callable[[], None], flush_first: bool = False) -> float:
+        """Seconds of work launched by `run` in this (trusted) process, from its own CUDA events.
+        flush_first: the device idle first, then the L2 flush queued just before the window opens, so
+        the GPU is still busy with it while the host launches the first call (KernelBench's procedure:
+        the window holds the calls' GPU time, not the host's first launch)."""
+        if not hasattr(self, "_events"):
+            self._events = (self.driver.event(), self.driver.event())
+        if flush_first:
+            self.driver.synchronize()
+            self._queue_flush()
+        self.driver.record(self._events[0])
+        run()
+        self.driver.record(self._events[1])
+        self.driver.synchronize()
+        return self.driver.elapsed_ms(*self._events) / 1e3
+
+    def overhead(self, run_empty: Callable[[], None], repeats: int = 15) -> float:
+        """Median seconds of an empty batch of this kind (what every batch costs besides its calls)."""
+        return statistics.median(self.batch(run_empty).seconds for _ in range(repeats))
+
+
+def time_calls(driver, call: Callable[[], None], flush_ptr: int, flush_bytes: int,
+               warmup: int, max_trials: int, budget_s: float) -> list[float]:
+    """Dataset measurement of trusted implementations in a trusted process: per-trial milliseconds of
+    `call()` from CUDA events of this process, the L2 flushed before each trial, the device synchronised
+    after each (so work on any stream counts). Candidates are timed by TrustedClock instead."""
+    for _ in range(warmup):
+        call()
+    driver.synchronize()
+    start, end = driver.event(), driver.event()
+    times: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    while len(times) < max_trials and (len(times) < 5 or time.perf_counter() < deadline):
+        if flush_bytes:
+            driver.memset_async(flush_ptr, len(times) & 0xFF, flush_bytes)
+        driver.record(start)
+        call()
+        driver.record(end)
+        driver.synchronize()
+        times.append(driver.elapsed_ms(start, end))
+    return times
+
+
+def summarize(times_ms: list[float], calls_per_time: int = 1):
+    """Median, interquartile range and minimum of per-call times, as a records.Timing. Where each time is a
+    batch of `calls_per_time` calls divided by its calls (timed rounds), `trials` counts the calls."""
+    from pipeline.core.records import Timing
+    if not times_ms:
+        raise ValueError("summarize() needs at least one trial time")
+    ordered = sorted(times_ms)
+    q = statistics.quantiles(ordered, n=4) if len(ordered) >= 2 else [ordered[0]] * 3
+    return Timing(median_ms=statistics.median(ordered), iqr_ms=q[2] - q[0], min_ms=ordered[0],
+                  trials=len(ordered) * calls_per_time)

@@ -1,0 +1,628 @@
+"""Timing one configuration of one candidate: rounds of baseline and candidate batches on fresh inputs.
+
+In: the evaluator (its config, trusted clock and null children), the group, a timing configuration
+with its slots (`reference.add_timing_slots`), the candidate's child. Out: per-call times of the
+candidate, the baseline and (torch2cuda, where it builds) the torch.compile'd reference, or a
+`Stop` with the verdict when a timed call went wrong.
+
+Every round (the GPU's lock shared for step 1 and step 6, exclusive from 2 to 5: `GpuTurns`):
+ 1. fresh inputs for each slot, made on the GPU with a new secret seed (so no call can reuse an
+    earlier result, whatever it is keyed on);
+ 2. the baseline's batch (the naive CUDA implementation in a trusted child, or the PyTorch
+    reference in this process, run once untimed first when its batch is short) on those inputs,
+    timed by the trusted clock; its outputs are the expected outputs of this round;
+ 3. the inputs staged again into every slot (in-place outputs get fresh inputs), every other output
+    poisoned, the L2 flushed; the slots are called in a secret random order, and one more slot, a
+    decoy, is staged alike but never called (`round_slots`), so a call that writes the slots after its
+    own ahead (their inputs are in place before "go") writes into the decoy and is caught, and one that
+    computes them into memory of its own must compute the decoy too (an open hole where batching the
+    calls gains more than that one call: docs/status.md);
+ 4. the calibration: a trusted child of the candidate's kind runs a batch of as many operations,
+    writing as many bytes per call as the candidate's outputs, after the same L2 flush, with the same
+    checksums inside its window; its window less its own (trusted) GPU time is what the candidate's
+    window costs besides its calls (`_calibration`);
+ 5. the L2 flushed, then the candidate's batch, one call per slot, timed by the trusted clock from "go"
+    until the trusted side has seen right outputs in every slot (a secret signed checksum of each,
+    against the expected ones, inside the window) and its probe on the GPU has completed;
+ 6. every slot checked: inputs unchanged, outputs right at the task's tolerance, the decoy exactly as
+    staged. A call that skipped its work, drifted after the first calls, behaves differently at this
+    size, or computed ahead of its calls fails here.
+The first round is a warm-up (checked, not counted); it also sets how many slots a batch uses, so
+that a batch lasts about `eval.timing_batch_s`.
+Times: the trusted baseline's come from CUDA events of trusted processes. The candidate's process
+also reports CUDA events for its batch: a claim, precise but its own. The trusted clock's time of the
+same batch is its window less the round's calibration overhead. The claims are the candidate's times
+when their median lies at most the measured noise of that overhead (`eval.timing_noise_factor` times
+the interquartile range of the calibrations, per call) below the trusted median, so a false claim
+gains at most that noise; otherwise the trusted times less that noise are used and the result is
+flagged `timing-disagreement` (`believed_times`). The calibration does real GPU work and the same
+in-window checksum, so an honest batch's window exceeds its calls by what the calibration's does,
+and honest claims are believed (an empty batch left the checksum, the wake-up after GPU work and the
+context switch back out, and flipped honest candidates between their claim and a slower time).
+A round in which the GPU
+was busy just before it or around the candidate's batch (work left running, or another job) is
+repeated; after three such rounds the candidate's process is killed: if the GPU then falls idle, the
+work was the candidate's own (rejected, `work-left-running`), else the verdict is `evaluator_error` (no fair
+time could be taken): the candidate is neither rewarded nor blamed.
+"""
+from __future__ import annotations
+
+import math
+import secrets
+import time
+
+from pipeline.evaluation.child.outcome import Stop, child_failure, judge_reply
+from pipeline.evaluation.checks.fused_check import RoundCheck
+from pipeline.evaluation.checks.reference import ConfigData, GroupData, TaskBroken, poison_byte
+from pipeline.evaluation.child.sandbox import ChildFailed
+
+
+class Times:
+    """Per-call milliseconds of one configuration, and how they were measured."""
+
+    def __init__(self):
+        self.candidate: list[float] = []
+        self.baseline: list[float] = []
+        self.compiled: list[float] = []
+        self.trusted: list[float] = []  # the candidate's per-call times by the trusted clock alone
+        self.calls_per_batch = 1
+        self.overhead_ms = 0.0
+        self.disagreements = 0  # rounds whose claimed time lay below what the trusted clock allows
+        self.claims_believed = True  # False: the candidate's own times were not believed (see believed_times)
+        self.parts_s: dict[str, float] = {}  # wall seconds per part of the rounds (TIMING_PARTS), for the breakdown
+        self.baseline_drift: float | None = None  # bracket: |end - start| / start of the baseline's two times
+
+    def spent(self, part: str, since: float) -> float:
+        """Add the seconds from `since` to now to `part`; returns now."""
+        now = time.perf_counter()
+        self.parts_s[part] = self.parts_s.get(part, 0.0) + now - since
+        return now
+
+
+# The parts of a configuration's rounds in Times.parts_s, back to back from the start of the rounds:
+# warm_up    the null child's warm-up batches, the output-copy measure, the secret signs;
+# inputs     per round: the busy probe, the new inputs made, staged into the candidate's slots, and the
+#            in-window checksums prepared;
+# baseline   the baseline's batch with its own staging or reference copies and the expected outputs it
+#            gives, and the torch.compile'd reference's batch;
+# calibration, candidate (its window), check (every slot after it).
+# lock_wait  the turns of the GPU's lock (GpuTurns): waiting for it, and the GPU falling idle before it passes.
+TIMING_PARTS = ("warm_up", "inputs", "baseline", "calibration", "candidate", "check", "lock_wait")
+
+
+class GpuTurns:
+    """The GPU's lock (gpu/lock.Turns) through one configuration's rounds. Exclusive while anything is timed:
+    the warm-up, and in each round the busy probe, the baseline's batch, the staging of the slots, the
+    calibration and the candidate's window. Shared for the rest: a round's checks and the next round's new
+    inputs. So on a GPU shared by several evaluators, one evaluator's checks and input draws overlap the
+    others' work, and only the measured windows take the GPU by turns. The evaluator's `candidate_code` lock
+    is held from each window to the end of its check (no sibling loaded ahead runs its code on the group's
+    buffers in between), and the GPU's work is done before a turn passes. Without a lock (CPU tests) the turns
+    only count."""
+
+    def __init__(self, ev, times: Times):
+        lock = getattr(ev, "gpu_lock", None)
+        self.turns = lock.turns(getattr(ev, "candidate_code", None)) if lock is not None else None
+        self.times = times
+
+    def to(self, mode: str) -> float:
+        """Hold the lock `mode` ("exclusive" or "shared"); the switch's seconds go to `lock_wait`. Returns now."""
+        t0 = time.perf_counter()
+        if self.turns is not None:
+            getattr(self.turns, mode)()
+        return self.times.spent("lock_wait", t0)
+
+    def release(self) -> None:
+        if self.turns is not None:
+            self.turns.release()
+
+
+def stage(driver, group: GroupData, slot_buffers: list[list[int]], fresh_sets: list[dict]) -> None:
+    """Write each slot's fresh inputs into its buffers and poison every output of it."""
+    for bufs, fresh in zip(slot_buffers, fresh_sets):
+        for j, b in enumerate(bufs):
+            buf = group.buffers[b]
+            if j in fresh:
+                buf.view.copy_(fresh[j].reshape(buf.view.shape))
+            else:
+                driver.memset_async(buf.ptr, poison_byte(buf.dtype), buf.nbytes)
+
+
+DECOY_SLOTS = 1  # per round, a slot staged like the called ones (fresh inputs, poisoned outputs) but never called
+
+
+def round_slots(n_calls: int, decoys: int) -> tuple[list[int], list[int]]:
+    """A round's slots: the `n_calls` called, in a secret random order, and `decoys` staged alike but never
+    called, at secret random places among them. Every call's inputs are in place before "go", so a call could
+    compute the calls after it and leave them nothing to do; it cannot tell which staged slots will be
+    called, and writing into a decoy is caught (`check_round`)."""
+    pool = list(range(n_calls + decoys))
+    order = sorted(pool, key=lambda _: secrets.randbits(32))
+    return order[:n_calls], order[n_calls:]
+
+
+def _out_positions(group: GroupData, cd: ConfigData) -> list[int]:
+    return [j for j, b in enumerate(cd.buffers) if group.buffers[b].role in ("out", "inout")]
+
+
+def check_round(group: GroupData, cd: ConfigData, slots: list[int], fresh_sets: list[dict], expected: list[dict],
+                decoys: list[int], decoy_sets: list[dict], what: str, cuda=None) -> None:
+    """Every called slot's inputs unchanged and outputs within tolerance, then every decoy exactly as staged
+    (inputs as written, outputs still poisoned), or a Stop naming the first call that failed. One pass over
+    each buffer, read back with one synchronisation (fused_check.RoundCheck): the verdicts are
+    `reference.compare`'s and torch.equal's (fused_check.py; the equivalence is tests/evaluation/test_fused_check.py)."""
+    tol = group.task.tolerance
+    check = RoundCheck(tol, cuda=cuda)  # cuda: the evaluator's fused_check.CudaPass, where it could build one
+    if fresh_sets:
+        check.floor_of(fresh_sets[0].values())  # every slot's inputs alike
+    for n, (k, fresh, want) in enumerate(zip(slots, fresh_sets, expected)):
+        for j, b in enumerate(cd.slots[k]):
+            buf = group.buffers[b]
+            if buf.role in ("in", "param"):
+                check.unchanged(("in", n, j), buf.view, fresh[j].reshape(buf.view.shape))
+            if j in want:
+                check.output(("out", n, j), buf.view, want[j].reshape(buf.view.shape))
+    for d, (k, fresh) in enumerate(zip(decoys, decoy_sets)):
+        for j, b in enumerate(cd.slots[k]):
+            buf = group.buffers[b]
+            if j in fresh:
+                check.unchanged(("decoy", d, j), buf.view, fresh[j].reshape(buf.view.shape))
+            else:
+                check.poisoned(("decoy", d, j), buf.view, poison_byte(buf.dtype))
+    check.read()
+    for n, (k, want) in enumerate(zip(slots, expected)):
+        for j, b in enumerate(cd.slots[k]):
+            buf = group.buffers[b]
+            name = buf.name.split('.', 1)[1].split('#')[0]
+            if buf.role in ("in", "param") and not check.holds(("in", n, j)):
+                raise Stop("rejected", f"config {cd.name}: {what}, call {n + 1} modified its input '{name}'",
+                           ["input-mutation"])
+            if j in want:
+                ok, _, why = check.verdict(("out", n, j))
+                if not ok:
+                    raise Stop("incorrect", f"config {cd.name}: {what}, call {n + 1} of the batch was wrong: "
+                                            f"output '{name}': {why}", ["wrong-in-timed-call"])
+    for d, k in enumerate(decoys):
+        for j, b in enumerate(cd.slots[k]):
+            if not check.holds(("decoy", d, j)):
+                name = group.buffers[b].name.split('.', 1)[1].split('#')[0]
+                raise Stop("rejected", f"config {cd.name}: the batch wrote into '{name}' of a slot it was never called "
+                                       f"for (it computed ahead of its calls, or wrote out of its own buffers)",
+                           ["computed-ahead"])
+
+
+def time_config(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> Times:
+    """The rounds of one timing configuration (see the module docstring), taking the GPU's lock by turns
+    (GpuTurns): exclusive for what is timed, shared for inputs and checks.
+    The candidate's process is frozen (SIGSTOP) from the start of each round until "go", so it can
+    neither watch its buffers being staged nor run host code beside the baseline."""
+    times = Times()
+    turns = GpuTurns(ev, times)
+    try:
+        child.freeze()
+        return _rounds(ev, group, ci, cd, child, fmt, times, turns)
+    finally:
+        turns.release()
+        child.thaw()
+
+
+def _empty_batch(ev, ci: int, fmt: str) -> None:
+    """One empty batch of the trusted null child (it starts and warms the child)."""
+    null = ev.null_child(fmt)
+    try:
+        reply = null.request({"op": "run", "config": ci, "slots": [], "launches": 1}, ev.cfg.run_timeout_s)
+    except ChildFailed as e:
+        raise TaskBroken(f"the evaluator's own trusted child failed: {e}") from e
+    if not reply.get("ok"):
+        raise TaskBroken(f"the evaluator's own empty batch failed: {reply.get('error')}")
+
+
+CALIBRATION_FILL_MAX = 256 << 20  # bytes a calibration call writes at most (its GPU time is measured, not assumed)
+
+
+def _calibration(ev, ci: int, fmt: str, launches: int, fill_bytes: int, sums: "Checksums") -> tuple[float, bool]:
+    """Seconds of a trusted batch's window that are not its GPU work: what the candidate's window costs
+    besides its calls. A trusted child of the candidate's kind, frozen and thawed like it, after the same
+    L2 flush, writes `fill_bytes` per call (`launches` operations, as many as the batch has calls) and the
+    same checksums run inside the window; its own CUDA events (trusted) give its GPU time, and the window
+    less that time is the overhead: the round trip, the wake-ups, the in-window checksum, the probe.
+    Returns (overhead seconds, whether the GPU was busy with other work around it: then it is no measure)."""
+    cfg, null = ev.cfg, ev.null_child(fmt)
+    msg = {"op": "run", "config": ci, "slots": [], "launches": launches,
+           "fill_bytes": int(min(max(fill_bytes, 4), CALIBRATION_FILL_MAX))}
+    reply: dict = {}
+
+    def run() -> None:
+        nonlocal reply
+        null.thaw()
+        reply = null.request(msg, cfg.run_timeout_s)
+        if not reply.get("ok"):
+            raise TaskBroken(f"the evaluator's own calibration batch failed: {reply.get('error')}")
+        sums.hold()  # the candidate's in-window check, on what the slots hold now: the same work
+    try:
+        null.freeze()
+        ev.clock.flush_l2()
+        t = ev.clock.batch(run)
+    except ChildFailed as e:
+        raise TaskBroken(f"the evaluator's own trusted child failed while measuring the cost of a batch: {e}") from e
+    finally:
+        null.thaw()
+    gpu = reply.get("events_ms")
+    gpu_s = gpu / 1e3 if isinstance(gpu, (int, float)) and math.isfinite(gpu) and gpu > 0 else 0.0
+    busy = max(t.probe_before_s, t.probe_after_s) > cfg.busy_probe_limit_s
+    return max(t.seconds - gpu_s, 0.0), busy
+
+
+def believed_times(claims_ms: list[float], trusted_ms: list[float], noise_ms: float) -> tuple[list[float], bool]:
+    """The candidate's per-call times from its per-round claims and the trusted clock's per-round times.
+    Its own CUDA events are precise, so they are its times when their median lies no more than `noise_ms`
+    below the trusted clock's median (a claim can then gain at most the measured noise); otherwise they
+    are not believed and the trusted times, less that noise, are its times."""
+    import statistics
+    if statistics.median(claims_ms) >= statistics.median(trusted_ms) - noise_ms:
+        return list(claims_ms), True
+    return [max(t - noise_ms, 1e-6) for t in trusted_ms], False
+
+
+def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str, times: Times, turns: GpuTurns) -> Times:
+    import statistics
+    cfg, clock = ev.cfg, ev.clock
+    t_start = turns.to("exclusive")
+    outs = _out_positions(group, cd)
+    fill = sum(group.buffers[cd.buffers[j]].nbytes for j in outs)  # bytes one call writes
+    for _ in range(3):
+        _empty_batch(ev, ci, fmt)  # the null child started and warm before anything is measured
+    # a KernelBench-format harness copies each result into the output buffer: the in-process baseline does too
+    dests = output_copy_buffers(group, cd) if fmt == "kernelbench" else None
+    reference, compiled = _output_copied(cd.run_reference, dests), _output_copied(cd.run_compiled, dests)
+    n_calls = 1
+    signs = _secret_signs(group, cd, outs)
+    deadline = time.perf_counter() + cfg.timing_budget_s
+    rounds = busy = 0
+    claims, trusted, overheads = [], [], []  # per call, ms, of the timed rounds; overhead seconds per batch
+    last_base_s = None  # the baseline batch's seconds in the round before (the warm-up round included)
+    t = times.spent("warm_up", t_start)
+    decoys = DECOY_SLOTS if len(cd.slots) > DECOY_SLOTS else 0
+    bracket = cfg.timing_baseline == "bracket"
+    alternating, first_alternating = False, 0
+    paired: list[float] = []  # per timed round, the baseline time its candidate time is set against
+    while True:
+        slots, decoy = round_slots(n_calls, decoys)
+        child.freeze()
+        t = turns.to("shared")  # the round's inputs are drawn beside other evaluators' work
+        seed = secrets.randbits(31)
+        fresh_sets = [cd.fresh(seed * 64 + k) for k in slots]
+        decoy_sets = [cd.fresh(seed * 64 + k) for k in decoy]
+        t = times.spent("inputs", t)
+        t = turns.to("exclusive")  # from here to the end of the candidate's window the GPU is this round's alone
+        if clock.probe() > cfg.busy_probe_limit_s:  # something still runs on the GPU: not a fair round
+            busy = _busy(ev, cd, busy, "before the round", child)
+            continue
+        t = times.spent("inputs", t)
+        timed_base = not bracket or alternating or rounds <= 1  # bracket: the warm-up and the first timed round
+        base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs, reference=reference,
+                                           warm=warm_baseline(last_base_s) if timed_base else False)
+        last_base_s = base_s if timed_base else last_base_s  # untimed: the round's expected outputs only
+        compiled_s = _in_process_batch(ev, compiled, [cd.reference_copy(f) for f in fresh_sets])[0] \
+            if compiled and timed_base else None
+        t = times.spent("baseline", t)
+        stage(ev.driver, group, [cd.slots[k] for k in slots + decoy], fresh_sets + decoy_sets)
+        sums = Checksums(group, cd, slots, expected, signs)
+        t = times.spent("inputs", t)
+        # what this very round's window costs besides the calls (the warm-up measures it three times)
+        calibrations = [_calibration(ev, ci, fmt, len(slots), fill, sums) for _ in range(1 if rounds else 3)]
+        t = times.spent("calibration", t)
+        if any(b for _, b in calibrations):  # another job's work inflated the overhead: not a fair round
+            busy = _busy(ev, cd, busy, "around the calibration", child)
+            continue
+        round_overheads = [s for s, _ in calibrations]
+        overhead_s = round_overheads[-1]
+        clock.flush_l2()
+        reply: dict = {}
+        complete = True
+
+        def run_and_see() -> None:  # the window ends only once the trusted side has seen the outputs
+            nonlocal reply, complete
+            child.thaw()
+            reply = child.request({"op": "run", "config": ci, "slots": slots}, cfg.run_timeout_s + cfg.timing_budget_s)
+            complete = sums.hold()
+        try:
+            window = clock.batch(run_and_see)
+        except ChildFailed as e:
+            raise child_failure(e, f"timing on {cd.name}") from None
+        t = times.spent("candidate", t)
+        judge_reply(reply, f"timing on {cd.name}")
+        if not complete:
+            raise Stop("incorrect", f"config {cd.name}: the outputs were not right when the candidate's process "
+                                    f"said its calls were done", ["unfinished-at-done"])
+        busy_window = max(window.probe_before_s, window.probe_after_s) > cfg.busy_probe_limit_s
+        t = turns.to("shared")  # the checks beside other evaluators' work
+        check_round(group, cd, slots, fresh_sets, expected, decoy, decoy_sets,
+                    "timed batch" if rounds else "warm-up batch", getattr(ev, "check_pass", None))
+        t = times.spent("check", t)
+        if busy_window:
+            turns.to("exclusive")  # the GPU's own state is judged with nobody else on it
+            busy = _busy(ev, cd, busy, "around the candidate's batch", child)
+            continue
+        if rounds:
+            overheads += round_overheads
+        trusted_s = max(window.seconds - overhead_s, 0.0)
+        claim = reply.get("events_ms")
+        claim_s = claim / 1e3 if isinstance(claim, (int, float)) and math.isfinite(claim) and claim >= 0 else 0.0
+        per_call = lambda s: 1e3 * s / len(slots)  # noqa: E731
+        if rounds == 0:  # warm-up: sets the batch size from the baseline's time per call
+            n_calls = max(1, min(len(cd.slots) - decoys, math.ceil(cfg.timing_batch_s / max(base_s, 1e-7))))
+            times.calls_per_batch = n_calls
+            warm_overheads = round_overheads
+        else:
+            claims.append(max(per_call(claim_s), 1e-6))  # nothing modelled is taken off: see _output_copied
+            trusted.append(max(per_call(trusted_s), 1e-6))
+            if timed_base:
+                times.baseline.append(per_call(base_s))
+            paired.append(times.baseline[-1] if timed_base else times.baseline[0])
+            if compiled_s is not None:
+                times.compiled.append(per_call(compiled_s))
+        rounds += 1
+        timed = rounds - 1 - first_alternating
+        enough = (timed * n_calls >= cfg.timing_trials or time.perf_counter() > deadline
+                  or (cfg.timing_ci > 0 and ratio_settled(trusted[first_alternating:], paired[first_alternating:],
+                                                          cfg.timing_ci)))
+        if timed >= cfg.timing_rounds and enough:
+            if not bracket or alternating:
+                break
+            # the baseline once more, at the end, on new inputs: within 2 % of its start, the two bracket every
+            # round between; otherwise the GPU drifted, and timing_rounds more rounds time it in every round
+            child.freeze()  # as in every round: no host code of the candidate while inputs are made
+            seed = secrets.randbits(31)
+            end_sets = [cd.fresh(seed * 64 + k) for k in slots]
+            t = times.spent("baseline", t)
+            t = turns.to("exclusive")
+            end_s, _ = _baseline_batch(ev, group, ci, cd, slots, end_sets, outs, warm=warm_baseline(last_base_s),
+                                       reference=reference)
+            t = times.spent("baseline", t)
+            end_ms = per_call(end_s)
+            times.baseline_drift = abs(end_ms - times.baseline[0]) / times.baseline[0] if times.baseline[0] else 0.0
+            if times.baseline_drift <= BASELINE_DRIFT:
+                times.baseline.append(end_ms)
+                break
+            alternating, first_alternating = True, len(trusted)
+            deadline = time.perf_counter() + cfg.timing_budget_s
+    if alternating:  # only the rounds that timed the baseline beside the candidate count
+        claims, trusted = claims[first_alternating:], trusted[first_alternating:]
+        times.baseline, times.compiled = times.baseline[1:], times.compiled[1:]
+    # the first warm-up calibration is the configuration's first in-window checksum (cold): never a sample
+    samples = overheads if len(overheads) >= 4 else overheads + warm_overheads[1:]
+    q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
+    noise_ms = 1e3 * cfg.timing_noise_factor * (q[2] - q[0]) / n_calls
+    times.overhead_ms = 1e3 * statistics.median(samples)
+    times.trusted = trusted
+    times.disagreements = sum(c < t - noise_ms for c, t in zip(claims, trusted))
+    times.candidate, times.claims_believed = believed_times(claims, trusted, noise_ms)
+    return times
+
+
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)  # Student's t, 97.5 %, 1-10 degrees
+
+
+def t_975(df: int) -> float:
+    """Student's t quantile at 97.5 % for `df` degrees of freedom: the table to 10, then the Cornish-Fisher
+    expansion around the normal quantile (within 0.001 of the exact value from 11 on)."""
+    if df <= len(T_975):
+        return T_975[df - 1]
+    z = 1.959964
+    return (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * df ** 3))
+
+
+def ratio_settled(candidate_ms: list[float], baseline_ms: list[float], ci: float) -> bool:
+    """Whether the rounds' candidate/baseline ratios pin the ratio down to +- `ci` (a fraction) at 95 %:
+    the t interval of the mean log ratio, half-width t * sd / sqrt(n), below log(1 + ci). At least two
+    rounds; the baseline is timed in the same rounds, so a drift of the GPU's clocks cancels in each ratio."""
+    import statistics
+    logs = [math.log(c / b) for c, b in zip(candidate_ms, baseline_ms) if c > 0 and b > 0]
+    n = len(logs)
+    if n < 2:
+        return False
+    return t_975(n - 1) * statistics.stdev(logs) / math.sqrt(n) <= math.log1p(ci)
+
+
+def _busy(ev, cd: ConfigData, busy: int, where: str, child) -> int:
+    """Count a round spoilt by other work on the GPU. After three: if the GPU is idle once the candidate's
+    process is gone, that process left the work running (a kernel still going after its calls returned),
+    and the candidate is rejected; otherwise another job holds the GPU and nothing fair can be measured."""
+    if busy + 1 < 3:
+        return busy + 1
+    if _idle_without(ev, child):
+        raise Stop("rejected", f"config {cd.name}: the GPU stayed busy {where} in three rounds while the candidate's "
+                               f"process lived, and was idle once it was gone: it left work running on the GPU after "
+                               f"its calls returned", ["work-left-running"])
+    raise TaskBroken(f"config {cd.name}: the GPU stayed busy {where} in three rounds, also with the candidate's "
+                     f"process gone (another job on this GPU), so no fair time could be taken")
+
+
+IDLE_WAIT_S = 5.0  # how long the GPU may take to end a killed process's kernels and fall idle
+
+
+def _idle_without(ev, child) -> bool:
+    """Kill the candidate's process (its context's kernels end with it) and see whether the GPU falls idle:
+    three probes in a row within the limit, in at most IDLE_WAIT_S."""
+    child.kill()
+    deadline, idle = time.perf_counter() + IDLE_WAIT_S, 0
+    while time.perf_counter() < deadline:
+        idle = idle + 1 if ev.clock.probe() <= ev.cfg.busy_probe_limit_s else 0
+        if idle >= 3:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+SIGN_PERIOD = 1 << 22  # secret weights repeat with this period, so they stay small beside outputs of many GiB
+
+
+def _secret_signs(group: GroupData, cd: ConfigData, outs: list[int]) -> dict:
+    """Random +-1 weights per output (at most SIGN_PERIOD of them, repeated), made here and never mapped
+    into any child."""
+    import torch
+    gen = torch.Generator(device=group.buffers[cd.buffers[outs[0]]].view.device) if outs else None
+    if gen is not None:
+        gen.manual_seed(secrets.randbits(62))
+    return {j: (torch.randint(0, 2, (min(group.buffers[cd.buffers[j]].view.numel(), SIGN_PERIOD),), generator=gen,
+                              device=gen.device, dtype=torch.float32) * 2 - 1) for j in outs}
+
+
+def signed_sum(flat, signs, dtype=None, finite_only: bool = False):
+    """sum_i flat[i] * signs[i mod len(signs)], computed a period at a time (in `dtype`, default float32);
+    with `finite_only`, Inf and NaN elements count as 0."""
+    import torch
+    dtype = dtype or torch.float32
+    if finite_only:
+        return _signed_sum(flat, signs, dtype, lambda part: torch.nan_to_num(part.to(dtype), 0.0, 0.0, 0.0))
+    return _signed_sum(flat, signs, dtype, lambda part: part.to(dtype))
+
+
+def _signed_sum(flat, signs, dtype, convert):
+    import torch
+    w, period, n = signs.to(dtype), signs.numel(), flat.numel()
+    if n == 0:
+        return torch.zeros((), dtype=dtype, device=flat.device)
+    whole = n // period
+    total = torch.zeros((), dtype=dtype, device=flat.device)
+    rows = flat[:whole * period].reshape(whole, period)
+    step = max(1, (1 << 25) // period)  # rows per step: the converted copy stays near 1 GiB at float64
+    for r in range(0, whole, step):
+        total = total + (convert(rows[r:r + step]) @ w).sum()
+    if n > whole * period:
+        total = total + convert(flat[whole * period:]) @ w[:n - whole * period]
+    return total
+
+
+class Checksums:
+    """Inside the timed window, right after "done": a secret signed sum of every slot's outputs against
+    the same sum of the expected outputs, within the tolerance summed over the elements (so an output
+    that passes the element-wise check always passes this). A child that answers "done" before its
+    work is written, or writes placeholders first and the results later, fails it; one reduction per
+    output and a single synchronisation keep it short; the calibration batch runs it too, so its cost is
+    part of the overhead taken off."""
+
+    def __init__(self, group: GroupData, cd: ConfigData, slots: list[int], expected: list[dict], signs: dict):
+        import torch
+        from pipeline.evaluation.checks.fused_check import COMPARE_CHUNK
+        tol = group.task.tolerance
+        self.views, targets, bounds = [], [], []
+        outputs, rows = [], []  # every expected output's statistics on the device, read back at once
+        for k, want in zip(slots, expected):
+            for j, ref in want.items():
+                flat = ref.reshape(-1)
+                zero = torch.zeros((), dtype=torch.float64, device=flat.device)
+                nonfinite, absum, sq = zero.clone(), zero.clone(), zero.clone()
+                for a in range(0, flat.numel(), COMPARE_CHUNK):  # float64 statistics a chunk at a time
+                    part = flat[a:a + COMPARE_CHUNK].double()
+                    finite = torch.isfinite(part)
+                    nonfinite = nonfinite + (~finite).sum()
+                    part = torch.where(finite, part, 0.0)  # an Inf or NaN expected: left out, on both sides
+                    absum = absum + part.abs().sum()
+                    sq = sq + (part * part).sum()
+                # with Inf and NaN counted as 0: where the expected output has none, the same sum as without
+                rows.append(torch.stack([nonfinite, absum, sq, signed_sum(flat, signs[j], torch.float64, True)]))
+                outputs.append((k, j, flat.numel()))
+        table = torch.stack(rows).to("cpu", copy=True).tolist() if rows else []  # the one wait
+        for (k, j, n), (nonfinite, absum, sq, target) in zip(outputs, table):
+            if not math.isfinite(absum + sq):  # sums past float64: no sum can hold them; the full
+                continue                       # comparison after the batch checks the output
+            finite_only = nonfinite > 0
+            rms = (sq / n) ** 0.5 if n else 0.0
+            self.views.append((group.buffers[cd.slots[k][j]].view.reshape(-1), signs[j], finite_only))
+            targets.append(target)
+            slack = 4e-7 * (math.log2(max(n, 2)) + 1) * (absum + 1.0)  # fp32 reduction rounding
+            bounds.append(tol.rtol * absum + (tol.atol * rms + tol.atol_abs) * n + slack)
+        self.targets, self.bounds = torch.tensor(targets, dtype=torch.float64), torch.tensor(bounds, dtype=torch.float64)
+
+    def _sums(self):
+        import torch
+        return torch.stack([signed_sum(v, w, finite_only=f) for v, w, f in self.views]).double().cpu()
+
+    def hold(self) -> bool:
+        if not self.views:
+            return True
+        ok = (self._sums() - self.targets).abs() <= self.bounds  # negated bound: NaN fails
+        return bool(ok.all())
+
+    def cost_s(self) -> float:
+        """Seconds the check takes on outputs already in place (taken off the candidate's window)."""
+        t0 = time.perf_counter()
+        self.hold()
+        return time.perf_counter() - t0
+
+
+BASELINE_DRIFT = 0.02  # bracket: start and end baseline times further apart than this fall back to alternation
+BASELINE_WARM_S = 0.05  # an in-process baseline batch shorter than this runs once untimed just before it is timed
+
+
+def warm_baseline(last_batch_s: float | None) -> bool:
+    """Whether this round's baseline batch runs once untimed first: in the first round, and whenever the
+    batch before was short (for a long one, seconds of a KernelBench reference, the host's cold start is
+    a small share, and a warm batch would double the round)."""
+    return last_batch_s is None or last_batch_s < BASELINE_WARM_S
+
+
+def _baseline_batch(ev, group: GroupData, ci: int, cd: ConfigData, slots: list[int], fresh_sets: list[dict],
+                    outs: list[int], warm: bool = True, reference=None) -> tuple[float, list[dict]]:
+    """The baseline's timed batch on this round's inputs: (seconds, expected outputs per slot).
+    reference: the in-process reference's call (default cd.run_reference; `_output_copied` adds the harness's copy).
+    warm: a PyTorch reference (its calls launched from Python, in this process) first runs the same batch
+    untimed. A round's other work leaves the host idle for milliseconds before the baseline, and a short
+    batch launched from a cold host ran 2-13 % slower per call than the same calls back to back (the
+    conventional measurement), while the candidate's batch follows the calibration's batch of as many
+    calls; benchmarks/reference_batch.py measures both (round_fresh_idle, round_fresh_idle_warm)."""
+    if cd.run_reference is not None:  # torch2cuda: the PyTorch reference, in this process
+        call = reference or cd.run_reference
+        if warm:  # the same batch once untimed: the host's launch path and the GPU as warm as in back-to-back calls
+            warm_results = _in_process_batch(ev, call, [cd.reference_copy(f) for f in fresh_sets])[1]
+            del warm_results
+        seconds, results = _in_process_batch(ev, call, [cd.reference_copy(f) for f in fresh_sets])
+        return seconds, [dict(zip(outs, r)) for r in results]
+    # c2cuda: the naive baseline in its trusted child, whose CUDA events are trusted
+    stage(ev.driver, group, [cd.baseline_slots[k] for k in slots], fresh_sets)
+    ev.clock.flush_l2()
+    try:  # the baseline child's slot k + 1 is cd.baseline_slots[k] (its slot 0 is the checked set)
+        reply = group.baseline_child.request({"op": "run", "config": ci, "slots": [k + 1 for k in slots]},
+                                             ev.cfg.run_timeout_s)
+    except ChildFailed as e:
+        raise TaskBroken(f"task {group.task.id}: timing the naive baseline failed: {e}") from e
+    if not reply.get("ok"):
+        raise TaskBroken(f"task {group.task.id}: timing the naive baseline failed: {reply.get('error')}")
+    expected = [{j: group.buffers[cd.baseline_slots[k][j]].view.clone() for j in outs} for k in slots]
+    return reply["events_ms"] / 1e3, expected
+
+
+def _in_process_batch(ev, call, fresh_sets: list[dict]) -> tuple[float, list]:
+    """Seconds of a batch of trusted calls in this process, from this process's own CUDA events, the L2
+    flush queued just before the window (an idle GPU would add the host's first launch to the window:
+    a PyTorch reference's batch came out 1.05-1.13x its conventional per-call time on the H200,
+    benchmarks/results/trusted_timing_h200.json; benchmarks/reference_batch.py measures both shapes)."""
+    results: list = []
+    seconds = ev.clock.events(lambda: results.extend(call(f) for f in fresh_sets), flush_first=True)
+    return seconds, results
+
+
+def output_copy_buffers(group: GroupData, cd: ConfigData) -> list:
+    """A buffer of each output's shape, made once per configuration, for `_output_copied` to copy into."""
+    import torch
+    return [torch.empty_like(group.buffers[b].view) for b in cd.buffers if group.buffers[b].role == "out"]
+
+
+def _output_copied(call, dests: list | None):
+    """`call` (a trusted reference's) followed, with `dests`, by a copy of each of its outputs into them, as a
+    KernelBench-format candidate's harness copies each returned tensor into the output buffer inside its timed
+    window. Both sides then pay the same copy, which the trusted side watched happen on its own side; nothing is
+    taken off the candidate's time for a copy it cannot see (a result that aliases the harness's buffer, or an
+    input, would make a modelled credit free or the harness's work)."""
+    if call is None or dests is None:
+        return call
+
+    def copied(fresh_set):
+        results = call(fresh_set)
+        for dest, out in zip(dests, results):
+            dest.copy_(out.reshape(dest.shape))
+        return results
+    return copied
