@@ -10,9 +10,9 @@ cd "$(dirname "$0")"
 if ! command -v bwrap >/dev/null && [ ! -x .sandbox-tools/bin/bwrap ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     { apt-get install -y -qq bubblewrap >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq bubblewrap; }; } >/dev/null 2>&1 \
-      || echo "install.sh: could not install bubblewrap; run 'apt-get install bubblewrap' or benchmarks/sandbox_tools.sh"
+      || echo "install.sh: could not install bubblewrap; run 'apt-get install bubblewrap' or benchmarks/tools/sandbox_tools.sh"
   else
-    echo "install.sh: bubblewrap is missing; install it (apt-get install bubblewrap) or run benchmarks/sandbox_tools.sh"
+    echo "install.sh: bubblewrap is missing; install it (apt-get install bubblewrap) or run benchmarks/tools/sandbox_tools.sh"
   fi
 fi
 PY=${PYTHON:-python3}

@@ -2,7 +2,7 @@
 per input and decoy buffer, as evaluator version 15 did) and after (fused_check.RoundCheck), counted by op on CPU
 tensors in one run.
 
-    python benchmarks/check_cost.py [--slots 8] [--elements 1048576] [--out benchmarks/results/check_cost.json]
+    python benchmarks/check_cost.py [--slots 8] [--elements 1048576] [--out benchmarks/results/v16/check_cost.json]
 
 "after" is the evaluator's path for float32 tensors: fused_check's compiled pass (fused_check.c here, whose
 criterion per element and traffic are those of fused_check.cu's kernels on a GPU); "after_torch_pass" is the same
@@ -125,7 +125,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--slots", type=int, default=8)
     ap.add_argument("--elements", type=int, default=1 << 20)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "check_cost.json"))
+    ap.add_argument("--out", default=None, help="JSON file to write (default: a new file under benchmarks/results/v<evaluator version>/)")
     args = ap.parse_args()
     from pipeline.core.records import Tolerance
     tol = Tolerance(rtol=1e-4, atol=1e-4, rel_l2=1e-3)
@@ -142,6 +142,9 @@ def main() -> None:
             fn(tol, *bufs)
         result[name] = {"bytes_per_output_byte": c.bytes / out_bytes, "waits_per_round": c.waits,
                         "waits_per_slot": c.waits / args.slots, "operators": c.ops}
+    if args.out is None:
+        from benchmarks.results_path import fresh_result_path
+        args.out = str(fresh_result_path("check_cost.json"))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(f"{'':16} {'bytes/output byte':>18} {'waits/round':>12} {'waits/slot':>11} {'operators':>10}")

@@ -1,6 +1,6 @@
 """The evaluator's CPU path per candidate, before and after, side by side in one run (no GPU needed).
 
-    python benchmarks/evaluator_cpu_path.py [--before REV] [--group-size 64] [--out benchmarks/results/evaluator_cpu_path.json]
+    python benchmarks/evaluator_cpu_path.py [--before REV] [--group-size 64] [--out benchmarks/results/v17/evaluator_cpu_path.json]
 
 For each tree (the checkout, and REV checked out in a temporary git worktree), in a fresh compile cache:
 - compile pool, per candidate: what a compile worker does (REV: `Compiler.compile`; this tree:
@@ -95,10 +95,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", default="", help="git revision to compare with (default: none, this tree only)")
     ap.add_argument("--before-dir", default="", help="an unpacked tree to compare with instead (a GPU host without "
-                                                     "git history: benchmarks/before_carry.sh)")
+                                                     "git history: benchmarks/tools/before_carry.sh)")
     ap.add_argument("--group-size", type=int, default=64)
     ap.add_argument("--workers", type=int, default=max(1, min(2, os.cpu_count() or 1)))
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "evaluator_cpu_path.json"))
+    ap.add_argument("--out", default=None, help="JSON file to write (default: a new file under benchmarks/results/v<evaluator version>/)")
     args = ap.parse_args()
     trees = {"after": ROOT}
     tmp = None
@@ -120,6 +120,9 @@ def main() -> None:
     finally:
         if tmp:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", tmp], capture_output=True)
+    if args.out is None:
+        from benchmarks.results_path import fresh_result_path
+        args.out = str(fresh_result_path("evaluator_cpu_path.json"))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(f"{'':10} {'part':8} {'format':12} {'pool s/cand':>12} {'evaluator s/cand':>17}")

@@ -1,6 +1,6 @@
 """Evaluator benchmark on one GPU: throughput against the conventional path, and timing stability.
 
-    python benchmarks/evaluator_throughput.py --out benchmarks/results/evaluator_h200.json
+    python benchmarks/evaluator_throughput.py --out benchmarks/results/v1/evaluator_h200.json
 
 1. Conventional (KernelBench's way): 8 honest KernelBench-format candidates (the light
    implementations of 8 parameter-free built-in torch2cuda tasks, wrapped in load_inline), each

@@ -1,7 +1,7 @@
 """Generation throughput: tokens per second of the vLLM and transformers backends, side by side.
 
-    .venv/bin/python benchmarks/generation_throughput.py --out benchmarks/results/generation_cpu.json
-    python benchmarks/generation_throughput.py --out benchmarks/results/generation_h200.json   # GPU host
+    .venv/bin/python benchmarks/generation_throughput.py --out benchmarks/results/v1/generation_cpu.json
+    python benchmarks/generation_throughput.py --out benchmarks/results/v1/generation_h200.json   # GPU host
 
 Both backends get the same prompts (the opening prompt of every built-in task, through the chat
 template, about 450-750 tokens each) and the same sampling (temperature 1, top-p 1, a fixed

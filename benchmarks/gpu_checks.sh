@@ -9,7 +9,7 @@
 #   of levels KB_LEVELS (default 1) within FIDELITY_KB_S seconds (default 270); one call.
 # throughput: the fused check's kernels against compare on the GPU, then the 64-sample group of c2cuda/saxpy with its
 #   stage breakdown (benchmarks/evaluator_throughput.py --group-only), after and, where .before.tar.gz is carried
-#   (git archive of the revision before, made by benchmarks/before_carry.sh), before, on the same GPU in one call.
+#   (git archive of the revision before, made by benchmarks/tools/before_carry.sh), before, on the same GPU in one call.
 # builds: KernelBench answers' build time per object with and without torch's precompiled header
 #   (benchmarks/kernelbench_build.py, KB_BUILD_N answers), and the compile pool's CPU per candidate on this host's
 #   CPUs before and after (benchmarks/evaluator_cpu_path.py against .before.tar.gz)
@@ -18,15 +18,15 @@
 #   extensions built with CUDA; prints a table.
 # sft: a short warm start, SFT_S seconds of training; train_sft: two RL steps starting from it, on the
 #   train split it was fitted to; sft_bench: SFT then `cudaperf bench` of it on LIMIT held-out tasks
-#   (benchmarks/sft_h200.sh: what carries over to unseen families); measure: the dataset within MEASURE_S
-#   seconds (benchmarks/measure_h200.sh, continuing from pipeline/assets/measured/); multi_gpu: evaluator
+#   (benchmarks/tools/sft_h200.sh: what carries over to unseen families); measure: the dataset within MEASURE_S
+#   seconds (benchmarks/tools/measure_h200.sh, continuing from pipeline/assets/measured/); multi_gpu: evaluator
 #   scaling, NCCL bandwidth and weight sync, two RL steps of configs/h200x8.yaml; needs 2+ GPUs, says so
 #   in one line otherwise; MULTI_GPU_PARTS=evaluators,sync,train picks parts.
-# kernelbench: KernelBench at today's sizes (needs .kernelbench/ from benchmarks/kernelbench_carry.sh and Ray in
+# kernelbench: KernelBench at today's sizes (needs .kernelbench/ from benchmarks/tools/kernelbench_carry.sh and Ray in
 #   .carry-site/): kernelbench_memory, peak memory of KernelBench's harness and ours on the 10 largest level-1/2
 #   problems with our answers (answers compiled in parallel first; at most KB_MEMORY_S seconds, default 540), then
 #   kernelbench_baseline, the eager baseline of level-1 problems against the published H100 one (about 280 s).
-# kernelbench_bench: `cudaperf bench --answers` over benchmarks/kernelbench_answers under the kernelbench gate
+# kernelbench_bench: `cudaperf bench --answers` over benchmarks/fixtures/kernelbench_answers under the kernelbench gate
 #   profile, levels KB_LEVELS (default 1; the 40 answers of levels 1-3 take about 15 minutes: one call per
 #   level), at most KB_BENCH_S seconds (default 540); judged rows are kept in rows.partial.jsonl as they come.
 # pareval: every kernel of ParEval's problems (pipeline/assets/pareval_tasks/) in ParEval's form, launched as its driver
@@ -36,14 +36,14 @@
 # trust: honest speedups before/after and against the conventional single-call time, and stability, under the
 #   trusted clock (benchmarks/trusted_timing.py), then the timing hacks with the static checks off and the sandbox tests from the child's side.
 # protocols: the same kernels timed by several procedures, in this process and in a candidate's child
-#   (benchmarks/timing_protocols.py): where the batch protocol's per-call times come from; then
-#   benchmarks/ipc_mapping.cu (a child's kernels on buffers mapped over IPC, odd and whole-page sizes) and
-#   benchmarks/reference_batch.py (a PyTorch reference's time per call in a batch and alone).
-# The sandbox needs bwrap and libseccomp: where they are not installed, `bash benchmarks/sandbox_tools.sh`
-#   here first and carry .sandbox-tools/ (plus .carry-site/ from benchmarks/carry_site.sh).
+#   (benchmarks/experiments/timing_protocols.py): where the batch protocol's per-call times come from; then
+#   benchmarks/experiments/ipc_mapping.cu (a child's kernels on buffers mapped over IPC, odd and whole-page sizes) and
+#   benchmarks/experiments/reference_batch.py (a PyTorch reference's time per call in a batch and alone).
+# The sandbox needs bwrap and libseccomp: where they are not installed, `bash benchmarks/tools/sandbox_tools.sh`
+#   here first and carry .sandbox-tools/ (plus .carry-site/ from benchmarks/tools/carry_site.sh).
 # Logs and JSON go to $OUT (or ./gpu-out). Prints a summary table at the end.
 # Packages the GPU host lacks (Ray, DeepSpeed, tree-sitter, pydantic) come from .carry-site/site.tar.xz
-#   (`bash benchmarks/carry_site.sh` here, carry .carry-site/): unpacked into /tmp/site when Ray is not importable.
+#   (`bash benchmarks/tools/carry_site.sh` here, carry .carry-site/): unpacked into /tmp/site when Ray is not importable.
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 if ! python3 -c "import ray" 2>/dev/null && [ -f .carry-site/site.tar.xz ]; then
@@ -65,7 +65,7 @@ for step in $steps; do
            rc_kb=0
            if [ $step != kernelbench_baseline ]; then
              timeout ${KB_MEMORY_S:-540} python3 benchmarks/kernelbench_memory.py \
-               --kernelbench-dir .kernelbench --levels 1,2 --top 10 --answers benchmarks/kernelbench_answers --ours \
+               --kernelbench-dir .kernelbench --levels 1,2 --top 10 --answers benchmarks/fixtures/kernelbench_answers --ours \
                --config configs/h200.yaml --budget-s $(( ${KB_MEMORY_S:-540} - 30 )) --correct-trials 2 --perf-trials 5 \
                --out "$OUT/kernelbench_memory_h200.json" > "$OUT/kernelbench.log" 2>&1 || rc_kb=$?
            fi
@@ -74,7 +74,7 @@ for step in $steps; do
                --level 1 --budget-s 320 --out "$OUT/kernelbench_baseline_h200.json" >> "$OUT/kernelbench.log" 2>&1 || rc_kb=$?
            fi
            (exit $rc_kb) ;;
-    kernelbench_bench) timeout ${KB_BENCH_S:-540} python3 -m pipeline.cli bench --answers benchmarks/kernelbench_answers \
+    kernelbench_bench) timeout ${KB_BENCH_S:-540} python3 -m pipeline.cli bench --answers benchmarks/fixtures/kernelbench_answers \
              --suite kernelbench --kernelbench-dir .kernelbench --levels ${KB_LEVELS:-1} --config configs/h200.yaml \
              --baseline-json .kernelbench/results/timing --baseline-hardware H100_Modal --out "$OUT/kernelbench_bench" \
              eval.gate_profile=kernelbench compile.cache_dir=$CUDAPERF_TEST_COMPILE_CACHE > "$OUT/kernelbench_bench.log" 2>&1 ;;
@@ -102,11 +102,11 @@ for step in $steps; do
             fi ;;
     hardening) timeout 560 python3 benchmarks/hardening_gpu.py --out "$OUT/hardening_gpu.json" > "$OUT/hardening.log" 2>&1
                tail -32 "$OUT/hardening.log" ;;
-    protocols) timeout 300 python3 benchmarks/timing_protocols.py --out "$OUT/timing_protocols_h200.json" --trials 12 \
+    protocols) timeout 300 python3 benchmarks/experiments/timing_protocols.py --out "$OUT/timing_protocols_h200.json" --trials 12 \
                  > "$OUT/protocols.log" 2>&1
-               nvcc -O2 -arch=sm_90 -o /tmp/ipc_mapping benchmarks/ipc_mapping.cu -lcuda \
+               nvcc -O2 -arch=sm_90 -o /tmp/ipc_mapping benchmarks/experiments/ipc_mapping.cu -lcuda \
                  && { timeout 60 /tmp/ipc_mapping; ODD_SIZE=1 timeout 60 /tmp/ipc_mapping; } > "$OUT/ipc_mapping_h200.jsonl" 2>> "$OUT/protocols.log"
-               timeout 90 python3 benchmarks/reference_batch.py --out "$OUT/reference_batch_h200.json" >> "$OUT/protocols.log" 2>&1 ;;
+               timeout 90 python3 benchmarks/experiments/reference_batch.py --out "$OUT/reference_batch_h200.json" >> "$OUT/protocols.log" 2>&1 ;;
     pareval) timeout ${PAREVAL_S:-540} python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_pareval.py \
                > "$OUT/pareval.log" 2>&1 ;;
     bench) timeout ${BENCH_S:-560} python3 benchmarks/evaluator_throughput.py --out "$OUT/evaluator_h200.json" > "$OUT/bench.log" 2>&1 ;;
@@ -122,8 +122,8 @@ for step in $steps; do
                  model.path="$OUT/runs/sft_h200/sft/hf" tasks.source=generated:train rollout.max_new_tokens=1280 rollout.max_turns=2 \
                  model.max_model_len_tokens=2560 run.output_dir="$OUT/runs" train.wandb_mode=disabled \
                  train.progress_bar=false compile.cache_dir=$CUDAPERF_TEST_COMPILE_CACHE > "$OUT/train_sft.log" 2>&1 ;;
-    measure) BUDGET_S=${MEASURE_S:-540} OUT="$OUT" bash benchmarks/measure_h200.sh > "$OUT/measure_summary.log" 2>&1 ;;
-    sft_bench) OUT="$OUT" SFT_S=${SFT_S:-270} LIMIT=${LIMIT:-40} bash benchmarks/sft_h200.sh > "$OUT/sft_bench.log" 2>&1 ;;
+    measure) BUDGET_S=${MEASURE_S:-540} OUT="$OUT" bash benchmarks/tools/measure_h200.sh > "$OUT/measure_summary.log" 2>&1 ;;
+    sft_bench) OUT="$OUT" SFT_S=${SFT_S:-270} LIMIT=${LIMIT:-40} bash benchmarks/tools/sft_h200.sh > "$OUT/sft_bench.log" 2>&1 ;;
     multi_gpu) timeout 590 python3 benchmarks/multi_gpu.py --out "$OUT/multi_gpu.json" \
                  --parts "${MULTI_GPU_PARTS:-evaluators,sync,train}" > "$OUT/multi_gpu.log" 2>&1 ;;
   esac

@@ -1,6 +1,6 @@
 """The wall on a GPU: what only a GPU can confirm of docs/trust.md, in one run that prints a table at the end.
 
-    python benchmarks/hardening_gpu.py [--out benchmarks/results/hardening_gpu.json]
+    python benchmarks/hardening_gpu.py [--out FILE]
 
 1. Honest implementations of the built-in tasks (every format) are correct under the child's full sandbox
    (namespaces, Landlock, seccomp, the exec lock after load) with CUDA and IPC working.
@@ -97,7 +97,7 @@ class ModelNew(nn.Module):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "hardening_gpu.json"))
+    ap.add_argument("--out", default=None, help="JSON file to write (default: a new file under benchmarks/results/v<evaluator version>/)")
     args = ap.parse_args()
     from pipeline.core.config import CompileSection, EvalSection
     from pipeline.evaluation import evaluator as evaluator_module
@@ -155,6 +155,9 @@ def main() -> None:
     summary = {"gpu": gpu, "device": torch.cuda.get_device_name(0) if gpu else "", "alias_over_new": alias_gain,
                "alias_within_one_copy": (alias_gain is not None and alias_gain < 2.0) if gpu else None,
                "rows": rows}
+    if args.out is None:
+        from benchmarks.results_path import fresh_result_path
+        args.out = str(fresh_result_path("hardening_gpu.json"))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(summary, indent=1))
     print(f"\n{'probe':44} {'task':22} {'profile':11} {'verdict':15} {'speedup':>8}  ok")

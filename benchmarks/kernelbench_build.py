@@ -1,7 +1,7 @@
-"""Build time of the KernelBench-format answers (benchmarks/kernelbench_answers/), per object, with and without
+"""Build time of the KernelBench-format answers (benchmarks/fixtures/kernelbench_answers/), per object, with and without
 a precompiled torch/extension.h for the generated C++ file (torch's `use_pch`), side by side in one run.
 
-    python benchmarks/kernelbench_build.py [--limit N] [--workers W] [--out benchmarks/results/kernelbench_build.json]
+    python benchmarks/kernelbench_build.py [--limit N] [--workers W] [--out FILE]
 
 Each answer's load_inline calls are built as the compile step builds them (torch's builder, ninja; the import
 that would run the extension replaced by nothing), in a fresh build directory per variant, W answers at a time.
@@ -94,10 +94,10 @@ def summary(rows: list[dict]) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--answers", default=str(ROOT / "benchmarks" / "kernelbench_answers"))
+    ap.add_argument("--answers", default=str(ROOT / "benchmarks" / "fixtures" / "kernelbench_answers"))
     ap.add_argument("--limit", type=int, default=0, help="the first N answers (0: all)")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) // 2))
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "kernelbench_build.json"))
+    ap.add_argument("--out", default=None, help="JSON file to write (default: a new file under benchmarks/results/v<evaluator version>/)")
     args = ap.parse_args()
     try:
         import torch
@@ -122,6 +122,9 @@ def main() -> None:
         print(f"{name:6} {s.get('builds', 0)} builds in {s['wall_s']:.0f} s: per build wall "
               f"{s.get('wall_s_mean') or 0:.1f} s, CPU {s.get('cpu_s_mean') or 0:.1f} s, objects "
               f"{ {k: round(v, 1) for k, v in (s.get('objects_s_mean') or {}).items()} }", flush=True)
+    if args.out is None:
+        from benchmarks.results_path import fresh_result_path
+        args.out = str(fresh_result_path("kernelbench_build.json"))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
 

@@ -149,12 +149,12 @@ START_FILE = "start_policy.json"
 def record_start(runs: Path, arm: str) -> None:
     """Note the fingerprint of the SFT policy an RL arm starts from (RUNS/ARM/start_policy.json): the report
     shows whether every arm started from the same policy, bit for bit, also when the SFT policy was carried
-    between sessions (benchmarks/learning_state.py) or trained again."""
+    between sessions (benchmarks/tools/learning_state.py) or trained again."""
     from pipeline.rl.tracking import weights_fingerprint
     policy = sft_policy(runs)
     if not (policy / "config.json").is_file():
         raise LearningError(f"arm {arm} starts from the SFT policy, which is not at {policy}; run the stage `sft` "
-                            f"first (or unpack a carried one with benchmarks/learning_state.py)")
+                            f"first (or unpack a carried one with benchmarks/tools/learning_state.py)")
     (runs / arm).mkdir(parents=True, exist_ok=True)
     (runs / arm / START_FILE).write_text(json.dumps({"policy": str(policy),
                                                      "weights_sha256": weights_fingerprint(policy)}, indent=1))

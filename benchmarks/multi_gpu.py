@@ -1,6 +1,6 @@
 """Multi-GPU benchmark: evaluator scaling, GPU-to-GPU bandwidth and weight sync, one RL step; side by side.
 
-    python benchmarks/multi_gpu.py --out benchmarks/results/multi_gpu_h200x8.json [--parts evaluators,sync,train]
+    python benchmarks/multi_gpu.py --out benchmarks/results/v17/multi_gpu_h200x8.json [--parts evaluators,sync,train]
 
 On a host with N >= 2 GPUs, in one run (figures to JSON with the machine, versions and date):
 - evaluators: the candidate set of benchmarks/evaluator_throughput.py (every c2cuda and light

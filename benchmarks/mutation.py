@@ -10,7 +10,7 @@ float64 anchor) and "after" (this version's). Honest variants (the reference com
 the reference on one thread) must pass "after".
 
     .venv/bin/python benchmarks/mutation.py --builtin --kernelbench ../shared/kernelbench --levels 1,2,3 \\
-        --out benchmarks/results/mutation.json
+        --out benchmarks/results/v14/mutation.json
 
 Tasks run in worker processes (one per core), each with a time limit; a task whose reference fails or runs out
 of time is listed with the reason, never silently dropped.
@@ -606,7 +606,7 @@ def main() -> None:
     ap.add_argument("--task-limit-s", type=int, default=240)
     ap.add_argument("--max-bytes", type=int, default=64 << 20, help="a check configuration's data on the CPU")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--out", default="benchmarks/results/mutation.json")
+    ap.add_argument("--out", default="benchmarks/results/v14/mutation.json")
     ap.add_argument("--resume", nargs="*", default=[], help="worker output files (JSON lines) of an earlier run")
     ap.add_argument("--no-run", action="store_true", help="only report the resumed rows")
     args = ap.parse_args()

@@ -3,9 +3,9 @@
 Builds a synthetic measured dataset of about N implementations (tests/ranker/_synthetic.py: the
 features come with the rows, as features_json does in the real data), then times: pair
 construction, GBT training, neural training (scratch encoder), and scoring/evaluation of the
-held-out families. Writes benchmarks/results/ranker_cpu.json with the machine and versions.
+held-out families. Writes benchmarks/results/v1/ranker_cpu.json with the machine and versions.
 
-  .venv/bin/python benchmarks/ranker_cpu.py [--impls 10000] [--out benchmarks/results/ranker_cpu.json]
+  .venv/bin/python benchmarks/ranker_cpu.py [--impls 10000] [--out benchmarks/results/v1/ranker_cpu.json]
 """
 from __future__ import annotations
 
@@ -19,12 +19,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "ranker"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--impls", type=int, default=10000)
-    p.add_argument("--out", default=str(Path(__file__).parent / "results" / "ranker_cpu.json"))
+    p.add_argument("--out", default=None, help="JSON file to write (default: a new file under benchmarks/results/v<evaluator version>/)")
     args = p.parse_args()
     import lightgbm
     import torch
@@ -58,6 +59,9 @@ def main() -> int:
         "total_s": round(sum(phases.values()), 2),
         "held_out_accuracy": {n: round(m["accuracy"], 4) for n, m in results.items()},
     }
+    if args.out is None:
+        from benchmarks.results_path import fresh_result_path
+        args.out = str(fresh_result_path("ranker_cpu.json"))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(json.dumps(out, indent=1))

@@ -1,5 +1,5 @@
 """The ranker on the measured dataset, both ways docs/ranker.md reports, in one run:
-    python benchmarks/ranker_eval_measured.py --out benchmarks/results/ranker_eval_measured.json
+    python benchmarks/ranker_eval_measured.py --out benchmarks/results/v1/ranker_eval_measured.json
 `fixed_split`: `cudaperf rank train` then `cudaperf rank eval` (held-out test families of the rows'
 split); `cv5`: `cudaperf rank eval --cv 5` (fresh rankers per fold of families). Measured rows of
 tasks whose code changed since their measurement are left out by the ranker's loader.

@@ -1,7 +1,7 @@
 """Trusted-clock timing on one GPU: honest speedups before and after, and timing stability.
 
-    python benchmarks/trusted_timing.py --out benchmarks/results/trusted_timing_h200.json \
-        [--before benchmarks/results/evaluator_h200.json]
+    python benchmarks/trusted_timing.py --out benchmarks/results/v13/trusted_timing_h200.json \
+        [--before benchmarks/results/v1/evaluator_h200.json]
 
 1. Every c2cuda and light implementation of the built-in tasks (all known correct) through one
    in-process evaluator (no Ray), with empty result caches: verdict, speedup, calls per batch and
@@ -170,7 +170,7 @@ def stability(ev, tasks, runs: int) -> list:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--before", default=str(ROOT / "benchmarks/results/evaluator_h200.json"))
+    ap.add_argument("--before", default=str(ROOT / "benchmarks/results/v1/evaluator_h200.json"))
     ap.add_argument("--stability-runs", type=int, default=10, help="separate evaluations per stability kernel")
     args = ap.parse_args()
     from pipeline.evaluation.evaluator import Evaluator

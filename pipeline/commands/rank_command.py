@@ -6,7 +6,7 @@
                       [--rankers gbt,neural] [--config FILE] [section.key=value ...]
 
 --data: the measured dataset (a Parquet file or directory; default pipeline/assets/measured/) or an
-evaluator benchmark JSON (benchmarks/results/evaluator_h200.json, the built-in tasks' speedups).
+evaluator benchmark JSON (benchmarks/results/v1/evaluator_h200.json, the built-in tasks' speedups).
 train: fits each ranker on the non-test families and writes `OUT/<kind>/vNNNN/` (default OUT:
 run.output_dir/run.name/ranker). eval: scores the test families with the latest checkpoints
 (or, with --cv K, trains fresh rankers in K folds by family) next to the heuristics, and writes

@@ -1,7 +1,7 @@
 """The ranker's data: implementations with code, pre-run features and measured times per configuration.
 
 In: the measured dataset (a pyarrow Table of the schema in pipeline/tasks/measured.py, from
-`load_measurements`), or the evaluator's benchmark JSON (`benchmarks/results/evaluator_h200.json`:
+`load_measurements`), or the evaluator's benchmark JSON (`benchmarks/results/v1/evaluator_h200.json`:
 one speedup per implementation of the built-in tasks, a small real development set), and the
 tasks the rows refer to (`pipeline.tasks.load_tasks`, for the code and the work model).
 Out: a `RankData`: one `Impl` per (task, implementation) that ran correctly, its time per

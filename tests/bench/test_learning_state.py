@@ -1,4 +1,4 @@
-"""benchmarks/learning_state.py: a directory travels between device calls in parts that fit a call, and comes
+"""benchmarks/tools/learning_state.py: a directory travels between device calls in parts that fit a call, and comes
 back whole, bit for bit, or not at all."""
 import json
 import os
@@ -8,7 +8,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def state(benchmark_script):
-    return benchmark_script("learning_state")
+    return benchmark_script("tools.learning_state")
 
 
 def _policy(root, seed: int = 0):

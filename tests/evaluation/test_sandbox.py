@@ -270,7 +270,7 @@ def test_missing_bwrap_is_one_clear_sentence():
         ChildProcess(None, "", 1 << 30, bwrap_path="/nonexistent/bwrap")
     msg = str(e.value)
     assert "\n" not in msg and msg.count(". ") == 0
-    for part in ("bubblewrap", "/nonexistent/bwrap", "apt-get install bubblewrap", "benchmarks/sandbox_tools.sh",
+    for part in ("bubblewrap", "/nonexistent/bwrap", "apt-get install bubblewrap", "benchmarks/tools/sandbox_tools.sh",
                  "eval.sandbox=none"):
         assert part in msg
 

@@ -62,7 +62,7 @@ CHILD_TMP_BYTES = 256 << 20  # the candidate child's private /tmp, the only plac
 LIBRARY_TREES = ["/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/usr/local/lib", "/usr/local/cuda",
                  "/usr/local/nvidia"]  # where the loader and the CUDA driver find libraries
 DEVICE_NODES = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"]
-FIX = "install bubblewrap (apt-get install bubblewrap), run benchmarks/sandbox_tools.sh, or set {field}=none"
+FIX = "install bubblewrap (apt-get install bubblewrap), run benchmarks/tools/sandbox_tools.sh, or set {field}=none"
 
 
 class ChildFailed(RuntimeError):
@@ -269,7 +269,7 @@ class ChildProcess:
             if not libseccomp:
                 raise SandboxUnavailable("eval.sandbox is 'bwrap' but libseccomp.so.2 was not found (system library "
                                          "path or .sandbox-tools/lib); install libseccomp2, run "
-                                         "benchmarks/sandbox_tools.sh, or set eval.sandbox=none")
+                                         "benchmarks/tools/sandbox_tools.sh, or set eval.sandbox=none")
         self.scratch = tempfile.mkdtemp(prefix="cudaperf-child-")
         to_child_r, self._to_child = os.pipe()
         self._from_child, from_child_w = os.pipe()

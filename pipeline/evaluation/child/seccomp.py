@@ -4,7 +4,7 @@
 read its hello message and before any candidate code is loaded; the filter then holds for the
 rest of the process and every thread it starts, and cannot be removed. `find_libseccomp()`
 locates `libseccomp.so.2` (the system's, else `<project>/.sandbox-tools/lib`, which
-benchmarks/sandbox_tools.sh fills). No Python binding is used, so any Python version works.
+benchmarks/tools/sandbox_tools.sh fills). No Python binding is used, so any Python version works.
 
 The policy (`ALLOWED` below, one group per line of concern): a system call not listed fails
 with EPERM. Refused, among others: execve/execveat (no new programs), fork/vfork and clone

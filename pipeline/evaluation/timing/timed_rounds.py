@@ -573,7 +573,7 @@ def _baseline_batch(ev, group: GroupData, ci: int, cd: ConfigData, slots: list[i
     untimed. A round's other work leaves the host idle for milliseconds before the baseline, and a short
     batch launched from a cold host ran 2-13 % slower per call than the same calls back to back (the
     conventional measurement), while the candidate's batch follows the calibration's batch of as many
-    calls; benchmarks/reference_batch.py measures both (round_fresh_idle, round_fresh_idle_warm)."""
+    calls; benchmarks/experiments/reference_batch.py measures both (round_fresh_idle, round_fresh_idle_warm)."""
     if cd.run_reference is not None:  # torch2cuda: the PyTorch reference, in this process
         call = reference or cd.run_reference
         if warm:  # the same batch once untimed: the host's launch path and the GPU as warm as in back-to-back calls
@@ -599,7 +599,7 @@ def _in_process_batch(ev, call, fresh_sets: list[dict]) -> tuple[float, list]:
     """Seconds of a batch of trusted calls in this process, from this process's own CUDA events, the L2
     flush queued just before the window (an idle GPU would add the host's first launch to the window:
     a PyTorch reference's batch came out 1.05-1.13x its conventional per-call time on the H200,
-    benchmarks/results/trusted_timing_h200.json; benchmarks/reference_batch.py measures both shapes)."""
+    benchmarks/results/v13/trusted_timing_h200.json; benchmarks/experiments/reference_batch.py measures both shapes)."""
     results: list = []
     seconds = ev.clock.events(lambda: results.extend(call(f) for f in fresh_sets), flush_first=True)
     return seconds, results

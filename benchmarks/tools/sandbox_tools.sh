@@ -5,10 +5,10 @@
 # Every file is a plain copy (symlinks resolved), since copying the tree to another host may
 # drop symlinks. pipeline/evaluation/child/sandbox.py finds bwrap there when it is not on PATH (with
 # lib/ on bwrap's LD_LIBRARY_PATH only), and seccomp.py finds lib/libseccomp.so.2.
-# Usage: bash benchmarks/sandbox_tools.sh [OUT_DIR]   (apt-get download and dpkg -x; no root needed)
+# Usage: bash benchmarks/tools/sandbox_tools.sh [OUT_DIR]   (apt-get download and dpkg -x; no root needed)
 # Check on the target host: .sandbox-tools/bin/bwrap --version (with LD_LIBRARY_PATH=.sandbox-tools/lib).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${1:-.sandbox-tools}
 work=$(mktemp -d)
 chmod 1777 "$work"  # apt-get download writes as the _apt user

@@ -1,8 +1,8 @@
 """Does the structural score track measured speed? Default weights against weights fitted on H200 times.
 
-    python benchmarks/structure_score_fit.py [--results benchmarks/results/evaluator_h200.json]
+    python benchmarks/experiments/structure_score_fit.py [--results benchmarks/results/v1/evaluator_h200.json]
                                              [--measured pipeline/assets/measured]
-                                             [--out benchmarks/results/structure_score_fit.json]
+                                             [--out benchmarks/results/v1/structure_score_fit.json]
 
 Measured figures, two sets side by side: the evaluator benchmark's per-implementation speedups of
 the built-in tasks on the H200 (within a task, time is proportional to 1 / speedup over the same
@@ -24,7 +24,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.structure.analyze import analyze_source  # noqa: E402
@@ -127,9 +127,9 @@ def fit_report(samples: list[Sample], measured_on: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--results", default=str(ROOT / "benchmarks/results/evaluator_h200.json"))
+    ap.add_argument("--results", default=str(ROOT / "benchmarks/results/v1/evaluator_h200.json"))
     ap.add_argument("--measured", default=str(ROOT / "pipeline/assets/measured"))
-    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/structure_score_fit.json"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/v1/structure_score_fit.json"))
     args = ap.parse_args()
     report = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "components": [c for c in COMPONENTS if c != "roofline"],

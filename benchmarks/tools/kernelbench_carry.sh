@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Copy a KernelBench release (problems, original sizes, published baseline timings) into .kernelbench/,
 # which git ignores, so a GPU host that cannot see it gets it with the working tree:
-#   bash benchmarks/kernelbench_carry.sh [SOURCE]     (default ../shared/kernelbench)
+#   bash benchmarks/tools/kernelbench_carry.sh [SOURCE]     (default ../shared/kernelbench)
 # `bash benchmarks/gpu_checks.sh kernelbench` reads it from there.
 set -euo pipefail
 src=${1:-../shared/kernelbench}

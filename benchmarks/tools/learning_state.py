@@ -5,19 +5,19 @@ together, back in $OUT; the machine keeps its files only while it stays warm, an
 one. The experiment's policies are larger than one call (the 38M SFT policy's weights: 76 MB in bf16), and
 every RL arm must start from the same SFT policy, bit for bit. So a directory travels in parts:
 
-    python3 benchmarks/learning_state.py pack runs/learning sft/sft/hf --out $OUT [--first K]
+    python3 benchmarks/tools/learning_state.py pack runs/learning sft/sft/hf --out $OUT [--first K]
         (on the GPU machine) a tar of RUNS/PATH with sorted names and zeroed times and owners, so that every
         call packs the same bytes; cut into parts of PART_MIB; writes the parts from K on that fit one call's
         return, and NAME.manifest.json (the tar's sha256 and size, the part count, the weights' fingerprint
         where the directory is a policy); prints the --first of the next call, or that every part is out.
-    python3 benchmarks/learning_state.py unpack .learning-state/NAME --into runs/learning [--stash DIR]
+    python3 benchmarks/tools/learning_state.py unpack .learning-state/NAME --into runs/learning [--stash DIR]
         (on the GPU machine, the folder carried) adds the carried parts to the stash (default
         /tmp/learning-state/NAME, which lasts while the machine is warm); once every part is there, checks
         the sha256 and unpacks into RUNS; says which parts are still missing. Exit status 0 once unpacked,
         3 while parts are missing, 1 on a damaged part.
 
 Between calls the parts wait here in an ignored folder (.learning-state/NAME/, from the call's files); a call
-can carry as many as fit beside the working tree (benchmarks/learning_h200.sh says how the session goes).
+can carry as many as fit beside the working tree (benchmarks/tools/learning_h200.sh says how the session goes).
 """
 from __future__ import annotations
 
@@ -135,5 +135,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     sys.exit(main(sys.argv[1:]))

@@ -1,6 +1,6 @@
 """Why a PyTorch reference's time per call differs between a batch and single calls.
 
-    python benchmarks/reference_batch.py --out benchmarks/results/reference_batch_h200.json
+    python benchmarks/experiments/reference_batch.py --out benchmarks/results/v11/reference_batch_h200.json
 
 For a few built-in torch2cuda tasks, on each timing configuration, the reference (PyTorch eager) in
 this trusted process, per-call milliseconds from CUDA events, the L2 flushed before each window:
@@ -42,7 +42,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.core.config import CompileSection, EvalSection  # noqa: E402

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The learning experiment on one H200, as resumable stages (benchmarks/learning.py says what each does):
-#   STAGES="sft bench:sft" bash benchmarks/learning_h200.sh
-#   STAGES="rl:exec" bash benchmarks/learning_h200.sh            (call again to continue)
-#   STAGES="bench:exec" bash benchmarks/learning_h200.sh         (again)
+#   STAGES="sft bench:sft" bash benchmarks/tools/learning_h200.sh
+#   STAGES="rl:exec" bash benchmarks/tools/learning_h200.sh            (call again to continue)
+#   STAGES="bench:exec" bash benchmarks/tools/learning_h200.sh         (again)
 #   python3 benchmarks/learning.py report      (CPU work: anywhere, no time limit)
 # Each stage runs under `timeout` so that one device call (at most 10 minutes) ends cleanly: a stopped RL arm
 # resumes from its newest checkpoint (train.checkpoint_every_steps), a stopped bench from its next shard, a
@@ -14,7 +14,7 @@
 # holds one for at most 30 minutes, and a call carries 64 MiB in and brings 64 MiB back. So the experiment
 # goes one arm per session, every arm from the same SFT policy, bit for bit:
 #   session 1: sft, bench:sft; then the SFT policy goes out in parts over two calls
-#              (python3 benchmarks/learning_state.py pack runs/learning sft/sft/hf --out $OUT [--first K]),
+#              (python3 benchmarks/tools/learning_state.py pack runs/learning sft/sft/hf --out $OUT [--first K]),
 #              kept here in .learning-state/sft_sft_hf/ (ignored);
 #   session k: the parts come back in over two calls that carry .learning-state/... and nothing else
 #              (learning_state.py unpack ... --into runs/learning; a machine that stays warm keeps them), then

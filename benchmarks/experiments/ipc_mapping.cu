@@ -1,6 +1,6 @@
 // Does the way a child process maps the evaluator's buffers change a kernel's speed?
 //
-//   nvcc -O2 -arch=sm_90 -o /tmp/ipc_mapping benchmarks/ipc_mapping.cu -lcuda && [ODD_SIZE=1] /tmp/ipc_mapping
+//   nvcc -O2 -arch=sm_90 -o /tmp/ipc_mapping benchmarks/experiments/ipc_mapping.cu -lcuda && [ODD_SIZE=1] /tmp/ipc_mapping
 //
 // A parent process allocates K slots of buffers twice: with cuMemAlloc (exported as a legacy CUDA IPC
 // handle, as the evaluator does today) and with the virtual memory API (cuMemCreate at the recommended

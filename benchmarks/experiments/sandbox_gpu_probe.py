@@ -1,11 +1,11 @@
 """Which part of the child's sandbox a CUDA context needs: the probe op under variants of the file allow-list.
 
-    python benchmarks/sandbox_gpu_probe.py      # prints one line per variant
+    python benchmarks/experiments/sandbox_gpu_probe.py      # prints one line per variant
 """
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from pipeline.evaluation.child import sandbox  # noqa: E402
 
 base = sandbox.child_access

@@ -1,8 +1,8 @@
 """Does the SFT policy write the entry point's name it is asked for? Variants of the renamed copies,
 the name drills and `sft.entry_name_weight`, side by side in one run, each judged two ways.
 
-    python benchmarks/sft_name_copy.py --variants 0:1,0:20,3:1,3:20,0:1:8 --steps 240 \
-        --out benchmarks/results/sft_name_copy_cpu.json
+    python benchmarks/experiments/sft_name_copy.py --variants 0:1,0:20,3:1,3:20,0:1:8 --steps 240 \
+        --out benchmarks/results/v1/sft_name_copy_cpu.json
 
 A variant C:W[:D] trains with sft.rename_copies_per_pair=C (the originals kept),
 sft.entry_name_weight=W and sft.name_drills_per_pair=D (default 0), its own model from the same
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 ENTRY_LINE = re.compile(r'extern\s+"C"\s+\w+\s+(\w+)\s*\(')
@@ -113,7 +113,7 @@ def main() -> int:
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--sequences-per-step", type=int, default=8)
     p.add_argument("--answer-tokens", type=int, default=96, help="greedy tokens per answer (the entry comes first)")
-    p.add_argument("--out", default="benchmarks/results/sft_name_copy_cpu.json")
+    p.add_argument("--out", default="benchmarks/results/v1/sft_name_copy_cpu.json")
     p.add_argument("--one", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one is not None:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Measure the generated dataset on one H200 within a time budget, shard after shard:
-#   BUDGET_S=540 SHARDS=1-7 bash benchmarks/measure_h200.sh
+#   BUDGET_S=540 SHARDS=1-7 bash benchmarks/tools/measure_h200.sh
 # Continues from the Parquet files already in pipeline/assets/measured/ (copied to $OUT/measured first,
 # so a shard's earlier rows are kept), writes $OUT/measured/shard-K-of-008.parquet, the log and
 # `cudaperf data stats` of everything measured so far. Copy $OUT/measured/*.parquet back into

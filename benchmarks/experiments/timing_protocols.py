@@ -1,6 +1,6 @@
 """Where a per-call time comes from: the same compiled kernels timed by several procedures, side by side.
 
-    python benchmarks/timing_protocols.py --out benchmarks/results/timing_protocols_h200.json
+    python benchmarks/experiments/timing_protocols.py --out benchmarks/results/v8/timing_protocols_h200.json
 
 For a few built-in implementations (honest code), on the evaluator's own buffers and timing slots,
 in this trusted process (no child, no IPC), per-call milliseconds of:
@@ -35,7 +35,7 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.core.config import CompileSection, EvalSection  # noqa: E402

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The SFT warm start on one H200, then the benchmark of its checkpoint on held-out c2cuda tasks:
-#   bash benchmarks/sft_h200.sh   (HELDOUT=generated:test, SFT_S=270, SAMPLES=2, LIMIT=0 = every task by default)
+#   bash benchmarks/tools/sft_h200.sh   (HELDOUT=generated:test, SFT_S=270, SAMPLES=2, LIMIT=0 = every task by default)
 # Writes runs/sft_h200/ and $OUT (default gpu-out); prints the SFT summary and the verdict histogram.
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
