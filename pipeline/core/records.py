@@ -251,8 +251,9 @@ class EvalResult(Record):
 
 
 class Turn(Record):
-    """One turn of an episode: what the policy saw, what it wrote, how it was judged (its reward and
-    advantage are the RL step's, in pipeline/rl/step.py's ScoredTurn).
+    """One turn of an episode: what the policy saw and what it wrote. How it was judged is its EvalResult,
+    kept beside it in the rollout's `JudgedTurn` (pipeline/rollout/episodes.py); its reward and advantage
+    are the RL step's, in pipeline/rl/step.py's ScoredTurn.
     `prompt_ids` is the context fed to the generator for this turn (after any trimming of old
     turns), `response_ids` the tokens it sampled and `logprobs` the generator's log-probability
     of each of them under weight version `Trajectory.weight_version`."""
@@ -264,10 +265,7 @@ class Turn(Record):
                                                         "token (stop) or the max_new_tokens limit (length)")
     kept_turns: list[int] = Field(default_factory=list, description="indices of the earlier turns whose response and "
                                   "feedback are in prompt_ids, in order (older turns were trimmed)")
-    candidate_hash: str = ""
-    verdict: Verdict | None = None
     feedback: str = Field("", description="the evaluator's message, placed as the next user turn")
-    speedup: float | None = None
 
 
 class Trajectory(Record):

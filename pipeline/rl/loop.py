@@ -122,7 +122,7 @@ def check_placement(cfg: RunConfig, gpus: float) -> None:
 
 def evaluator_busy_s(outcomes) -> float:
     """Seconds the evaluators spent on this step's candidates (stage times of freshly evaluated results)."""
-    return sum(sum(r.stage_s.values()) for o in outcomes for r in o.results if r.evaluator_version and not r.cached)
+    return sum(sum(r.stage_s.values()) for o in outcomes for r in o.results() if r.evaluator_version and not r.cached)
 
 
 def run_training(cfg: RunConfig, run_dir: Path, cluster, resume_from: Path | None = None) -> list[dict]:

@@ -55,10 +55,10 @@ def ranker_preferences(outcomes: Sequence[EpisodeOutcome], tasks: dict[str, Task
     where the turn's result is not correct). `prefer(items)` answers many (task, candidates, results)
     at once with the ranker's `preferences_for_results` of each (in process, or through its actor with
     every call sent before any answer is awaited); it is asked only for outcomes with a correct turn."""
-    asked = [k for k, o in enumerate(outcomes) if any(r.verdict == "correct" for r in o.results)]
-    answers = prefer([(tasks[outcomes[k].trajectory.task_id], list(outcomes[k].candidates), list(outcomes[k].results))
-                      for k in asked]) if asked else []
-    out: list[list[float | None]] = [[None] * len(o.results) for o in outcomes]
+    asked = [k for k, o in enumerate(outcomes) if any(r.verdict == "correct" for r in o.results())]
+    answers = prefer([(tasks[outcomes[k].trajectory.task_id], [j.candidate for j in outcomes[k].turns if j.result],
+                       outcomes[k].results()) for k in asked]) if asked else []
+    out: list[list[float | None]] = [[None] * len(o.results()) for o in outcomes]
     for k, answer in zip(asked, answers):
         out[k] = list(answer)
     return out
@@ -69,21 +69,20 @@ def prepare_step(outcomes: Sequence[EpisodeOutcome], reward_cfg: RewardSection, 
     """Rewards (from each turn's EvalResult, and the ranker's preference when the ranker term is on),
     discounted returns and group advantages of one step's episodes. Episodes whose evaluation was lost
     (a turn without a result) or that have no turn are left out; the rest keep their order."""
-    usable = [(k, o) for k, o in enumerate(outcomes)
-              if o.trajectory.turns and len(o.results) == len(o.trajectory.turns)]
+    usable = [(k, o) for k, o in enumerate(outcomes) if o.fully_judged]
     rewards = []
     for k, o in usable:
-        prefs = preferences[k] if preferences is not None else [None] * len(o.results)
-        if len(prefs) != len(o.results):
+        prefs = preferences[k] if preferences is not None else [None] * len(o.turns)
+        if len(prefs) != len(o.turns):
             raise ValueError(f"episode {o.trajectory.episode_id}: the ranker gave {len(prefs)} preferences for "
-                             f"{len(o.results)} judged turns; it must answer one per turn (None where not correct)")
-        rewards.append([compute_reward(r, reward_cfg, ranker_preference=p) for r, p in zip(o.results, prefs)])
+                             f"{len(o.turns)} judged turns; it must answer one per turn (None where not correct)")
+        rewards.append([compute_reward(j.result, reward_cfg, ranker_preference=p) for j, p in zip(o.turns, prefs)])
     returns, advantages = returns_and_advantages(
         [o.trajectory.task_id for _, o in usable], [[r for r, _ in rw] for rw in rewards],
-        [[r.verdict for r in o.results] for _, o in usable], rl_cfg)
+        [[j.result.verdict for j in o.turns] for _, o in usable], rl_cfg)
     return [ScoredEpisode(o.trajectory, tuple(
-                ScoredTurn(turn, result, reward, dict(terms), ret, adv)
-                for turn, result, (reward, terms), ret, adv in zip(o.trajectory.turns, o.results, rw, rets, advs)))
+                ScoredTurn(j.turn, j.result, reward, dict(terms), ret, adv)
+                for j, (reward, terms), ret, adv in zip(o.turns, rw, rets, advs)))
             for (_, o), rw, rets, advs in zip(usable, rewards, returns, advantages)]
 
 
@@ -95,10 +94,10 @@ def rollout_metrics(outcomes: Sequence[EpisodeOutcome], episodes: Sequence[Score
     """Reward, correctness, speedup and turn statistics of one step (episodes scored by prepare_step)."""
     trajectories = [e.trajectory for e in episodes]
     scored = [t for e in episodes for t in e.turns]
-    turns = [t for traj in trajectories for t in traj.turns]
-    verdicts = Counter(t.verdict for t in turns)
+    turns = [t.turn for t in scored]
+    verdicts = Counter(t.result.verdict for t in scored)
     finals = [e.turns[-1] for e in episodes]
-    correct_speedups = [t.speedup for t in turns if t.verdict == "correct" and t.speedup]
+    correct_speedups = [t.result.speedup for t in scored if t.result.verdict == "correct" and t.result.speedup]
     episode_returns = [sum(t.reward for t in e.turns) for e in episodes]
     metrics: dict[str, float] = {
         "rollout/episodes": float(len(outcomes)),
@@ -113,13 +112,13 @@ def rollout_metrics(outcomes: Sequence[EpisodeOutcome], episodes: Sequence[Score
         "reward/episode_mean": _mean(episode_returns),
         "reward/final_turn_mean": _mean([t.reward for t in finals]),
         "reward/advantage_abs_mean": _mean([abs(t.advantage) for t in scored]),
-        "correct/turn_fraction": _mean([float(t.verdict == "correct") for t in turns]),
-        "correct/episode_fraction": _mean([float(any(t.verdict == "correct" for t in traj.turns))
-                                           for traj in trajectories]),
+        "correct/turn_fraction": _mean([float(t.result.verdict == "correct") for t in scored]),
+        "correct/episode_fraction": _mean([float(any(t.result.verdict == "correct" for t in e.turns))
+                                           for e in episodes]),
         "speedup/correct_geomean": (math.exp(_mean([math.log(s) for s in correct_speedups]))
                                     if correct_speedups else float("nan")),
-        "speedup/best_mean": _mean([max((t.speedup or 0.0) for t in traj.turns if t.verdict == "correct")
-                                    for traj in trajectories if any(t.verdict == "correct" for t in traj.turns)]),
+        "speedup/best_mean": _mean([max((t.result.speedup or 0.0) for t in e.turns if t.result.verdict == "correct")
+                                    for e in episodes if any(t.result.verdict == "correct" for t in e.turns)]),
     }
     for term in TERMS:
         metrics[f"reward/{term}_mean"] = _mean([t.reward_terms.get(term, 0.0) for t in scored])

@@ -1,9 +1,10 @@
-"""One multi-turn refinement episode: a task in, a Trajectory (and each turn's candidate and result) out.
+"""One multi-turn refinement episode: a task in, an EpisodeOutcome out: the Trajectory and, per turn, one
+`JudgedTurn` (the turn, its candidate, its result: the verdict lives in the result alone).
 
 An episode alternates two steps, driven by the scheduler (scheduler.py):
   generate: `next_prompt()` gives the context ids; the scheduler samples; `take_sample()` records
             the turn and parses the answer into a Candidate (or a format_error result);
-  evaluate: `take_result()` stores the verdict and the feedback message (the evaluator's one
+  evaluate: `take_result()` stores the result and the feedback message (the evaluator's one
             formatter, feedback.py) and decides: stop, or append the turn and its feedback to the
             context as the next user message.
 Stopping: success (a correct turn with speedup >= `stop_when_speedup_at_least`, when that is
@@ -23,22 +24,40 @@ from pipeline.rollout.parsing import parse_response
 
 
 @dataclass
+class JudgedTurn:
+    """One turn as the driver receives it: what the policy saw and wrote (`turn`, the trajectory's own
+    record), the code parsed from it (`candidate`: None where the answer held no usable code) and how it
+    was judged (`result`: None until judged, and for good when its evaluation was lost)."""
+    turn: Turn
+    candidate: Candidate | None
+    result: EvalResult | None = None
+
+
+@dataclass
 class EpisodeOutcome:
-    """A finished episode as the driver receives it: the trajectory, and per turn the candidate
-    (None where the answer held no usable code) and the full evaluation result (for the reward)."""
+    """A finished episode as the driver receives it: the trajectory, and its turns, each judged."""
     trajectory: Trajectory
-    candidates: list[Candidate | None] = field(default_factory=list)
-    results: list[EvalResult] = field(default_factory=list)
+    turns: list[JudgedTurn] = field(default_factory=list)
     error: str = ""
+
+    @property
+    def fully_judged(self) -> bool:
+        """Every turn has its result (an episode whose evaluation was lost has a turn without one)."""
+        return bool(self.turns) and all(j.result is not None for j in self.turns)
+
+    def results(self) -> list[EvalResult]:
+        """The results of the judged turns, in order."""
+        return [j.result for j in self.turns if j.result is not None]
 
 
 def turn_rows(outcome: EpisodeOutcome) -> list[dict]:
     """Each turn of a finished episode as one plain row: what the policy wrote and how it was judged."""
     traj = outcome.trajectory
-    return [{"task": traj.task_id, "sample": traj.group_index, "turn": t, "verdict": turn.verdict,
-             "reason": outcome.results[t].reason[:500] if t < len(outcome.results) else outcome.error,
-             "finish_reason": turn.finish_reason, "response": turn.response_text}
-            for t, turn in enumerate(traj.turns)]
+    return [{"task": traj.task_id, "sample": traj.group_index, "turn": t,
+             "verdict": j.result.verdict if j.result else None,
+             "reason": j.result.reason[:500] if j.result else outcome.error,
+             "finish_reason": j.turn.finish_reason, "response": j.turn.response_text}
+            for t, j in enumerate(outcome.turns)]
 
 
 class Episode:
@@ -86,23 +105,21 @@ class Episode:
         prompt_ids, kept = self._prompt
         self._prompt = None
         turn_index = len(self.outcome.trajectory.turns)
-        self.outcome.trajectory.turns.append(Turn(
-            prompt_ids=prompt_ids, response_ids=list(sample.token_ids), logprobs=list(sample.logprobs),
-            response_text=sample.text, finish_reason=sample.finish_reason, kept_turns=kept))
+        turn = Turn(prompt_ids=prompt_ids, response_ids=list(sample.token_ids), logprobs=list(sample.logprobs),
+                    response_text=sample.text, finish_reason=sample.finish_reason, kept_turns=kept)
+        self.outcome.trajectory.turns.append(turn)
         parsed = parse_response(self.task, sample.text, turn_index, sample.finish_reason)
-        self.outcome.candidates.append(parsed if isinstance(parsed, Candidate) else None)
+        self.outcome.turns.append(JudgedTurn(turn, parsed if isinstance(parsed, Candidate) else None))
         self.state = "evaluate"
         return parsed
 
     def take_result(self, result: EvalResult) -> None:
         """Record the last turn's evaluation; stop, or queue its feedback as the next user message."""
         self._require("evaluate")
-        turn = self.outcome.trajectory.turns[-1]
-        turn.verdict = result.verdict
-        turn.candidate_hash = result.candidate_hash
-        turn.speedup = result.speedup
+        judged = self.outcome.turns[-1]
+        judged.result = result
+        turn = judged.turn
         turn.feedback = format_feedback(result)
-        self.outcome.results.append(result)
         threshold = self.cfg.stop_when_speedup_at_least
         if result.verdict == "correct" and threshold is not None and (result.speedup or 0.0) >= threshold:
             self._finish("success")

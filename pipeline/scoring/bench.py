@@ -78,7 +78,7 @@ def outcome_of(result: EvalResult, sample: int, turn: int) -> Outcome:
 
 def outcomes_from_episodes(episodes) -> list[Outcome]:
     """One Outcome per evaluated turn of every episode (EpisodeOutcome, rollout/episodes.py)."""
-    return [outcome_of(r, ep.trajectory.group_index, t) for ep in episodes for t, r in enumerate(ep.results)]
+    return [outcome_of(r, ep.trajectory.group_index, t) for ep in episodes for t, r in enumerate(ep.results())]
 
 
 # ---- task selection ---------------------------------------------------------------------------------
@@ -273,8 +273,8 @@ def run_bench(cfg: RunConfig, tasks: list[Task], out_dir: Path, *, suite: str, a
     else:
         episodes = run_model(cfg, tasks, queue)
         outcomes = outcomes_from_episodes(episodes)
-        rows = [_row(r, ep.trajectory.group_index, t) for ep in episodes for t, r in enumerate(ep.results)]
-        results = [r for ep in episodes for r in ep.results]
+        rows = [_row(r, ep.trajectory.group_index, t) for ep in episodes for t, r in enumerate(ep.results())]
+        results = [r for ep in episodes for r in ep.results()]
     kinds = {t.kind for t in tasks}
     meta = {"suite": suite, "model": None if answers_dir else cfg.model.path,
             "answers": str(answers_dir) if answers_dir else None, "tasks": len(tasks),

@@ -15,8 +15,9 @@ def rejection_sequences(episodes, keep: list[str]) -> list[TrainSequence]:
     """The turns whose verdict is in `keep`, as the policy sampled them (its context, its tokens)."""
     seqs = []
     for ep in episodes:
-        for t, (turn, result) in enumerate(zip(ep.trajectory.turns, ep.results)):
-            if result.verdict in keep and turn.response_ids:
+        for t, judged in enumerate(ep.turns):
+            turn, result = judged.turn, judged.result
+            if result is not None and result.verdict in keep and turn.response_ids:
                 seqs.append(TrainSequence(list(turn.prompt_ids) + list(turn.response_ids), len(turn.prompt_ids),
                                           [0.0] * len(turn.response_ids), 0.0, (ep.trajectory.episode_id, t)))
     return seqs

@@ -179,7 +179,7 @@ def test_bad_arguments_are_one_line_errors(capsys):
 
 def test_rejection_sequences_keep_the_policys_own_tokens():
     from pipeline.core.records import EvalResult, Trajectory, Turn
-    from pipeline.rollout.episodes import EpisodeOutcome
+    from pipeline.rollout.episodes import EpisodeOutcome, JudgedTurn
     from pipeline.sft import rejection_sequences
 
     def result(verdict):
@@ -188,7 +188,7 @@ def test_rejection_sequences_keep_the_policys_own_tokens():
              Turn(prompt_ids=[1, 2, 5, 6, 7, 9], response_ids=[8], logprobs=[0.0]),
              Turn(prompt_ids=[1, 2, 5, 6, 7, 9, 8, 9], response_ids=[], logprobs=[])]
     ep = EpisodeOutcome(Trajectory(task_id="t", episode_id="e", turns=turns),
-                        results=[result("correct"), result("incorrect"), result("correct")])
+                        [JudgedTurn(t, None, result(v)) for t, v in zip(turns, ["correct", "incorrect", "correct"])])
     seqs = rejection_sequences([ep], ["correct"])
     assert [(s.input_ids, s.prompt_len, s.key) for s in seqs] == [([1, 2, 5, 6, 7], 2, ("e", 0))]  # empty turn 2 skipped
     assert [s.key for s in rejection_sequences([ep], ["correct", "incorrect"])] == [("e", 0), ("e", 1)]

@@ -14,7 +14,7 @@ from pipeline.core.records import EvalResult, Trajectory, Turn
 from pipeline.rl.step import busy_fractions, prepare_step, ranker_preferences, rollout_metrics
 from pipeline.rl.tracking import MetricsLog, RunState, checkpoint_dir, latest_checkpoint, read_metrics
 from pipeline.rl.update import merge_lora
-from pipeline.rollout.episodes import EpisodeOutcome
+from pipeline.rollout.episodes import EpisodeOutcome, JudgedTurn
 
 
 def result(verdict, speedup=None, score=None):
@@ -23,10 +23,12 @@ def result(verdict, speedup=None, score=None):
 
 
 def outcome(episode, verdicts, results=None, stop="turn_budget"):
-    turns = [Turn(prompt_ids=[1, 2], response_ids=[3] * (k + 1), logprobs=[-0.5] * (k + 1), verdict=v,
-                  speedup=r.speedup if r else None) for k, (v, r) in enumerate(zip(verdicts, results or [None] * 9))]
+    """An episode of len(verdicts) turns; `results` judge its first turns (fewer: a lost evaluation)."""
+    turns = [Turn(prompt_ids=[1, 2], response_ids=[3] * (k + 1), logprobs=[-0.5] * (k + 1)) for k in range(len(verdicts))]
+    results = list(results or [])
     traj = Trajectory(task_id="t", episode_id=episode, turns=turns, stop_reason=stop)
-    return EpisodeOutcome(traj, [None] * len(turns), list(results or []))
+    return EpisodeOutcome(traj, [JudgedTurn(turn, None, results[k] if k < len(results) else None)
+                                 for k, turn in enumerate(turns)])
 
 
 def test_rewards_returns_and_metrics_by_hand():

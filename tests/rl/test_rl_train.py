@@ -109,8 +109,8 @@ def test_evaluator_killed_mid_step_loses_no_episode(ray_local, tmp_path, builtin
     assert len(outcomes) == 2 * len(tasks)
     for o in outcomes:
         assert o.trajectory.stop_reason == "turn_budget" and not o.error
-        assert len(o.results) == len(o.trajectory.turns) == 2
-        assert all(r.verdict in ("not_executed", "compile_error") for r in o.results)  # judged, not lost
+        assert o.fully_judged and len(o.turns) == 2
+        assert all(r.verdict in ("not_executed", "compile_error") for r in o.results())  # judged, not lost
 
 
 def test_train_two_steps_then_resume_repeats_the_second(ray_local, tmp_path, saxpy_only, dot_only):

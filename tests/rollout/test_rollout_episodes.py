@@ -14,7 +14,7 @@ from pipeline.rollout.scheduler import EpisodeScheduler, ThreadQueue, run_episod
 def check_consistent(outcome, chat: ChatFormat, max_model_len: int, max_new_tokens: int) -> None:
     """Everything the learner relies on, checked against the tokens themselves."""
     traj = outcome.trajectory
-    assert len(outcome.results) == len(outcome.candidates) == len(traj.turns)
+    assert [j.turn for j in outcome.turns] == traj.turns and outcome.fully_judged
     for k, turn in enumerate(traj.turns):
         assert len(turn.logprobs) == len(turn.response_ids) > 0
         assert all(lp <= 1e-4 for lp in turn.logprobs)
@@ -22,8 +22,8 @@ def check_consistent(outcome, chat: ChatFormat, max_model_len: int, max_new_toke
         assert len(turn.prompt_ids) + max_new_tokens <= max_model_len
         assert turn.response_text == chat.tokenizer.decode(turn.response_ids, skip_special_tokens=True)
         assert (turn.response_ids[-1] == chat.eos_id) == (turn.finish_reason == "stop")
-        result = outcome.results[k]
-        assert turn.verdict == result.verdict and turn.feedback == format_feedback(result) and result.turn == k
+        result = outcome.turns[k].result
+        assert turn.feedback == format_feedback(result) and result.turn == k
         if k and turn.kept_turns == list(range(k)):  # untrimmed: the previous turn's context, its answer, the glue
             prev = traj.turns[k - 1]
             glue = chat.glue_ids(prev.feedback, prev.response_ids)
@@ -59,9 +59,9 @@ def test_three_turn_scripted_episode_against_cpu_evaluator(task_id, builtin_task
     outcomes, stats = run_episodes_locally([task], gen, cpu_evaluator.evaluate, cfg)
     (outcome,) = outcomes
     traj = outcome.trajectory
-    assert [t.verdict for t in traj.turns] == ["format_error", "not_executed", "compile_error"]
+    assert [r.verdict for r in outcome.results()] == ["format_error", "not_executed", "compile_error"]
     assert traj.stop_reason == "turn_budget"  # not_executed is never a success
-    assert outcome.candidates[0] is None and outcome.candidates[1].code == naive.strip("\n") + "\n"
+    assert outcome.turns[0].candidate is None and outcome.turns[1].candidate.code == naive.strip("\n") + "\n"
     assert "no fenced code block" in traj.turns[0].feedback
     assert "could not be run here" in traj.turns[1].feedback
     assert "does not compile" in traj.turns[2].feedback and "threadIdx" in traj.turns[2].feedback
@@ -86,7 +86,7 @@ def test_tiny_model_episodes_give_consistent_records(backend, request, builtin_t
         traj = outcome.trajectory
         assert traj.episode_id.startswith("s7/") and traj.weight_version == gen.weight_version
         assert len(traj.turns) == 3 and traj.stop_reason == "turn_budget"
-        assert all(t.verdict in ("format_error", "compile_error", "rejected", "not_executed") for t in traj.turns)
+        assert all(r.verdict in ("format_error", "compile_error", "rejected", "not_executed") for r in outcome.results())
         check_consistent(outcome, chat, MAX_MODEL_LEN, cfg.max_new_tokens)
     assert stats.generation_calls == 3 and stats.sequences_generated == 12  # every turn of all four in one batch
     # the first turn's batch asked for two samples of each task's one prompt
@@ -102,7 +102,7 @@ def test_success_ends_an_episode_early(builtin_tasks, model_path, rollout_cfg):
                                          "stop_when_speedup_at_least": 1.2})
     (outcome,), _ = run_episodes_locally([task], gen, fast, cfg)
     assert outcome.trajectory.stop_reason == "success" and len(outcome.trajectory.turns) == 3
-    assert [t.speedup for t in outcome.trajectory.turns] == [None, 0.9, 1.5]  # turn 0 was a format_error
+    assert [r.speedup for r in outcome.results()] == [None, 0.9, 1.5]  # turn 0 was a format_error
     never = cfg.model_copy(update={"stop_when_speedup_at_least": None, "max_turns": 4})
     (outcome,), _ = run_episodes_locally([task], gen, fast, never)
     assert outcome.trajectory.stop_reason == "turn_budget" and len(outcome.trajectory.turns) == 4

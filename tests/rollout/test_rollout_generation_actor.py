@@ -71,7 +71,7 @@ def test_generator_pool_weights_and_replacement(ray_local, model_cfg, model_path
                                          generation_slots=pool.size)
             outcomes, stats = scheduler.run([builtin_tasks["c2cuda/saxpy"]], step=3)
         assert len(outcomes) == 2 and all(o.trajectory.weight_version == 1 for o in outcomes)
-        assert all([t.verdict for t in o.trajectory.turns] == ["format_error"] * 2 for o in outcomes)
+        assert all([r.verdict for r in o.results()] == ["format_error"] * 2 for o in outcomes)
         assert stats.generation_calls == 2 and evaluator.calls == []  # no code, so nothing to evaluate
     finally:
         pool.shutdown()

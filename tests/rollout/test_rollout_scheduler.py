@@ -38,7 +38,7 @@ def test_generation_and_evaluation_overlap_and_batches_stay_full(four_tasks, mod
                                          "max_evaluations_in_flight": 4, "max_sequences_per_batch": 64})
     outcomes, stats = run_episodes_locally(four_tasks, gen, evaluator, cfg)
     assert len(outcomes) == 12 and all(o.trajectory.stop_reason == "turn_budget" for o in outcomes)
-    assert all([t.verdict for t in o.trajectory.turns] == ["not_executed"] * 3 for o in outcomes)
+    assert all([r.verdict for r in o.results()] == ["not_executed"] * 3 for o in outcomes)
     assert gen.calls[0] == [3, 3, 3, 3]  # the first batch: each task's prompt once, with n = 3
     assert stats.sequences_generated == 36 and stats.mean_sequences_per_call >= 6
     assert all(n == 3 for _, n in evaluator.calls)  # a task's candidates of one batch in one call
