@@ -167,7 +167,7 @@ def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, l
         reader.restore(state.reader)
     stream = cluster.task_stream(reader)
     scheduler = EpisodeScheduler(cfg.rollout, ChatFormat(load_tokenizer(model_path)), cfg.model.max_model_len_tokens,
-                                 actors.generators, actors.evaluators, generation_slots=actors.generation_slots,
+                                 actors.generation, actors.evaluation, generation_slots=actors.generation_slots,
                                  seed=cfg.run.seed if cfg.train.reproducible else None,
                                  lockstep=cfg.train.reproducible)
     log = MetricsLog(run_dir, resume_after_step=state.step if resume_from is not None else None)
