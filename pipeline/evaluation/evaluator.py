@@ -136,7 +136,7 @@ class Evaluator:
         return (f"{cand.content_hash()}-{task.content_hash()}-{EVALUATOR_VERSION}-{self.gpu_name.replace(' ', '_')}"
                 f"{compiled}-{self.cfg.gate_profile}")  # a verdict under one gate profile is never served for another
 
-    def _base(self, task: Task, cand: Candidate, verdict: str, reason: str = "", **kw) -> EvalResult:
+    def result_of(self, task: Task, cand: Candidate, verdict: str, reason: str = "", **kw) -> EvalResult:
         return EvalResult(task_id=task.id, candidate_hash=cand.content_hash(), format=cand.format, turn=cand.turn,
                           verdict=verdict, reason=reason, gpu=self.gpu_name, evaluator_version=EVALUATOR_VERSION, **kw)
 
@@ -144,12 +144,12 @@ class Evaluator:
         """A Prepared candidate to run, or the final EvalResult of a candidate that stops here."""
         t0 = time.perf_counter()
         if (task.kind == "c2cuda") != (cand.format == "c2cuda"):
-            return self._base(task, cand, "format_error", f"a {task.kind} task does not take {cand.format} candidates")
+            return self.result_of(task, cand, "format_error", f"a {task.kind} task does not take {cand.format} candidates")
         findings = check_candidate(cand, task, self.cfg.gate_profile)
         gate_s = time.perf_counter() - t0
         errors = [f for f in findings if f.severity == "error"]
         if errors:
-            return self._base(task, cand, "rejected", errors[0].message, findings=findings,
+            return self.result_of(task, cand, "rejected", errors[0].message, findings=findings,
                               flags=sorted({f.rule for f in errors}), stage_s={"gate": gate_s})
         t1 = time.perf_counter()
         budget = CompileBudget.of(cand.format, self.compiler.cfg)  # one CPU budget over all its builds
@@ -173,7 +173,7 @@ class Evaluator:
             built = [f for f in checked if f.severity == "error"]
             stage["gate"] += time.perf_counter() - t_built
             if built:
-                return self._base(task, cand, "rejected", built[0].message, findings=findings + built,
+                return self.result_of(task, cand, "rejected", built[0].message, findings=findings + built,
                                   flags=sorted({f.rule for f in built}), stage_s=stage, compile_log=comp.ptxas_log)
         t2 = time.perf_counter()
         features, hints = self.structure_features(cand, comp)
@@ -181,7 +181,7 @@ class Evaluator:
         return Prepared(comp, findings + hints, stage, features)
 
     def _compile_error(self, task: Task, cand: Candidate, log: str, findings: list[Finding], stage: dict) -> EvalResult:
-        return self._base(task, cand, "compile_error", "the candidate does not compile", compile_log=log,
+        return self.result_of(task, cand, "compile_error", "the candidate does not compile", compile_log=log,
                           findings=findings + [Finding(source="compile", severity="error", message=log)], stage_s=stage)
 
     def structure_features(self, cand: Candidate, comp: CompileResult) -> tuple[dict, list[Finding]]:
@@ -196,11 +196,11 @@ class Evaluator:
 
     def _not_executed(self, task: Task, cand: Candidate, prep: Prepared, why: str = "") -> EvalResult:
         why = why or (prep.comp.log if prep.comp.unavailable else "no GPU is available to this evaluator")
-        return self._base(task, cand, "not_executed", f"compiled but not run: {why}", findings=prep.findings,
+        return self.result_of(task, cand, "not_executed", f"compiled but not run: {why}", findings=prep.findings,
                           stage_s=prep.stage_s, compile_log=prep.comp.ptxas_log, features=prep.features)
 
     def _evaluator_error(self, task: Task, cand: Candidate, prep: Prepared, why: str) -> EvalResult:
-        return self._base(task, cand, "evaluator_error", f"not judged: {why}", findings=prep.findings,
+        return self.result_of(task, cand, "evaluator_error", f"not judged: {why}", findings=prep.findings,
                           stage_s=prep.stage_s, compile_log=prep.comp.ptxas_log, features=prep.features)
 
     # --- GPU group ---------------------------------------------------------------------------

@@ -25,12 +25,12 @@ trusted side owns (exported over CUDA IPC to the children that run code on them)
 """
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from typing import Callable, ContextManager, Protocol
 
+from pipeline.core.records import Candidate, EvalResult, Finding, Task
 from pipeline.evaluation.checks.reference import ConfigData, GroupData
-from pipeline.core.records import Candidate, Finding, Task
 
-__all__ = ["ConfigData", "GroupData", "GroupHarness"]
+__all__ = ["ConfigData", "EvaluatorParts", "GroupData", "GroupHarness"]
 
 
 class GroupHarness(Protocol):
@@ -74,3 +74,16 @@ class GroupHarness(Protocol):
 
     def timer(self, trials: int) -> Callable[[Callable[[], None]], list[float]]:
         """Per-trial milliseconds of a trusted call in this process (dataset measurement's timing)."""
+
+
+class EvaluatorParts(GroupHarness, Protocol):
+    """What the evaluator's own parts (runner.py, timing/timed_rounds.py) read of it beyond the group API."""
+
+    candidate_code: ContextManager  # held from a candidate's timed window through its check: no load ahead then
+    sandbox_note: str  # said in every result when children run without the OS sandbox ('' with it)
+
+    def null_child(self, fmt: str):
+        """The group's trusted child that loads nothing, for the empty-batch and calibration timings."""
+
+    def result_of(self, task: Task, cand: Candidate, verdict: str, reason: str = "", **fields) -> EvalResult:
+        """An EvalResult of this evaluator (its GPU, its version) for one candidate."""

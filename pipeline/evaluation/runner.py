@@ -10,12 +10,14 @@ import math
 import time
 from dataclasses import dataclass
 
-from pipeline.evaluation.child.outcome import Stop, child_failure, judge_reply
-from pipeline.evaluation.checks.reference import GroupData, TaskBroken
-from pipeline.evaluation.child.sandbox import ChildFailed, ChildProcess
-from pipeline.evaluation.timing.timed_rounds import time_config
-from pipeline.evaluation.timing.statistics import summarize
 from pipeline.core.records import Candidate, ConfigResult, EvalResult, Finding
+from pipeline.evaluation.checks.reference import GroupData, TaskBroken
+from pipeline.evaluation.child.outcome import Stop, child_failure, judge_reply
+from pipeline.evaluation.child.sandbox import ChildFailed, ChildProcess
+from pipeline.evaluation.harness import EvaluatorParts
+from pipeline.evaluation.timing.statistics import summarize
+from pipeline.evaluation.timing.timed_rounds import time_config
+
 
 @dataclass
 class Started:
@@ -26,7 +28,7 @@ class Started:
     load_s: float
 
 
-def start_candidate(ev, group: GroupData, cand: Candidate, prep, take) -> Started:
+def start_candidate(ev: EvaluatorParts, group: GroupData, cand: Candidate, prep, take) -> Started:
     """The candidate's child, `take`n warm (warm.py: sandbox, Python, CUDA context and buffers ready, no candidate
     code yet), with the candidate loaded in it."""
     entry = group.task.function if cand.format == "c2cuda" else "launch"
@@ -42,7 +44,7 @@ def start_candidate(ev, group: GroupData, cand: Candidate, prep, take) -> Starte
         return Started(child, {}, child_failure(e, "load"), time.perf_counter() - t0)
 
 
-def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started) -> EvalResult:
+def run_candidate(ev: EvaluatorParts, group: GroupData, cand: Candidate, prep, started: Started) -> EvalResult:
     task, cfg = group.task, ev.cfg
     stage = dict(prep.stage_s, load=started.load_s)
     timing_parts: dict[str, float] = {}
@@ -90,14 +92,14 @@ def run_candidate(ev, group: GroupData, cand: Candidate, prep, started: Started)
     fractions = [c.floor_ms / c.time.median_ms for c in configs if c.floor_ms and c.time]
     if fractions and verdict == "correct":  # achieved share of the roofline (1 = at the hardware limit)
         features["roofline.fraction"] = round(math.exp(sum(map(math.log, fractions)) / len(fractions)), 6)
-    return ev._base(task, cand, verdict, reason, configs=configs, speedup=speedup if verdict == "correct" else None,
+    return ev.result_of(task, cand, verdict, reason, configs=configs, speedup=speedup if verdict == "correct" else None,
                     speedup_compiled=speedup_compiled if verdict == "correct" else None,
                     flags=flags, findings=findings, stage_s=stage, timing_parts_s=timing_parts,
                     compile_log=prep.comp.ptxas_log,
                     features=features)
 
 
-def _check_all(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult]) -> None:
+def _check_all(ev: EvaluatorParts, group: GroupData, child: ChildProcess, configs: list[ConfigResult]) -> None:
     """Every check configuration, twice with fresh inputs in the same buffers; a Stop on the first failure."""
     cfg = ev.cfg
     for ci, cd in enumerate(group.configs):
@@ -125,7 +127,7 @@ def _check_all(ev, group: GroupData, child: ChildProcess, configs: list[ConfigRe
             cd.drop_sets()  # large problems: made again for the next candidate, one set held at a time
 
 
-def _time(ev, group: GroupData, child: ChildProcess, configs: list[ConfigResult],
+def _time(ev: EvaluatorParts, group: GroupData, child: ChildProcess, configs: list[ConfigResult],
           fmt: str, flags: list[str], parts: dict[str, float]) -> tuple[float | None, float | None]:
     """Every timing configuration in rounds of baseline and candidate batches (timed_rounds.py), the GPU's
     lock exclusive for what is timed; returns the geomean speedups over the baseline and over the torch.compile'd

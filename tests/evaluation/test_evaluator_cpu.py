@@ -220,7 +220,7 @@ def test_a_pass_is_served_from_the_cache_only_once_confirmed(eval_cfg, compile_c
 
     def run_with(verdicts):
         ev = Evaluator(cfg, compile_cfg, use_gpu=False)  # a new evaluator each time: the disk copy is read
-        ev._not_executed = lambda t, cd, p: runs.append(1) or ev._base(t, cd, verdicts.pop(0))
+        ev._not_executed = lambda t, cd, p: runs.append(1) or ev.result_of(t, cd, verdicts.pop(0))
         return ev.evaluate(task, [c])[0]
 
     first = run_with(["correct"])
@@ -234,7 +234,7 @@ def test_a_pass_is_served_from_the_cache_only_once_confirmed(eval_cfg, compile_c
     racy = cand(task, task.implementations[0].code + "\n// racy")
     ev = Evaluator(cfg, compile_cfg, use_gpu=False)
     verdicts = ["correct", "incorrect"]
-    ev._not_executed = lambda t, cd, p: runs.append(1) or ev._base(t, cd, verdicts.pop(0))
+    ev._not_executed = lambda t, cd, p: runs.append(1) or ev.result_of(t, cd, verdicts.pop(0))
     assert ev.evaluate(task, [racy])[0].verdict == "correct"
     assert ev.evaluate(task, [racy])[0].verdict == "incorrect"  # the lucky pass was not served
     kept = ev.evaluate(task, [racy])[0]  # a failure is served at once, and replaced the pass

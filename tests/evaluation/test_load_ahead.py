@@ -60,7 +60,7 @@ def test_the_next_candidates_load_never_overlaps_a_check(monkeypatch, warm):
                          candidate_code=threading.Lock(), gpu_lock=SimpleNamespace(shared=contextlib.nullcontext),
                          cfg=SimpleNamespace(run_timeout_s=5), sandbox_note="", driver=SimpleNamespace(make_current=lambda: None),
                          _restore_params=lambda group: False,
-                         _base=lambda task, cand, verdict, reason, **kw: EvalResult(task_id=task.id, candidate_hash="h",
+                         result_of=lambda task, cand, verdict, reason, **kw: EvalResult(task_id=task.id, candidate_hash="h",
                                                                                     verdict=verdict, reason=reason, format="c2cuda"))
     group = SimpleNamespace(task=SimpleNamespace(id="t", function="f"), configs=[])
     cands = [Candidate(task_id="t", code=f"// {k}", format="c2cuda") for k in range(4)]
@@ -116,7 +116,7 @@ def test_a_load_ahead_a_check_and_another_evaluators_timing_never_deadlock(monke
                          candidate_code=ForcingLock(), gpu_lock=GpuLock("9", str(tmp_path)),
                          cfg=SimpleNamespace(run_timeout_s=5), sandbox_note="",
                          driver=SimpleNamespace(make_current=lambda: None), _restore_params=lambda group: False,
-                         _base=lambda task, cand, verdict, reason, **kw: EvalResult(task_id=task.id, candidate_hash="h",
+                         result_of=lambda task, cand, verdict, reason, **kw: EvalResult(task_id=task.id, candidate_hash="h",
                                                                                     verdict=verdict, reason=reason, format="c2cuda"))
     group = SimpleNamespace(task=SimpleNamespace(id="t", function="f"), configs=[])
     cands = [Candidate(task_id="t", code=f"// {k}", format="c2cuda") for k in range(2)]

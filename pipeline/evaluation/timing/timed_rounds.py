@@ -51,10 +51,16 @@ import math
 import secrets
 import time
 
-from pipeline.evaluation.child.outcome import Stop, child_failure, judge_reply
 from pipeline.evaluation.checks.fused_check import RoundCheck
-from pipeline.evaluation.checks.reference import ConfigData, GroupData, TaskBroken, poison_byte
+from pipeline.evaluation.checks.reference import (
+    ConfigData,
+    GroupData,
+    TaskBroken,
+    poison_byte,
+)
+from pipeline.evaluation.child.outcome import Stop, child_failure, judge_reply
 from pipeline.evaluation.child.sandbox import ChildFailed
+from pipeline.evaluation.harness import EvaluatorParts
 
 
 class Times:
@@ -100,7 +106,7 @@ class GpuTurns:
     buffers in between), and the GPU's work is done before a turn passes. Without a lock (CPU tests) the turns
     only count."""
 
-    def __init__(self, ev, times: Times):
+    def __init__(self, ev: EvaluatorParts, times: Times):
         lock = getattr(ev, "gpu_lock", None)
         self.turns = lock.turns(getattr(ev, "candidate_code", None)) if lock is not None else None
         self.times = times
@@ -191,7 +197,7 @@ def check_round(group: GroupData, cd: ConfigData, slots: list[int], fresh_sets: 
                            ["computed-ahead"])
 
 
-def time_config(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> Times:
+def time_config(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) -> Times:
     """The rounds of one timing configuration (see the module docstring), taking the GPU's lock by turns
     (GpuTurns): exclusive for what is timed, shared for inputs and checks.
     The candidate's process is frozen (SIGSTOP) from the start of each round until "go", so it can
@@ -206,7 +212,7 @@ def time_config(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str) 
         child.thaw()
 
 
-def _empty_batch(ev, ci: int, fmt: str) -> None:
+def _empty_batch(ev: EvaluatorParts, ci: int, fmt: str) -> None:
     """One empty batch of the trusted null child (it starts and warms the child)."""
     null = ev.null_child(fmt)
     try:
@@ -220,7 +226,7 @@ def _empty_batch(ev, ci: int, fmt: str) -> None:
 CALIBRATION_FILL_MAX = 256 << 20  # bytes a calibration call writes at most (its GPU time is measured, not assumed)
 
 
-def _calibration(ev, ci: int, fmt: str, launches: int, fill_bytes: int, sums: "Checksums") -> tuple[float, bool]:
+def _calibration(ev: EvaluatorParts, ci: int, fmt: str, launches: int, fill_bytes: int, sums: "Checksums") -> tuple[float, bool]:
     """Seconds of a trusted batch's window that are not its GPU work: what the candidate's window costs
     besides its calls. A trusted child of the candidate's kind, frozen and thawed like it, after the same
     L2 flush, writes `fill_bytes` per call (`launches` operations, as many as the batch has calls) and the
@@ -264,7 +270,7 @@ def believed_times(claims_ms: list[float], trusted_ms: list[float], noise_ms: fl
     return [max(t - noise_ms, 1e-6) for t in trusted_ms], False
 
 
-def _rounds(ev, group: GroupData, ci: int, cd: ConfigData, child, fmt: str, times: Times, turns: GpuTurns) -> Times:
+def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child, fmt: str, times: Times, turns: GpuTurns) -> Times:
     import statistics
     cfg, clock = ev.cfg, ev.clock
     t_start = turns.to("exclusive")
@@ -426,7 +432,7 @@ def ratio_settled(candidate_ms: list[float], baseline_ms: list[float], ci: float
     return t_975(n - 1) * statistics.stdev(logs) / math.sqrt(n) <= math.log1p(ci)
 
 
-def _busy(ev, cd: ConfigData, busy: int, where: str, child) -> int:
+def _busy(ev: EvaluatorParts, cd: ConfigData, busy: int, where: str, child) -> int:
     """Count a round spoilt by other work on the GPU. After three: if the GPU is idle once the candidate's
     process is gone, that process left the work running (a kernel still going after its calls returned),
     and the candidate is rejected; otherwise another job holds the GPU and nothing fair can be measured."""
@@ -443,7 +449,7 @@ def _busy(ev, cd: ConfigData, busy: int, where: str, child) -> int:
 IDLE_WAIT_S = 5.0  # how long the GPU may take to end a killed process's kernels and fall idle
 
 
-def _idle_without(ev, child) -> bool:
+def _idle_without(ev: EvaluatorParts, child) -> bool:
     """Kill the candidate's process (its context's kernels end with it) and see whether the GPU falls idle:
     three probes in a row within the limit, in at most IDLE_WAIT_S."""
     child.kill()
@@ -506,6 +512,7 @@ class Checksums:
 
     def __init__(self, group: GroupData, cd: ConfigData, slots: list[int], expected: list[dict], signs: dict):
         import torch
+
         from pipeline.evaluation.checks.fused_check import COMPARE_CHUNK
         tol = group.task.tolerance
         self.views, targets, bounds = [], [], []
@@ -565,7 +572,7 @@ def warm_baseline(last_batch_s: float | None) -> bool:
     return last_batch_s is None or last_batch_s < BASELINE_WARM_S
 
 
-def _baseline_batch(ev, group: GroupData, ci: int, cd: ConfigData, slots: list[int], fresh_sets: list[dict],
+def _baseline_batch(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, slots: list[int], fresh_sets: list[dict],
                     outs: list[int], warm: bool = True, reference=None) -> tuple[float, list[dict]]:
     """The baseline's timed batch on this round's inputs: (seconds, expected outputs per slot).
     reference: the in-process reference's call (default cd.run_reference; `_output_copied` adds the harness's copy).
@@ -595,7 +602,7 @@ def _baseline_batch(ev, group: GroupData, ci: int, cd: ConfigData, slots: list[i
     return reply["events_ms"] / 1e3, expected
 
 
-def _in_process_batch(ev, call, fresh_sets: list[dict]) -> tuple[float, list]:
+def _in_process_batch(ev: EvaluatorParts, call, fresh_sets: list[dict]) -> tuple[float, list]:
     """Seconds of a batch of trusted calls in this process, from this process's own CUDA events, the L2
     flush queued just before the window (an idle GPU would add the host's first launch to the window:
     a PyTorch reference's batch came out 1.05-1.13x its conventional per-call time on the H200,
