@@ -18,15 +18,19 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import ray
 
-from actors.task_stream import task_dataset
-from actors.evaluators import CompileThenEvaluate, evaluate_groups, make_compiler_pool, make_evaluator_pool
-from actors.generators import CollectiveWeightSync, PoolQueue, WeightState, make_generator_pool
-from actors.learners import LearnerGroup
+from actors.evaluators import (CompileThenEvaluate, CompilerActor, EvaluatorActor, evaluate_groups, make_compiler_pool,
+                               make_evaluator_pool)
+from actors.generators import CollectiveWeightSync, GeneratorActor, PoolQueue, WeightState, make_generator_pool
+from actors.learners import LearnerActor, LearnerGroup
+from actors.placement import RolePlacement
+from actors.pool import PoolWaiter
 from actors.rankers import make_ranker_actor
+from actors.task_stream import task_dataset
 from pipeline.core.config import RunConfig
 from pipeline.core.errors import UserError
 from pipeline.core.lost_work import ItemFailed
@@ -50,6 +54,17 @@ def start_ray(cpus_needed: int, num_gpus: int | None = None) -> None:
     else:
         ray.init(num_cpus=max(os.cpu_count() or 1, cpus_needed), num_gpus=num_gpus, include_dashboard=False,
                  log_to_driver=False, runtime_env=ray_runtime_env())
+
+
+@dataclass(frozen=True)
+class RoleActors:
+    """The actor class of each role. A run gets the real ones; a simulation of the cluster passes stand-ins
+    with the same methods (benchmarks/sim/roles.py). No config key selects them: only code that makes a
+    `Cluster` itself can, and the CLI passes none."""
+    generator: type = GeneratorActor
+    evaluator: type = EvaluatorActor
+    compiler: type = CompilerActor
+    learner: type = LearnerActor
 
 
 class ClusterStartError(UserError, RuntimeError):
@@ -88,13 +103,15 @@ class TaskStream:
 
 class Training:
     """The actors of one RL run, as the step loop (pipeline/rl/loop.py) sees them:
-    `generation` and `evaluation` WorkQueues, `generation_slots`, `learners` (a LearnerGroup:
+    `generation` and `evaluation` WorkQueues, `waiter` (one wait over both), `generation_slots`, `learners` (a LearnerGroup:
     submit_train/finish_train/busy_s/save/load/size), `sync_weights(version)`, `weight_version`,
     `ranker_preferences(items)` (None without the ranker term), `restarts()`, `sizes`."""
 
-    def __init__(self, cfg: RunConfig, model_path: str | Path, evaluator_gpus: int):
+    def __init__(self, cfg: RunConfig, model_path: str | Path, evaluator_gpus: int, placement: RolePlacement,
+                 roles: RoleActors):
         self.learners = LearnerGroup(cfg.learner, cfg.rl, model_path, cfg.rollout.temperature,
-                                     cfg.train.learner_gpus_per_rank, cfg.run.seed)
+                                     cfg.train.learner_gpus_per_rank, cfg.run.seed, placement.options("learner"),
+                                     roles.learner)
         self._pools = []
         self._ranker = None
         try:
@@ -105,18 +122,23 @@ class Training:
             self.generators = make_generator_pool(
                 cfg.model, cfg.rollout, cfg.run.seed, num_gpus_per_actor=cfg.train.generator_gpus_per_actor,
                 max_retries=cfg.eval.max_retries,
-                weights=self._weights if isinstance(self._weights, WeightState) else None)
+                weights=self._weights if isinstance(self._weights, WeightState) else None,
+                placement=placement.options("generator"), actor_cls=roles.generator)
             self._pools.append(self.generators)
-            self.evaluators = make_evaluator_pool(cfg.eval, cfg.compile, evaluator_gpus, cfg.train.evaluator_gpu_fraction)
+            self.evaluators = make_evaluator_pool(cfg.eval, cfg.compile, evaluator_gpus, cfg.train.evaluator_gpu_fraction,
+                                                  placement.options("evaluator"), roles.evaluator)
             self._pools.append(self.evaluators)
-            self.compilers = make_compiler_pool(cfg.compile, cfg.eval.max_retries, cfg.eval.gate_profile)  # nvcc on CPU workers
+            self.compilers = make_compiler_pool(cfg.compile, cfg.eval.max_retries, cfg.eval.gate_profile,  # nvcc, CPUs
+                                                placement.options("compiler"), roles.compiler)
             self._pools.append(self.compilers)
             self._ranker = make_ranker_actor(cfg.ranker, cfg.compile) if cfg.reward.w_ranker > 0 else None
         except BaseException:
             self.close()
             raise
         self.generation = PoolQueue(self.generators, "generate")
-        self.evaluation = CompileThenEvaluate(self.compilers, self.evaluators)
+        self.waiter = PoolWaiter((self.generators, self.compilers, self.evaluators))  # one wait over all of a step's work
+        self.evaluation = CompileThenEvaluate(self.compilers, self.evaluators, self.waiter,
+                                              cfg.compile.candidates_per_call)
         self.generation_slots = self.generators.size
         self.sizes = {"generator": self.generators.size, "evaluator": self.evaluators.size,
                       "learner": self.learners.size}
@@ -165,18 +187,33 @@ class Training:
 class Cluster:
     """One job's view of Ray (the module docstring): made by the CLI, handed to the job."""
 
-    def __init__(self, cfg: RunConfig, cpus_needed: int | None = None, num_gpus: int | None = None):
+    def __init__(self, cfg: RunConfig, cpus_needed: int | None = None, num_gpus: int | None = None,
+                 roles: RoleActors = RoleActors()):
         self.cfg = cfg
+        self.roles = roles
         start_ray(cpus_needed if cpus_needed is not None else cfg.compile.workers + 1, num_gpus)
+
+    def placement(self, roles: tuple[str, ...]) -> RolePlacement:
+        """Where the `roles` of a job go on this cluster (actors/placement.py); a PlacementError when a role
+        must be pinned to nodes the cluster does not offer."""
+        cfg = self.cfg
+        per_gpu = cfg.eval.workers_per_gpu
+        return RolePlacement.of(cfg, roles, {"generator": cfg.train.generator_gpus_per_actor,
+                                             "learner": cfg.train.learner_gpus_per_rank,
+                                             "evaluator": (cfg.train.evaluator_gpu_fraction / per_gpu
+                                                           if cfg.eval.gpus != 0 else 0.0)})
 
     @property
     def gpus(self) -> float:
         """GPUs in the cluster, as Ray sees them."""
         return float(ray.cluster_resources().get("GPU", 0))
 
-    def evaluator_gpus(self) -> int:
-        """GPUs given to evaluation: eval.gpus, or every GPU Ray sees when it is -1."""
-        seen = int(self.gpus)
+    def evaluator_gpus(self, placement: RolePlacement | None = None) -> int:
+        """GPUs given to evaluation: eval.gpus, or every GPU Ray sees when it is -1 (every GPU of the
+        evaluator nodes when evaluators are pinned to them)."""
+        placement = placement if placement is not None else self.placement(("evaluator",))
+        pinned = placement.gpus_of("evaluator")
+        seen = int(self.gpus if pinned is None else pinned)
         if self.cfg.eval.gpus > seen:
             raise UserError(f"eval.gpus = {self.cfg.eval.gpus} but Ray sees {seen} GPU(s); lower eval.gpus or "
                             "add GPU nodes")
@@ -186,22 +223,26 @@ class Cluster:
     def _evaluation_pools(self):
         """(compile pool, evaluator pool, GPUs given to evaluation); the pools shut down on exit."""
         cfg = self.cfg
-        n_gpus = self.evaluator_gpus()
-        with make_compiler_pool(cfg.compile, cfg.eval.max_retries, cfg.eval.gate_profile) as compilers, \
-                make_evaluator_pool(cfg.eval, cfg.compile, n_gpus) as evaluators:
+        placement = self.placement(("evaluator", "compiler"))
+        n_gpus = self.evaluator_gpus(placement)
+        with make_compiler_pool(cfg.compile, cfg.eval.max_retries, cfg.eval.gate_profile, placement.options("compiler"),
+                                self.roles.compiler) as compilers, \
+                make_evaluator_pool(cfg.eval, cfg.compile, n_gpus, placement=placement.options("evaluator"),
+                                    actor_cls=self.roles.evaluator) as evaluators:
             yield compilers, evaluators, n_gpus
 
     @contextmanager
     def evaluation(self) -> Iterator[tuple[CompileThenEvaluate, int]]:
         """(the compile-then-evaluate WorkQueue, GPUs given to evaluation); the pools shut down on exit."""
         with self._evaluation_pools() as (compilers, evaluators, n_gpus):
-            yield CompileThenEvaluate(compilers, evaluators), n_gpus
+            yield CompileThenEvaluate(compilers, evaluators,
+                                      candidates_per_call=self.cfg.compile.candidates_per_call), n_gpus
 
     def evaluate_groups(self, groups: list[tuple], on_group=None) -> tuple[list, int, int]:
         """Every (task, candidates) group through fresh pools: (results per group, GPUs used, actor restarts);
         `on_group(index, results)` as each group finishes."""
         with self._evaluation_pools() as (compilers, evaluators, n_gpus):
-            results = evaluate_groups(compilers, evaluators, groups, on_group)
+            results = evaluate_groups(compilers, evaluators, groups, on_group, self.cfg.compile.candidates_per_call)
             return results, n_gpus, compilers.restarts + evaluators.restarts
 
     def task_stream(self, reader) -> TaskStream:
@@ -210,7 +251,8 @@ class Cluster:
     @contextmanager
     def training(self, model_path: str | Path) -> Iterator[Training]:
         """The actors of one RL run (`Training`); every one ends on exit."""
-        training = Training(self.cfg, model_path, self.evaluator_gpus())
+        placement = self.placement(("generator", "evaluator", "learner", "compiler"))
+        training = Training(self.cfg, model_path, self.evaluator_gpus(placement), placement, self.roles)
         try:
             yield training
         finally:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.actor import ActorHandle
 
-from actors.pool import NO_RAY_RESTARTS, SupervisedPool
+from actors.pool import NO_RAY_RESTARTS, PoolWaiter, SupervisedPool
 from pipeline.core.lost_work import ItemFailed
 
 if TYPE_CHECKING:  # the core modules are imported lazily in the actors (see their constructors)
@@ -69,6 +69,10 @@ class CompilerActor:
         self._compiler = Compiler(compile_cfg)
         self._profile = gate_profile
 
+    def compile_group(self, candidates: list[Candidate], task: Task) -> list[CompileResult]:
+        """`compile` of several candidates of one task, one after another: one round trip for the driver."""
+        return [self.compile(c, task) for c in candidates]
+
     def compile(self, candidate: Candidate, task: Task) -> CompileResult:
         """Compile one candidate for its task and check what was built (artifact.build_and_check), so that the
         evaluator's serial CPU work is only reading the findings; failures are a verdict in the result, not an
@@ -85,14 +89,17 @@ class CompilerActor:
         return os.getpid()
 
 
-def make_evaluator_pool(eval_cfg: EvalSection, compile_cfg: CompileSection,
-                        num_gpus_available: int, gpu_fraction: float = 1.0) -> SupervisedPool:
+def make_evaluator_pool(eval_cfg: EvalSection, compile_cfg: CompileSection, num_gpus_available: int,
+                        gpu_fraction: float = 1.0, placement: dict | None = None,
+                        actor_cls: type = EvaluatorActor) -> SupervisedPool:
     """Build the evaluator pool: one GPU actor per GPU, or one CPU actor when there is none.
 
     `num_gpus_available` is the number of GPUs the driver gives to evaluation (it resolves
     `eval_cfg.gpus` against what Ray sees). Dead actors are replaced and their groups retried up
     to `eval_cfg.max_retries` times. `gpu_fraction` is the share of each of those GPUs that its
-    evaluators take together (below 1 when a generator and the learner run on the same GPU).
+    evaluators take together (below 1 when a generator and the learner run on the same GPU). `placement`:
+    Ray options that put each actor on an evaluator node (actors/placement.py); `actor_cls`: the actor (a
+    simulation passes a stand-in with the same methods).
     """
     if not 0 < gpu_fraction <= 1:
         raise ValueError(f"make_evaluator_pool: gpu_fraction = {gpu_fraction} must be in (0, 1]")
@@ -102,8 +109,9 @@ def make_evaluator_pool(eval_cfg: EvalSection, compile_cfg: CompileSection,
     use_gpu = num_gpus_available > 0
     per_gpu = eval_cfg.workers_per_gpu if use_gpu else 1
     size = num_gpus_available * per_gpu if use_gpu else 1
-    options = {"num_cpus": 1, "num_gpus": gpu_fraction / per_gpu if use_gpu else 0, **NO_RAY_RESTARTS}
-    remote_cls = ray.remote(EvaluatorActor)
+    options = {"num_cpus": 1, "num_gpus": gpu_fraction / per_gpu if use_gpu else 0, **NO_RAY_RESTARTS,
+               **(placement or {})}
+    remote_cls = ray.remote(actor_cls)
 
     def make_actor(slot: int) -> ActorHandle:
         return remote_cls.options(**options).remote(eval_cfg, compile_cfg, use_gpu)
@@ -111,30 +119,31 @@ def make_evaluator_pool(eval_cfg: EvalSection, compile_cfg: CompileSection,
     return SupervisedPool(make_actor, size=size, max_retries=eval_cfg.max_retries)
 
 
-def make_compiler_pool(compile_cfg: CompileSection, max_retries: int, gate_profile: str = "strict") -> SupervisedPool:
+def make_compiler_pool(compile_cfg: CompileSection, max_retries: int, gate_profile: str = "strict",
+                       placement: dict | None = None, actor_cls: type = CompilerActor) -> SupervisedPool:
     """Build the compile pool: `compile_cfg.workers` CPU actors, one CPU each.
 
     `max_retries` bounds resubmissions of one candidate after its compiler actor died (the driver
-    passes `cfg.eval.max_retries`).
+    passes `cfg.eval.max_retries`). `placement` and `actor_cls` as in `make_evaluator_pool`.
     """
     if compile_cfg.workers < 1:
         raise ValueError(f"compile.workers = {compile_cfg.workers}: the compile pool needs at least one "
                          "worker; set compile.workers=1 or more")
-    remote_cls = ray.remote(CompilerActor)
+    remote_cls = ray.remote(actor_cls)
 
     def make_actor(slot: int) -> ActorHandle:
-        return remote_cls.options(num_cpus=1, **NO_RAY_RESTARTS).remote(compile_cfg, gate_profile)
+        return remote_cls.options(num_cpus=1, **NO_RAY_RESTARTS, **(placement or {})).remote(compile_cfg, gate_profile)
 
     return SupervisedPool(make_actor, size=compile_cfg.workers, max_retries=max_retries)
 
 
 def evaluate_groups(compilers: SupervisedPool, evaluators: SupervisedPool,
-                    groups: list[tuple[Task, list[Candidate]]], on_group=None) -> list[list]:
+                    groups: list[tuple[Task, list[Candidate]]], on_group=None, candidates_per_call: int = 1) -> list[list]:
     """Compile every candidate in the CPU pool and evaluate each group as soon as its last
     candidate compiled (a `CompileThenEvaluate` queue), so GPUs start while other groups still
     compile. Results per group, in order (an `ItemFailed` record stands for work lost on every retry);
     `on_group(index, results)` is called as each group finishes (progress for the user)."""
-    queue = CompileThenEvaluate(compilers, evaluators)
+    queue = CompileThenEvaluate(compilers, evaluators, candidates_per_call=candidates_per_call)
     index = {queue.submit(task, cands): g for g, (task, cands) in enumerate(groups)}
     results: list[list | None] = [None] * len(groups)
     while index:
@@ -146,7 +155,6 @@ def evaluate_groups(compilers: SupervisedPool, evaluators: SupervisedPool,
     return results
 
 
-POLL_S = 0.05  # bounded wait on one pool while the other also has work in flight
 PART_MIN_FRACTION = 0.25  # the smallest part of a group handed to an idle evaluator before the group has compiled
 
 
@@ -178,13 +186,19 @@ class CompileThenEvaluate:
     retry stands as `ItemFailed` in its candidates' places (the whole group as one `ItemFailed` when it was one
     part)."""
 
-    def __init__(self, compilers: SupervisedPool, evaluators: SupervisedPool):
+    def __init__(self, compilers: SupervisedPool, evaluators: SupervisedPool, waiter: Any = None,
+                 candidates_per_call: int = 1):
+        """`waiter`: what `next_completed` waits on (`wait(timeout_s)`), by default one `ray.wait` over both pools;
+        `candidates_per_call`: candidates of a group that one compile call carries (compile.candidates_per_call)."""
         self.compilers, self.evaluators = compilers, evaluators
+        self.candidates_per_call = candidates_per_call
+        self.waiter = waiter if waiter is not None else PoolWaiter((compilers, evaluators))
         self._next = 0
         self._groups: dict[int, _Group] = {}
-        self._compile_of: dict[int, tuple[int, int]] = {}          # compile ticket -> (ticket, index)
+        self._compile_of: dict[int, tuple[int, list[int]]] = {}    # compile ticket -> (ticket, indices)
         self._eval_of: dict[int, tuple[int, list[int]]] = {}       # evaluate ticket -> (ticket, indices of the part)
         self._done: deque[tuple[int, Any]] = deque()
+        self._with_ready: dict[int, None] = {}  # tickets of groups holding compiled candidates not yet handed over
         self.parts_split = 0  # groups' parts handed over before the group had compiled (for tests and logs)
 
     def submit(self, task, candidates: list) -> int:
@@ -194,40 +208,40 @@ class CompileThenEvaluate:
         if not candidates:
             del self._groups[ticket]
             self._done.append((ticket, []))
-        for k, cand in enumerate(candidates):
-            self._compile_of[self.compilers.submit("compile", cand, task)] = (ticket, k)
+        per_call = self.candidates_per_call
+        for start in range(0, n, per_call):
+            chunk = list(range(start, min(n, start + per_call)))
+            call = self.compilers.submit("compile_group", [candidates[k] for k in chunk], task)
+            self._compile_of[call] = (ticket, chunk)
         return ticket
 
     def next_completed(self, timeout_s: float | None = None) -> tuple[int, Any]:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while not self._done:
+        while True:
+            got = self.poll()
+            if got is not None:
+                return got
             if not self._compile_of and not self._eval_of:
                 raise RuntimeError("CompileThenEvaluate: nothing in flight; submit() before waiting")
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise TimeoutError(f"CompileThenEvaluate: nothing finished within {timeout_s} s")
-            both = bool(self._compile_of) and bool(self._eval_of)
-            wait = POLL_S if both else remaining
-            if wait is not None and remaining is not None:
-                wait = min(wait, remaining)
-            for pool, table in ((self.compilers, self._compile_of), (self.evaluators, self._eval_of)):
-                if not table:
-                    continue
-                try:
-                    done, value = pool.next_completed(timeout_s=wait)
-                except TimeoutError:
-                    continue
-                if pool is self.compilers:
-                    self._compiled(*table.pop(done), value)
-                else:
-                    self._evaluated(*table.pop(done), value)
-        return self._done.popleft()
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self.waiter.wait(remaining)  # one wait over both pools
 
-    def _compiled(self, ticket: int, index: int, value: Any) -> None:
+    def poll(self) -> tuple[int, Any] | None:
+        """A finished group's `(ticket, results)`, or None; takes in what the pools settled, without waiting."""
+        for pool, table, take in ((self.compilers, self._compile_of, self._compiled),
+                                  (self.evaluators, self._eval_of, self._evaluated)):
+            while (got := pool.poll()) is not None:
+                done, value = got
+                take(*table.pop(done), value)
+        return self._done.popleft() if self._done else None
+
+    def _compiled(self, ticket: int, indices: list[int], value: Any) -> None:
         group = self._groups[ticket]
-        group.compiled[index] = None if isinstance(value, ItemFailed) else value
-        group.missing -= 1
-        group.ready.append(index)
+        for j, index in enumerate(indices):  # a call lost on every retry: the evaluator compiles those itself
+            group.compiled[index] = None if isinstance(value, ItemFailed) else value[j]
+        group.missing -= len(indices)
+        group.ready.extend(indices)
+        self._with_ready[ticket] = None
         self._hand_over()
 
     def _evaluated(self, ticket: int, part: list[int], value: Any) -> None:
@@ -245,18 +259,21 @@ class CompileThenEvaluate:
     def _hand_over(self) -> None:
         """Every group whose last candidate compiled goes to the evaluators (what of it is still here); then,
         while evaluators are idle, the oldest groups' compiled candidates go as parts."""
-        for ticket, group in self._groups.items():
-            if not group.missing and group.ready:
+        for ticket in sorted(self._with_ready):  # only groups with compiled candidates waiting, oldest first
+            group = self._groups[ticket]
+            if not group.missing:
                 self._send(ticket, group)
-        for ticket, group in self._groups.items():
+        for ticket in sorted(self._with_ready):
             if self.evaluators.outstanding() >= self.evaluators.size:
                 return
+            group = self._groups[ticket]
             if len(group.ready) >= group.min_part:
                 self.parts_split += 1
                 self._send(ticket, group)
 
     def _send(self, ticket: int, group: _Group) -> None:
         part, group.ready = sorted(group.ready), []
+        self._with_ready.pop(ticket, None)
         group.parts += 1
         self._eval_of[self.evaluators.submit("evaluate", group.task, [group.candidates[i] for i in part],
                                              [group.compiled[i] for i in part])] = (ticket, part)

@@ -156,20 +156,26 @@ class PoolQueue:
     def next_completed(self, timeout_s: float | None = None) -> tuple[int, Any]:
         return self._pool.next_completed(timeout_s)
 
+    def poll(self) -> tuple[int, Any] | None:
+        return self._pool.poll()
+
 
 def make_generator_pool(model_cfg: ModelSection, rollout_cfg: RolloutSection, seed: int,
                         num_gpus_per_actor: float = 0.0, max_retries: int = 2,
-                        weights: WeightState | None = None) -> SupervisedPool:
+                        weights: WeightState | None = None, placement: dict | None = None,
+                        actor_cls: type = GeneratorActor) -> SupervisedPool:
     """`rollout_cfg.generator_actors` generator actors under one SupervisedPool.
 
     `num_gpus_per_actor` is what the driver gives each (0 on CPU hosts). Actor `slot` samples with
     seed `seed + slot`. With `weights`, a replacement actor first loads the latest broadcast.
+    `placement`: Ray options that put each actor on a generator node (actors/placement.py); `actor_cls`: the
+    actor (a simulation passes a stand-in with the same methods).
     """
     if num_gpus_per_actor < 0:
         raise ValueError(f"make_generator_pool: num_gpus_per_actor = {num_gpus_per_actor}; pass 0 on CPU hosts "
                          "or the GPU share of each generator")
-    remote_cls = ray.remote(GeneratorActor)
-    options = {"num_cpus": 1, "num_gpus": num_gpus_per_actor, **NO_RAY_RESTARTS}
+    remote_cls = ray.remote(actor_cls)
+    options = {"num_cpus": 1, "num_gpus": num_gpus_per_actor, **NO_RAY_RESTARTS, **(placement or {})}
 
     def make_actor(slot: int) -> ActorHandle:
         actor = remote_cls.options(**options).remote(model_cfg, rollout_cfg, seed + slot)

@@ -102,9 +102,12 @@ class LearnerGroup:
     """`learner.ranks` LearnerActors as one data-parallel learner (resources from the driver)."""
 
     def __init__(self, learner_cfg: LearnerSection, rl_cfg: RLSection, model_path: str | Path, temperature: float,
-                 gpus_per_rank: float, seed: int):
-        remote_cls = ray.remote(LearnerActor)
-        options = {"num_cpus": 1, "num_gpus": gpus_per_rank, **NO_RAY_RESTARTS}  # not restarted: see the top
+                 gpus_per_rank: float, seed: int, placement: dict | None = None, actor_cls: type = LearnerActor):
+        """`placement`: Ray options that put each rank on a learner node (actors/placement.py); `actor_cls`:
+        the rank's actor (a simulation passes a stand-in with the same methods)."""
+        remote_cls = ray.remote(actor_cls)
+        options = {"num_cpus": 1, "num_gpus": gpus_per_rank, **NO_RAY_RESTARTS,  # not restarted: see the top
+                   **(placement or {})}
         self.actors: list[ActorHandle] = [remote_cls.options(**options).remote(r, learner_cfg.ranks)
                                           for r in range(learner_cfg.ranks)]
         addr, port = ray.get(self.actors[0].address.remote())

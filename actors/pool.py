@@ -16,7 +16,8 @@ Failure rules:
   flight per actor, a call that kills its actor also costs a retry to the calls sharing it.
 
 Work goes to the least loaded live actor as soon as one has room; the driver waits on every
-in-flight call at once with `ray.wait` (no sleeping, no polling).
+in-flight call at once with `ray.wait` (no sleeping, no polling), of one pool (`next_completed`) or of
+several (`wait_any`, `PoolWaiter`: the step loop's one wait over its generators, compilers and evaluators).
 """
 from __future__ import annotations
 
@@ -131,6 +132,13 @@ class SupervisedPool:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while not self._done:
             self._done.extend(self._collect(deadline))
+        return self._pop_done()
+
+    def poll(self) -> tuple[int, Any] | None:
+        """`(ticket, result)` of an item already settled (by `wait_any` or an earlier wait), or None; no waiting."""
+        return self._pop_done() if self._done else None
+
+    def _pop_done(self) -> tuple[int, Any]:
         ticket, outcome = self._done.popleft()
         if isinstance(outcome, _Raised):
             raise outcome.error
@@ -260,6 +268,45 @@ class SupervisedPool:
         self._pending = deque(w for w in self._pending if w.ticket not in drop)
         self._done = deque(d for d in self._done if d[0] not in drop)
         self._abandoned |= {w.ticket for w, _, _ in self._in_flight.values() if w.ticket in drop}
+
+
+def wait_any(pools: Sequence[SupervisedPool], timeout_s: float | None = None) -> None:
+    """One `ray.wait` over the in-flight calls of all `pools`; returns once at least one pool holds a settled
+    result for `poll` (at once when one already does). TimeoutError when none finished within `timeout_s`,
+    RuntimeError when none has work in flight. Freed actors get their pool's pending work at once."""
+    if any(p._done for p in pools):
+        return
+    owner = {ref: p for p in pools for ref in p._in_flight}
+    if not owner:
+        raise RuntimeError("wait_any: no pool has work in flight; submit() before waiting")
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while not any(p._done for p in pools):
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        refs = list(owner)
+        ready, rest = ray.wait(refs, num_returns=1, timeout=timeout)
+        if not ready:
+            raise TimeoutError(f"wait_any: no call finished within {timeout_s} s ({len(refs)} in flight)")
+        if rest:
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+            ready += more
+        for ref in ready:
+            pool = owner.pop(ref)
+            settled = pool._settle(ref)
+            if settled is not None:
+                pool._done.append(settled)
+        for pool in pools:
+            pool._dispatch()
+        owner = {ref: p for p in pools for ref in p._in_flight}  # retried items are in flight again
+
+
+class PoolWaiter:
+    """The rollout's one wait over several pools (pipeline/rollout/scheduler.py's `Waiter`)."""
+
+    def __init__(self, pools: Sequence[SupervisedPool]):
+        self.pools = tuple(pools)
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        wait_any(self.pools, timeout_s)
 
 
 def _raised(work: _Work, what: str, cause: RayError) -> _Raised:

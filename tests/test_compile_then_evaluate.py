@@ -35,9 +35,26 @@ class Pool:
         ticket, method, args = self.queue.popleft()
         return ticket, self.work(*args)
 
+    def poll(self):
+        try:
+            return self.next_completed()
+        except TimeoutError:
+            return None
 
-def compile_(cand, task):
-    return f"built {cand}"
+
+class Waiter:
+    """Stand-in for PoolWaiter: nothing more finishes while every pool is held or empty."""
+
+    def __init__(self, *pools):
+        self.pools = pools
+
+    def wait(self, timeout_s=None):
+        if all(p.held or not p.queue for p in self.pools):
+            raise TimeoutError
+
+
+def compile_(cands, task):  # compile_group: several candidates of one task per call
+    return [f"built {c}" for c in cands]
 
 
 def evaluate(task, cands, compiled):
@@ -48,7 +65,7 @@ def evaluate(task, cands, compiled):
 def test_an_idle_evaluator_starts_on_the_first_compiled_part():
     compilers, evaluators = Pool(4, compile_), Pool(1, evaluate)
     evaluators.held = True  # the first part still runs while the rest compiles
-    queue = CompileThenEvaluate(compilers, evaluators)
+    queue = CompileThenEvaluate(compilers, evaluators, Waiter(compilers, evaluators))
     cands = [f"c{k}" for k in range(8)]
     ticket = queue.submit("task", cands)
     with pytest.raises(TimeoutError):
@@ -61,7 +78,7 @@ def test_an_idle_evaluator_starts_on_the_first_compiled_part():
 
 def test_a_busy_evaluator_gets_each_group_whole():
     compilers, evaluators = Pool(4, compile_), Pool(1, evaluate)
-    queue = CompileThenEvaluate(compilers, evaluators)
+    queue = CompileThenEvaluate(compilers, evaluators, Waiter(compilers, evaluators))
     evaluators.submit("evaluate", "other", [], [])  # the one evaluator is busy with other work
     evaluators.held = True
     first, second = queue.submit("a", ["a0", "a1", "a2"]), queue.submit("b", ["b0", "b1"])
@@ -81,7 +98,7 @@ def test_a_lost_part_is_lost_only_in_its_own_places():
         return lost if "c0" in cands else evaluate(task, cands, compiled)
     compilers, evaluators = Pool(4, compile_), Pool(1, evaluate_losing_the_first_part)
     evaluators.held = True
-    queue = CompileThenEvaluate(compilers, evaluators)
+    queue = CompileThenEvaluate(compilers, evaluators, Waiter(compilers, evaluators))
     ticket = queue.submit("task", [f"c{k}" for k in range(4)])
     with pytest.raises(TimeoutError):
         queue.next_completed(timeout_s=0.2)
@@ -95,10 +112,34 @@ def test_a_group_lost_in_one_part_is_one_itemfailed():
     compilers, evaluators = Pool(4, compile_), Pool(1, lambda task, cands, compiled: lost)
     evaluators.submit("evaluate", "other", [], [])  # busy: the group goes whole, in one part
     evaluators.held = True
-    queue = CompileThenEvaluate(compilers, evaluators)
+    queue = CompileThenEvaluate(compilers, evaluators, Waiter(compilers, evaluators))
     ticket = queue.submit("task", ["c0", "c1"])
     with pytest.raises(TimeoutError):
         queue.next_completed(timeout_s=0.2)
     evaluators.queue.popleft()
     evaluators.held = False
     assert queue.next_completed(timeout_s=5) == (ticket, lost)
+
+
+def test_a_compile_call_carries_several_candidates_and_their_results_keep_their_places():
+    compilers, evaluators = Pool(4, compile_), Pool(2, evaluate)
+    queue = CompileThenEvaluate(compilers, evaluators, Waiter(compilers, evaluators), candidates_per_call=3)
+    cands = [f"c{k}" for k in range(7)]
+    ticket = queue.submit("task", cands)
+    assert [call[0] for call in compilers.calls] == [["c0", "c1", "c2"], ["c3", "c4", "c5"], ["c6"]]
+    assert queue.next_completed(timeout_s=5) == (ticket, [f"result {c}" for c in cands])
+
+
+def test_a_compile_call_lost_on_every_retry_leaves_its_candidates_to_the_evaluator():
+    lost = ItemFailed(3, "compile_group", 3, "actor died")
+    seen = []
+
+    def evaluate_seeing(task, cands, compiled):
+        seen.extend(compiled)
+        return [f"result {c}" for c in cands]
+    compilers = Pool(2, lambda cands, task: lost if "c0" in cands else compile_(cands, task))
+    evaluators = Pool(1, evaluate_seeing)
+    queue = CompileThenEvaluate(compilers, evaluators, Waiter(compilers, evaluators), candidates_per_call=2)
+    ticket = queue.submit("task", ["c0", "c1", "c2", "c3"])
+    assert queue.next_completed(timeout_s=5) == (ticket, ["result c0", "result c1", "result c2", "result c3"])
+    assert sorted(seen, key=str) == sorted([None, None, "built c2", "built c3"], key=str)

@@ -75,3 +75,56 @@ def test_ray_job_submit_runs_the_tiny_training(tmp_path):
             head.wait(timeout=60)
         except subprocess.TimeoutExpired:
             head.kill()
+
+
+@pytest.mark.integration
+def test_ray_job_submit_to_a_cluster_of_the_node_types_of_cluster_yaml_pins_each_role(tmp_path):
+    """A head and one worker node per node type of cluster.yaml, each started with `ray start` and its role
+    resource, as `ray up` starts them; `cudaperf train` submitted to the head runs each role on its node type."""
+    import yaml
+    types = yaml.safe_load((REPO / "cluster.yaml").read_text())["available_node_types"]
+    roles = {name: next(iter(spec["resources"])) for name, spec in types.items() if spec.get("resources")}
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    port, dashboard = free_port(), free_port()
+    temp_dir = tempfile.mkdtemp(prefix="rn", dir="/tmp")
+    head = subprocess.Popen([RAY, "start", "--head", "--block", f"--port={port}", f"--dashboard-port={dashboard}",
+                             "--include-dashboard=true", "--num-cpus=1", f"--temp-dir={temp_dir}",
+                             f"--ray-client-server-port={free_port()}"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    workers = []
+    try:
+        wait_for_dashboard(dashboard, head)
+        for node_type, resource in roles.items():
+            workers.append(subprocess.Popen([RAY, "start", "--block", f"--address=127.0.0.1:{port}", "--num-cpus=3",
+                                             f"--resources={json.dumps({resource: 4})}"], env=env,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        train = (f"cd {REPO} && {sys.executable} -m pipeline.cli train --config configs/local.yaml "
+                 f"run.output_dir={tmp_path} run.name=job rollout.backend=transformers rollout.device=cpu "
+                 "rollout.samples_per_task=2 rollout.max_turns=1 rollout.max_new_tokens=32 train.steps=1 "
+                 "train.tasks_per_step=1 train.wandb_mode=disabled train.progress_bar=false compile.workers=1 "
+                 "cluster.pin_roles=always")
+        job = submit_when_ready(dashboard, train, env)
+        out = job.stdout + job.stderr
+        assert job.returncode == 0 and "succeeded" in out, out[-4000:]
+        listed = {}
+        for what in ("nodes", "actors"):
+            got = subprocess.run([RAY, "list", what, "--address", f"127.0.0.1:{port}", "--format", "json",
+                                  "--limit", "1000", "--detail"], env=env, capture_output=True, text=True, timeout=120)
+            assert got.returncode == 0, got.stderr[-2000:]
+            listed[what] = json.loads(got.stdout)
+        type_of = {n["node_id"]: next((t for t, r in roles.items() if r in n["resources_total"]), "head")
+                   for n in listed["nodes"]}
+        ran_on = {}
+        for a in listed["actors"]:
+            ran_on.setdefault(a["class_name"], set()).add(type_of.get(a["node_id"]))
+        assert ran_on["GeneratorActor"] == {"generators"} and ran_on["EvaluatorActor"] == {"evaluators"}
+        assert ran_on["CompilerActor"] == {"compilers"} and ran_on["LearnerActor"] == {"learners"}
+    finally:
+        for p in [*workers, head]:
+            p.terminate()
+        for p in [*workers, head]:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()

@@ -54,6 +54,9 @@ class CompileSection(Section):
                            "sandbox 'bwrap' every file a compiler writes but its products lands there")
     cache_dir: str = Field("~/.cache/cudaperf/compile", description="content-addressed artefact cache")
     workers: int = Field(2, description="CPU compile workers in the pool")
+    candidates_per_call: int = Field(4, ge=1, description="candidates of one group that one call to a compile "
+                                     "worker carries (compiled one after another there): fewer round trips for the "
+                                     "driver; 1 spreads every candidate over the workers")
     log_chars: int = Field(2000, description="compiler output kept in a result, trimmed to the errors")
 
 
@@ -261,6 +264,9 @@ class RLSection(Section):
     minibatches_per_epoch: int = Field(1, ge=1, description="optimizer steps per pass (the turns split evenly)")
     staleness_steps: int = Field(0, ge=0, description="how many weight versions a trajectory may lag the learner; "
                                  "0 = synchronous")
+    shuffle_advantages: bool = Field(False, description="a control, never for training: each group's advantages "
+                                     "are permuted among its samples, so an update no longer follows the reward "
+                                     "(the learning experiment's third arm, benchmarks/learning_cpu.py)")
 
 
 class LearnerSection(Section):
@@ -271,7 +277,8 @@ class LearnerSection(Section):
                        "processes on CPU")
     precision: Literal["auto", "bf16", "fp32"] = Field("auto", description="training precision: 'auto' is bf16 when a "
                                                        "GPU is present and fp32 on CPU")
-    lr: float = Field(1e-6, gt=0, description="AdamW learning rate")
+    lr: float = Field(1e-6, ge=0, description="AdamW learning rate; 0 computes every update but changes no weight "
+                      "(a control: the learning experiment's no-update arm)")
     lr_warmup_steps: int = Field(0, ge=0, description="optimizer steps of linear warm-up from 0 to lr")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay of matrices (never biases or norms)")
     adam_betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas")
@@ -429,6 +436,24 @@ class RankerSection(Section):
                                    "embedded (the rest is not read)")
 
 
+class ClusterSection(Section):
+    """Which nodes each role's actors run on: a role goes to the nodes that offer its custom resource
+    (cluster.yaml's node types: generator_node, evaluator_node, learner_node, compiler_node)."""
+    pin_roles: Literal["auto", "always", "never"] = Field("auto", description="auto: pin each role to its "
+                                                          "nodes when the cluster (or its autoscaler) offers any of "
+                                                          "the role resources, place anywhere on a plain Ray; always: "
+                                                          "pin, and fail at start when no node offers a role's "
+                                                          "resource; never: place anywhere")
+    generator_resource: str = Field("generator_node", description="custom resource of the generator nodes; '' "
+                                    "places generators anywhere")
+    evaluator_resource: str = Field("evaluator_node", description="custom resource of the evaluator nodes; '' "
+                                    "places evaluators anywhere")
+    learner_resource: str = Field("learner_node", description="custom resource of the learner nodes; '' places "
+                                  "learner ranks anywhere")
+    compiler_resource: str = Field("compiler_node", description="custom resource of the compile nodes; '' places "
+                                   "compilers anywhere")
+
+
 class RunConfig(Section):
     run: RunSection = Field(default_factory=RunSection)
     tasks: TasksSection = Field(default_factory=TasksSection)
@@ -443,6 +468,7 @@ class RunConfig(Section):
     train: TrainSection = Field(default_factory=TrainSection)
     sft: SFTSection = Field(default_factory=SFTSection)
     ranker: RankerSection = Field(default_factory=RankerSection)
+    cluster: ClusterSection = Field(default_factory=ClusterSection)
 
 
 class ConfigError(UserError, ValueError):

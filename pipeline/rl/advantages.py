@@ -17,6 +17,7 @@ simply absent from later groups):
 - rloo: A_i = R_i - mean_{j != i} R_j = n / (n - 1) * (R_i - mean(R)) (leave-one-out, as in
   Dr.Kernel's turn-level TRLOO); never divided by the std.
 A group of one sample has no baseline: its advantage is 0. Equal returns give 0 advantages.
+`rl.shuffle_advantages` (a control, never for training) permutes each group's advantages among its samples.
 """
 from __future__ import annotations
 
@@ -98,6 +99,27 @@ def returns_and_advantages(task_ids: Sequence[str], rewards: Sequence[Sequence[f
         adv = group_advantages(torch.tensor([returns[e][t] for e, t in judged], dtype=torch.float64),
                                group_ids([(task_ids[e], t) for e, t in judged]), cfg.advantage_estimator,
                                cfg.normalise_by_std, cfg.std_eps)
-        for (e, t), a in zip(judged, adv.tolist()):
+        values = adv.tolist()
+        if cfg.shuffle_advantages:
+            values = shuffled_within_groups(values, [(task_ids[e], t) for e, t in judged])
+        for (e, t), a in zip(judged, values):
             advantages[e][t] = a
     return returns, advantages
+
+
+def shuffled_within_groups(values: Sequence[float], keys: Sequence[Hashable]) -> list[float]:
+    """`values` permuted among the positions of equal `keys` (a control: each sample gets the advantage of
+    another sample of its group); the permutation is seeded by the keys, so a step repeats it."""
+    import hashlib
+    import random
+    out = list(values)
+    positions: dict[Hashable, list[int]] = {}
+    for i, k in enumerate(keys):
+        positions.setdefault(k, []).append(i)
+    for key, where in positions.items():
+        rng = random.Random(hashlib.sha256(repr(key).encode()).hexdigest())
+        taken = [values[i] for i in where]
+        rng.shuffle(taken)
+        for i, v in zip(where, taken):
+            out[i] = v
+    return out

@@ -169,7 +169,7 @@ def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, l
     scheduler = EpisodeScheduler(cfg.rollout, ChatFormat(load_tokenizer(model_path)), cfg.model.max_model_len_tokens,
                                  actors.generation, actors.evaluation, generation_slots=actors.generation_slots,
                                  seed=cfg.run.seed if cfg.train.reproducible else None,
-                                 lockstep=cfg.train.reproducible)
+                                 lockstep=cfg.train.reproducible, waiter=actors.waiter)
     log = MetricsLog(run_dir, resume_after_step=state.step if resume_from is not None else None)
     samples = SampleLog(run_dir, cfg.train.samples_per_step, state.step if resume_from is not None else None)
     wandb = WandbLog(cfg.train.wandb_mode, cfg.train.wandb_project, run_dir, cfg.run.name, cfg.model_dump())
@@ -184,8 +184,8 @@ def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, l
             everything, stats = scheduler.run(step_tasks + held, step)  # one rollout: batches are shared
             held_ids = {t.id for t in held}
             outcomes = [o for o in everything if o.trajectory.task_id not in held_ids]
-            samples.write_episodes(step + 1, outcomes)
             episodes = score(outcomes, cfg, actors, step_tasks)
+            samples.write_episodes(step + 1, outcomes, episodes)
             metrics = rollout_metrics(outcomes, episodes)
             if held:  # the live evaluation: scored like the step's own episodes, never trained on
                 live_outcomes = [o for o in everything if o.trajectory.task_id in held_ids]

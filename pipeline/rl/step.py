@@ -120,6 +120,12 @@ def rollout_metrics(outcomes: Sequence[EpisodeOutcome], episodes: Sequence[Score
         "speedup/best_mean": _mean([max((t.result.speedup or 0.0) for t in e.turns if t.result.verdict == "correct")
                                     for e in episodes if any(t.result.verdict == "correct" for t in e.turns)]),
     }
+    groups: dict[tuple[str, int], list[float]] = {}
+    for e in episodes:
+        for k, t in enumerate(e.turns):
+            groups.setdefault((e.trajectory.task_id, k), []).append(t.return_)
+    sized = [g for g in groups.values() if len(g) > 1]
+    metrics["advantage/collapsed_group_fraction"] = _mean([float(max(g) - min(g) < 1e-9) for g in sized])
     for term in TERMS:
         metrics[f"reward/{term}_mean"] = _mean([t.reward_terms.get(term, 0.0) for t in scored])
     for verdict, n in sorted(verdicts.items(), key=lambda kv: str(kv[0])):

@@ -128,9 +128,13 @@ class SampleLog(MetricsLog):
         super().__init__(run_dir, resume_after_step, SAMPLES_FILE)
         self.per_step = per_step
 
-    def write_episodes(self, step: int, outcomes) -> None:
+    def write_episodes(self, step: int, outcomes, scored=()) -> None:
+        """The turns of the first `per_step` outcomes; with `scored` (the step's ScoredEpisodes), each turn's
+        reward too."""
         from pipeline.rollout.episodes import turn_rows
-        rows = [row for ep in outcomes[:self.per_step] for row in turn_rows(ep)]
+        rewards = {(e.trajectory.episode_id, k): t.reward for e in scored for k, t in enumerate(e.turns)}
+        rows = [{**row, "reward": rewards.get((ep.trajectory.episode_id, row["turn"]))}
+                for ep in outcomes[:self.per_step] for row in turn_rows(ep)]
         with self.path.open("a") as f:
             f.writelines(json.dumps({"step": step, **row}) + "\n" for row in rows)
 

@@ -51,9 +51,15 @@ def entry_point(task: Task) -> str:
     return task.function if task.kind == "c2cuda" else light_abi.ENTRY_POINT
 
 
+@functools.lru_cache(maxsize=4096)
+def _declaration(function: str) -> re.Pattern:
+    """The return type and name of `function` in a C reference (compiled once per name)."""
+    return re.compile(rf"([A-Za-z_][\w\s\*]*?)\s*\b{re.escape(function)}\s*\(")
+
+
 def c_signature(task: Task) -> str:
     """`extern "C" <ret> <function>(<args>)` from the task's argument list and the reference's return type."""
-    match = re.search(rf"([A-Za-z_][\w\s\*]*?)\s*\b{re.escape(task.function)}\s*\(", task.reference)
+    match = _declaration(task.function).search(task.reference)
     ret = match.group(1).split()[-1] if match else "void"
     args = ", ".join(f"{a.ctype} {a.name}" for a in task.args)
     return f'extern "C" {ret} {task.function}({args})'

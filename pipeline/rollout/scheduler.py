@@ -9,10 +9,14 @@ call); answers without code are judged format_error at once. While those evaluat
 episodes already evaluated fill the next batch, so generation and evaluation overlap and
 batches stay full as long as enough episodes are in flight.
 
-Generation and evaluation are reached through `WorkQueue`s, `submit(*args) -> ticket` and
-`next_completed(timeout_s) -> (ticket, result)`, so this module needs no Ray:
+Generation and evaluation are reached through `WorkQueue`s, `submit(*args) -> ticket`,
+`poll() -> (ticket, result) | None` and `next_completed(timeout_s) -> (ticket, result)`, so this module
+needs no Ray:
 - generation: `submit(requests, sampling) -> GenerationResult`;
 - evaluation: `submit(task, candidates) -> list[EvalResult]`.
+The scheduler waits once over all its in-flight work: a `Waiter` (`wait()` returns when a call of either
+queue has finished) given by whoever made the queues (on Ray, one `ray.wait` over the generator, compiler
+and evaluator pools: actors/pool.py `PoolWaiter`; locally, one wait over both thread queues' futures).
 An `ItemFailed` in place of a result (pipeline/core/lost_work.py: an actor died on every retry) ends the
 episodes of that call with stop_reason 'error'.
 Reproducible mode (`lockstep=True` with a `seed`): a batch is formed only when nothing is in flight,
@@ -38,13 +42,20 @@ from pipeline.rollout.episodes import Episode, EpisodeOutcome
 from pipeline.rollout.generation import GenerationRequest, GenerationResult, Generator, SamplingSpec
 from pipeline.rollout.prompts import opening_messages
 
-POLL_S = 0.02  # bounded wait on one queue while the other also has work in flight
+POLL_S = 0.02  # bounded wait on one queue while the other also has work in flight (queues of two kinds only)
 
 
 class WorkQueue(Protocol):
     def submit(self, *args: Any) -> int: ...
 
     def next_completed(self, timeout_s: float | None = None) -> tuple[int, Any]: ...
+
+    def poll(self) -> tuple[int, Any] | None: ...
+
+
+class Waiter(Protocol):
+    def wait(self, timeout_s: float | None = None) -> None:
+        """Return once a call of some queue has finished (`poll` then has it); TimeoutError after `timeout_s`."""
 
 
 class ThreadQueue:
@@ -71,6 +82,13 @@ class ThreadQueue:
         future = next(iter(done))
         return self._futures.pop(future), future.result()
 
+    def poll(self) -> tuple[int, Any] | None:
+        future = next((f for f in self._futures if f.done()), None)
+        return None if future is None else (self._futures.pop(future), future.result())
+
+    def futures(self) -> list[Future]:
+        return list(self._futures)
+
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
@@ -79,6 +97,21 @@ class ThreadQueue:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ThreadWaiter:
+    """One wait over the futures of several ThreadQueues."""
+
+    def __init__(self, *queues: ThreadQueue):
+        self.queues = queues
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        futures = [f for q in self.queues for f in q.futures()]
+        if not futures:
+            raise RuntimeError("ThreadWaiter: nothing in flight; submit() before waiting")
+        done, _ = wait(futures, timeout=timeout_s, return_when=FIRST_COMPLETED)
+        if not done:
+            raise TimeoutError(f"ThreadWaiter: nothing finished within {timeout_s} s")
 
 
 @dataclass
@@ -105,7 +138,9 @@ class EpisodeScheduler:
 
     def __init__(self, cfg: RolloutSection, chat: ChatFormat, max_model_len_tokens: int,
                  generation: WorkQueue, evaluation: WorkQueue, generation_slots: int = 1,
-                 seed: int | None = None, lockstep: bool = False):
+                 seed: int | None = None, lockstep: bool = False, waiter: Waiter | None = None):
+        """`waiter`: the one wait over both queues (by default one over two ThreadQueues' futures); queues of
+        two kinds without a waiter are waited on in turn."""
         if cfg.max_new_tokens >= max_model_len_tokens:
             raise ValueError(f"rollout.max_new_tokens = {cfg.max_new_tokens} leaves no room for a prompt in "
                              f"model.max_model_len_tokens = {max_model_len_tokens}; lower the first or raise "
@@ -119,6 +154,10 @@ class EpisodeScheduler:
         self.sampling = SamplingSpec.from_config(cfg)
         self.seed = seed
         self.lockstep = lockstep
+        if waiter is None and isinstance(generation, ThreadQueue) and isinstance(evaluation, ThreadQueue):
+            waiter = ThreadWaiter(generation, evaluation)
+        self.waiter = waiter
+        self._openings: dict[str, list[int]] = {}  # task id -> its opening prompt's ids
 
     def run(self, tasks: list[Task], step: int = 0) -> tuple[list[EpisodeOutcome], RolloutStats]:
         """Run `samples_per_task` episodes of every task to their end; outcomes in (task, sample) order."""
@@ -126,7 +165,7 @@ class EpisodeScheduler:
         stats = RolloutStats()
         episodes = []
         for task in tasks:
-            opening = self.chat.opening_ids(*opening_messages(task))
+            opening = self._opening(task)
             episodes += [Episode(task, f"s{step}/{task.id}/{g}", g, self.chat, opening, self.cfg,
                                  self.max_model_len_tokens) for g in range(self.cfg.samples_per_task)]
         waiting, active = deque(episodes), []
@@ -156,6 +195,12 @@ class EpisodeScheduler:
         stats.stop_reasons = dict(Counter(e.outcome.trajectory.stop_reason for e in episodes))
         return [e.outcome for e in episodes], stats
 
+    def _opening(self, task: Task) -> list[int]:
+        """A task's opening prompt ids, tokenized once per task over the scheduler's life (tasks repeat each epoch)."""
+        if task.id not in self._openings:
+            self._openings[task.id] = self.chat.opening_ids(*opening_messages(task))
+        return self._openings[task.id]
+
     def _sampling(self, step: int, batch: int) -> SamplingSpec:
         """The sampling spec of batch `batch` of step `step`: seeded from (seed, step, batch) when a seed is set."""
         if self.seed is None:
@@ -179,20 +224,40 @@ class EpisodeScheduler:
         return [(list(prompt), group) for prompt, group in groups.items()]
 
     def _wait_one(self, gen_jobs: dict, eval_jobs: dict, queued: set[int], stats: RolloutStats) -> None:
-        """Handle at least one finished call (generation first), waiting on both queues fairly."""
+        """Handle at least one finished call (generation first): one wait over all in-flight work."""
+        while True:
+            for queue, jobs in ((self.generation, gen_jobs), (self.evaluation, eval_jobs)):
+                got = queue.poll() if jobs else None
+                if got is not None:
+                    self._on_done(queue, got, gen_jobs, eval_jobs, queued, stats)
+                    return
+            if self.waiter is not None:
+                self.waiter.wait()
+            else:
+                self._take_turns(gen_jobs, eval_jobs, queued, stats)
+                return
+
+    def _on_done(self, queue: WorkQueue, got: tuple[int, Any], gen_jobs: dict, eval_jobs: dict, queued: set[int],
+                 stats: RolloutStats) -> None:
+        ticket, value = got
+        if queue is self.generation:
+            self._on_generated(gen_jobs.pop(ticket), value, queued, eval_jobs, stats)
+        else:
+            self._on_evaluated(eval_jobs.pop(ticket), value)
+
+    def _take_turns(self, gen_jobs: dict, eval_jobs: dict, queued: set[int], stats: RolloutStats) -> None:
+        """Queues of two kinds (an in-process generator beside the evaluators' pools), which no one wait covers:
+        a bounded wait on each in turn, or an unbounded one while only one has work."""
         both = bool(gen_jobs) and bool(eval_jobs)
         while True:
             for queue, jobs in ((self.generation, gen_jobs), (self.evaluation, eval_jobs)):
                 if not jobs:
                     continue
                 try:
-                    ticket, value = queue.next_completed(timeout_s=POLL_S if both else None)
+                    got = queue.next_completed(timeout_s=POLL_S if both else None)
                 except TimeoutError:
                     continue
-                if queue is self.generation:
-                    self._on_generated(jobs.pop(ticket), value, queued, eval_jobs, stats)
-                else:
-                    self._on_evaluated(jobs.pop(ticket), value)
+                self._on_done(queue, got, gen_jobs, eval_jobs, queued, stats)
                 return
 
     def _on_generated(self, groups: list[list[Episode]], result: GenerationResult, queued: set[int],

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
@@ -11,7 +12,11 @@ def without_comments(code: str) -> str:
     return COMMENTS.sub(" ", code)
 
 
+@lru_cache(maxsize=4096)
+def _definition(name: str) -> re.Pattern:
+    return re.compile(rf"\b{re.escape(name)}\s*\([^;{{}}]*\)\s*(?:noexcept\s*)?\{{")
+
+
 def defines(code: str, name: str) -> bool:
     """Whether `code` defines function `name` with a body (comments ignored)."""
-    definition = rf"\b{re.escape(name)}\s*\([^;{{}}]*\)\s*(?:noexcept\s*)?\{{"
-    return re.search(definition, without_comments(code)) is not None
+    return _definition(name).search(without_comments(code)) is not None

@@ -159,3 +159,28 @@ def test_merge_lora_by_hand():
     merged = dict(merge_lora(named, scale=0.5))
     assert set(merged) == {"model.layers.0.mlp.up_proj.weight", "lm_head.weight"}
     assert torch.equal(merged["model.layers.0.mlp.up_proj.weight"], w + 0.5 * b @ a)
+
+
+def test_shuffled_advantages_are_a_permutation_within_each_group_only():
+    from pipeline.core.config import RLSection
+    from pipeline.rl.advantages import returns_and_advantages
+    tasks = ["a", "a", "a", "b", "b"]
+    rewards = [[1.0], [0.0], [-1.0], [2.0], [0.0]]
+    verdicts = [["correct"]] * 5
+    _, plain = returns_and_advantages(tasks, rewards, verdicts, RLSection())
+    _, shuffled = returns_and_advantages(tasks, rewards, verdicts, RLSection(shuffle_advantages=True))
+    assert sorted(x for x, in shuffled[:3]) == sorted(x for x, in plain[:3])  # group a keeps its values
+    assert sorted(x for x, in shuffled[3:]) == sorted(x for x, in plain[3:])
+    assert shuffled != plain  # and moves them (seeded by the group: the same every time)
+    assert returns_and_advantages(tasks, rewards, verdicts, RLSection(shuffle_advantages=True))[1] == shuffled
+
+
+def test_the_share_of_groups_whose_returns_all_tie_is_logged():
+    cfg = RewardSection()
+    same = [outcome(f"s{k}", ["compile_error"], [result("compile_error")]) for k in range(2)]
+    mixed = [outcome(f"m{k}", ["compile_error"], [result(v)]) for k, v in enumerate(["compile_error", "format_error"])]
+    for o in mixed:
+        o.trajectory.task_id = "u"
+    outcomes = same + mixed
+    metrics = rollout_metrics(outcomes, prepare_step(outcomes, cfg, RLSection()))
+    assert metrics["advantage/collapsed_group_fraction"] == 0.5

@@ -72,6 +72,9 @@ class LosingQueue:
         ticket = self.pending.pop(0)
         return ticket, ItemFailed(ticket, "evaluate", 3, "ActorDiedError: the actor died")
 
+    def poll(self):
+        return self.next_completed() if self.pending else None
+
 
 def test_lost_generation_or_evaluation_ends_episodes_with_error(four_tasks, model_path, rollout_cfg):
     gen = ScriptedGenerator(model_path, MAX_MODEL_LEN, naive_answers(four_tasks))

@@ -169,7 +169,7 @@ def col_reduce_tasks(rng) -> list:
                 init = {"sum": "0.0", "max": "-INFINITY", "min": "INFINITY"}[op]
                 upd = {"sum": "acc[c] += {};", "max": f"acc[c] = fmax{dt.F}(acc[c], {{}});",
                        "min": f"acc[c] = fmin{dt.F}(acc[c], {{}});"}[op]
-                fin_c = {"none": "acc[c]", "mean": "acc[c] / rows", "sqrt": f"sqrt(acc[c])"}[fin]
+                fin_c = {"none": "acc[c]", "mean": "acc[c] / rows", "sqrt": "sqrt(acc[c])"}[fin]
                 ref = (f"#include <math.h>\n#include <stdlib.h>\n#include <stddef.h>\n\nvoid {fn}({signature(args)}) {{\n"
                        f"    {acc_t}* acc = ({acc_t}*)malloc(sizeof({acc_t}) * (size_t)cols);\n"
                        f"    for (int c = 0; c < cols; ++c) acc[c] = {init};\n"

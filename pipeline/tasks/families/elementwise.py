@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.tasks.families._kit import (BINARY, DOUBLE, DTYPES, FLOAT, SQRT_NEAR_ZERO_TOL, UNARY, UNBOUNDED_SAFE,
-                                         DType, Impl, TorchModule, arg, bin_c, bin_t, c2cuda_task, configs, dedent,
+from pipeline.tasks.families._kit import (BINARY, DOUBLE, FLOAT, SQRT_NEAR_ZERO_TOL, UNARY, UNBOUNDED_SAFE,
+                                         DType, Impl, TorchModule, arg, bin_t, c2cuda_task, configs, dedent,
                                          pick, tfill, torch_task)
 from pipeline.core.records import Tolerance
 

@@ -384,7 +384,7 @@ def _ell_tasks(rng) -> list:
             for t, tname in enumerate(_TERMS):
                 post = posts[(knz + t + len(layout)) % len(posts)]
                 for dt in ((FLOAT, DOUBLE) if (t + knz // 4) % 2 else (FLOAT,)):
-                    at = f"(size_t)(r) * KNZ + (j)" if layout == "row" else "(size_t)(j) * rows + (r)"
+                    at = "(size_t)(r) * KNZ + (j)" if layout == "row" else "(size_t)(j) * rows + (r)"
                     variant = f"k{knz}_{layout}major_{tname}_{post}_{dt.name}"
                     fn = f"spmv_ell_{variant}"
                     args = [arg("rows", "int", "scalar"), arg("cols", "int", "scalar"),

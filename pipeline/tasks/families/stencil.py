@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import product
 
-from pipeline.tasks.families._kit import (DOUBLE, FLOAT, UNARY, DType, Impl, arg, arg_names, c2cuda_task, configs,
+from pipeline.tasks.families._kit import (FLOAT, DType, Impl, arg, arg_names, c2cuda_task, configs,
                                          dedent, signature, tfill)
 from pipeline.core.records import Tolerance
 

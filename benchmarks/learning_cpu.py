@@ -1,0 +1,153 @@
+"""Does the RL machinery learn what a CPU can verify? Three arms from the same start, with intervals.
+
+    python benchmarks/learning_cpu.py [--steps 30] [--eval-steps 13] [--arms rl,no_update,shuffled] [--out FILE]
+
+A CPU verifies part of the reward: a candidate that passes the gate and compiles earns `compiled_value` and
+the structural term (`not_executed`); format errors, compile errors and rejections earn less. Correctness and
+speed are not on this machine: this measures the CPU-verifiable part only.
+
+Arms (the only place they differ), each `cudaperf train` from the shipped tiny policy (configs/local.yaml:
+tiny-sft, the built-in c2cuda tasks) with the same seed, tasks, samples and steps:
+  rl         RL with the CPU-verifiable reward;
+  no_update  the same sampling and scoring, learning rate 0: every update is computed, no weight changes;
+  shuffled   RL with each group's advantages permuted among its samples (rl.shuffle_advantages).
+Per step and arm (metrics.jsonl): the mean reward; the rates of format error, compile error, rejected and
+not_executed (compiled); the share of groups whose returns all tie (advantage collapse); the policy ratio,
+approximate KL and gradient norm; and whether the samples came from the weight version the learner had just
+made (rollout/weight_version against the previous step's learner/weight_version).
+Final figures: each arm's final policy, resumed with learning rate 0 for `--eval-steps` more steps, samples
+fresh episodes of the same task stream (the same tasks in the same order for every arm, never trained on);
+the compiled rate and the mean reward over those samples (at least 200), with 95 % percentile bootstrap
+intervals over samples. Writes the JSON (`arms.<arm>.final.<measure>` = {mean, lo, hi}) and a plot beside it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+ARMS = {"rl": [], "no_update": ["learner.lr=0"], "shuffled": ["rl.shuffle_advantages=true"]}
+COMPILED = ("not_executed", "correct", "incorrect", "runtime_error", "timeout")  # got past the compiler
+VERDICTS = ("format_error", "compile_error", "rejected", "not_executed")
+
+
+def common(runs: Path, arm: str, steps: int, lr: float) -> list[str]:
+    return ["--config", str(ROOT / "configs" / "local.yaml"), f"run.output_dir={runs}", f"run.name={arm}",
+            "tasks.kinds=[c2cuda]", "train.tasks_per_step=2", "rollout.samples_per_task=8", "rollout.max_turns=1",
+            f"learner.lr={lr}", f"train.steps={steps}", "train.progress_bar=false", "train.wandb_mode=disabled",
+            "train.samples_per_step=1000", "compile.workers=2"]
+
+
+def run(argv: list[str], log: Path) -> None:
+    with log.open("a") as f:
+        rc = subprocess.run([sys.executable, "-m", "pipeline.cli", *argv], cwd=ROOT, stdout=f, stderr=subprocess.STDOUT).returncode
+    if rc:
+        raise SystemExit(f"`cudaperf {' '.join(argv[:2])} ...` failed (status {rc}); see {log}")
+
+
+def bootstrap(values: list[float], resamples: int = 4000, seed: int = 0) -> dict:
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
+    return {"mean": sum(values) / n, "lo": means[int(0.025 * resamples)], "hi": means[int(0.975 * resamples) - 1],
+            "n": n}
+
+
+def arm_figures(run_dir: Path, steps: int) -> dict:
+    from pipeline.rl.tracking import read_metrics
+    metrics = read_metrics(run_dir)
+    train_rows = [m for m in metrics if m["step"] <= steps]
+    per_step = [{"step": m["step"], "reward": m.get("reward/turn_mean"),
+                 **{v: m.get(f"verdict/{v}", 0.0) for v in VERDICTS},
+                 "collapsed_groups": m.get("advantage/collapsed_group_fraction"),
+                 "ratio": m.get("learner/ratio_mean_first"), "approx_kl": m.get("learner/approx_kl_first"),
+                 "grad_norm": m.get("learner/grad_norm"), "sampled_by_version": m.get("rollout/weight_version"),
+                 "learner_version": m.get("learner/weight_version")} for m in train_rows]
+    synced = all(a["sampled_by_version"] == b["learner_version"] for a, b in zip(per_step[1:], per_step))
+    samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    fresh = [s for s in samples if s["step"] > steps and s["verdict"] is not None]
+    final = {"reward": bootstrap([s["reward"] for s in fresh if s["reward"] is not None]),
+             "compiled_rate": bootstrap([float(s["verdict"] in COMPILED) for s in fresh]),
+             "format_error_rate": bootstrap([float(s["verdict"] == "format_error") for s in fresh])}
+    return {"per_step": per_step, "samples_from_the_newest_weights": synced, "final": final}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=30, help="RL steps per arm")
+    ap.add_argument("--eval-steps", type=int, default=13, help="steps of fresh samples (16 each) under the final policy")
+    ap.add_argument("--lr", type=float, default=2e-4, help="learning rate of the rl and shuffled arms")
+    ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--runs", default=None, help="directory of the arms' runs (default: a new one under runs/)")
+    ap.add_argument("--out", default=None, help="JSON file (default: a new file under benchmarks/results/v<N>/)")
+    args = ap.parse_args(argv)
+    runs = Path(args.runs) if args.runs else ROOT / "runs" / f"learning_cpu_{int(time.time())}"
+    runs.mkdir(parents=True, exist_ok=True)
+    out = {"command": "python benchmarks/learning_cpu.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+           "what": "the CPU-verifiable part of the reward (compiled_value, the structural term, format errors); "
+                   "not correctness or speed", "steps": args.steps, "eval_steps": args.eval_steps, "lr": args.lr,
+           "arms": {}}
+    for arm in args.arms.split(","):
+        log = runs / f"{arm}.log"
+        t0 = time.perf_counter()
+        if not (runs / arm / "checkpoints" / f"step_{args.steps}").is_dir():
+            run(["train", *common(runs, arm, args.steps, args.lr), f"train.checkpoint_every_steps={args.steps}",
+                 *ARMS[arm]], log)
+        total = args.steps + args.eval_steps
+        if not (runs / arm / "checkpoints" / f"step_{total}").is_dir():
+            run(["train", "--resume", str(runs / arm), *common(runs, arm, total, 0.0),
+                 f"train.checkpoint_every_steps={total}", *[a for a in ARMS[arm] if not a.startswith("learner.lr")]],
+                log)
+        out["arms"][arm] = {"overrides": ARMS[arm], "wall_s": round(time.perf_counter() - t0, 1),
+                            **arm_figures(runs / arm, args.steps)}
+        f = out["arms"][arm]["final"]
+        print(f"{arm:10s} compiled {f['compiled_rate']['mean']:.3f} [{f['compiled_rate']['lo']:.3f}, "
+              f"{f['compiled_rate']['hi']:.3f}]  reward {f['reward']['mean']:.3f} [{f['reward']['lo']:.3f}, "
+              f"{f['reward']['hi']:.3f}]  n {f['reward']['n']}", flush=True)
+    path = Path(args.out) if args.out else None
+    if path is None:
+        from benchmarks.results_path import fresh_result_path
+        path = fresh_result_path("learning_cpu.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1))
+    plot(out, path.with_suffix(".png"))
+    print(f"wrote {path}")
+    return 0
+
+
+def plot(out: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 4, figsize=(16, 3.4))
+    for arm, fig_ in out["arms"].items():
+        steps = [r["step"] for r in fig_["per_step"]]
+        axes[0].plot(steps, [r["reward"] for r in fig_["per_step"]], label=arm)
+        axes[1].plot(steps, [r["not_executed"] for r in fig_["per_step"]], label=arm)
+        axes[2].plot(steps, [r["format_error"] for r in fig_["per_step"]], label=arm)
+    for ax, title in zip(axes, ("mean reward per step", "compiled rate per step", "format-error rate per step")):
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("step")
+        ax.legend(fontsize=7)
+    arms = list(out["arms"])
+    for i, measure in enumerate(("compiled_rate", "reward")):
+        vals = [out["arms"][a]["final"][measure] for a in arms]
+        x = [k + 0.4 * i for k in range(len(arms))]
+        axes[3].bar(x, [v["mean"] for v in vals], width=0.38, label=measure,
+                    yerr=[[v["mean"] - v["lo"] for v in vals], [v["hi"] - v["mean"] for v in vals]], capsize=3)
+    axes[3].set_xticks([k + 0.2 for k in range(len(arms))], arms)
+    axes[3].set_title("final policy, fresh samples (95 % bootstrap)", fontsize=9)
+    axes[3].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,262 @@
+"""How far one driver scales: the real driver on a simulated multi-node cluster, 1 to 64+ evaluator GPUs.
+
+    python benchmarks/scale_sim.py [--gpus 1,4,16,48] [--steps 4] [--out FILE]
+
+The cluster is real Ray on this machine (benchmarks/sim/cluster.py): a head that hosts only the driver, a
+generator node, four evaluator nodes, a learner node and a compile node, each offering its role resource of
+cluster.yaml and fake GPUs, so `cluster.pin_roles=auto` pins every role to its node type. The driver is the
+real one: `pipeline/rl/loop.py:run_training` through `actors.cluster.Cluster`, with the real episode
+scheduler, task stream (Ray Data), supervised pools, compile-then-evaluate queue, one wait over all pools,
+reward step and weight sync. Only the work inside the roles is replaced (benchmarks/sim/roles.py), by service
+times:
+- evaluation: 0.2 s per candidate per GPU, the throughput target (300 candidates a minute);
+- compilation: 0.93 CPU s per candidate measured (benchmarks/results/v17/evaluator_cpu_path.json), that is
+  4.65 compile CPUs per GPU at the target; simulated by one compiler actor per four GPUs, each 18.6 times
+  faster than measured, so compile capacity matches (compile.candidates_per_call candidates per call);
+- generation: 1 ms per sampled answer plus 20 ms per call (a batched engine), batches of at most 32, one
+  generator per 16 GPUs: the first candidates reach the compilers within a few tens of milliseconds;
+- the learner: 0.5 s per update.
+Per size it records the rollout's candidates per second against the ideal (GPUs / 0.2 s), the driver
+process's CPU seconds per candidate, the busy fraction of each role (the loop's own metrics), and for the
+largest size a profile of the driver. `driver_limit_gpus`: the most GPUs at 300 candidates a minute each that
+one driver core keeps at least 90 % busy, from the driver's CPU per candidate at the largest size (the driver
+is one Python thread; its CPU per candidate sets the limit), with the stage that takes most of that CPU.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import math
+import pickle
+import pstats
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+EVAL_S = 0.2                   # seconds per candidate per GPU: the target
+COMPILE_CPU_S = 0.93           # measured CPU seconds per candidate in the compile pool (v17)
+TARGET_BUSY = 0.9
+
+
+def nodes_for(max_gpus: int):
+    from benchmarks.sim.cluster import NodeSpec
+    per_node = max(1, math.ceil(max_gpus / 4))
+    return ([NodeSpec("generators", max(1, max_gpus // 16) + 1, max(1, max_gpus // 16))]
+            + [NodeSpec("evaluators", per_node + 1, per_node) for _ in range(4)]
+            + [NodeSpec("learners", 2, 1), NodeSpec("compilers", max(1, max_gpus // 4) + 1)])
+
+
+def config_for(gpus: int, steps: int, run_dir: Path):
+    from pipeline.core.config import load_config
+    compilers, generators = max(1, gpus // 4), max(1, gpus // 16)
+    samples, per_step = 4, max(16, gpus * 16)  # 16 candidates per GPU per step: 3.2 s of evaluation ideally
+    return load_config(ROOT / "configs" / "local.yaml", [
+        f"eval.gpus={gpus}", "eval.workers_per_gpu=1", "train.generator_gpus_per_actor=1",
+        "train.learner_gpus_per_rank=1", f"compile.workers={compilers}", f"rollout.generator_actors={generators}",
+        "tasks.source=generated:train", "tasks.kinds=[c2cuda]", f"train.steps={steps}",
+        f"train.tasks_per_step={math.ceil(per_step / samples)}", f"rollout.samples_per_task={samples}",
+        "rollout.max_turns=1", "rollout.max_new_tokens=256", f"rollout.max_episodes_in_flight={per_step}",
+        "rollout.max_sequences_per_batch=32", "train.progress_bar=false",
+        "train.wandb_mode=disabled", "train.checkpoint_every_steps=0", f"run.output_dir={run_dir}",
+        f"run.name=g{gpus}", "train.samples_per_step=0"])
+
+
+def service_times(gpus: int):
+    from benchmarks.sim.roles import ServiceTimes
+    compilers = max(1, gpus // 4)
+    # compile capacity = capacity at the measured 4.65 CPUs per GPU
+    compile_s = COMPILE_CPU_S * compilers / (gpus * COMPILE_CPU_S / EVAL_S)
+    return ServiceTimes(generate_per_sequence_s=0.001, generate_per_call_s=0.02, compile_s=compile_s,
+                        evaluate_per_candidate_s=EVAL_S, update_s=0.5, export_s=0.02)
+
+
+class RolloutMeter:
+    """Wall and driver CPU of every rollout (EpisodeScheduler.run), and a profile when asked."""
+
+    def __init__(self, profile_rollout: int | None):
+        """`profile_rollout`: the index of the rollout to profile (the others are timed, unprofiled)."""
+        from pipeline.rollout import scheduler
+        self.rows: list[dict] = []
+        self.profile_rollout = profile_rollout
+        self.profiler = cProfile.Profile(time.thread_time) if profile_rollout is not None else None  # driver thread CPU
+        self._orig = scheduler.EpisodeScheduler.run
+        meter = self
+
+        def run(sched, tasks, step=0):
+            w0, c0, t0 = time.perf_counter(), time.process_time(), time.thread_time()
+            profiled = meter.profiler is not None and len(meter.rows) == meter.profile_rollout
+            if profiled:
+                meter.profiler.enable()
+            try:
+                outcomes, stats = meter._orig(sched, tasks, step)
+            finally:
+                if profiled:
+                    meter.profiler.disable()
+            candidates = sum(len(o.results()) for o in outcomes)
+            meter.rows.append({"wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0,
+                               "thread_cpu_s": time.thread_time() - t0, "candidates": candidates,
+                               "profiled": profiled})
+            return outcomes, stats
+        scheduler.EpisodeScheduler.run = run
+        self._module = scheduler
+
+    def close(self):
+        self._module.EpisodeScheduler.run = self._orig
+
+
+STAGES = [  # what the driver does during a rollout, as functions whose inclusive CPU does not overlap
+    ("tokenizing each task's opening prompt", "scheduler.py", "_opening"),
+    ("forming generation batches and sending them", "scheduler.py", "_batch"),
+    ("reading answers: parsing, episodes", "episodes.py", "take_sample"),
+    ("sending candidates to the compilers", "evaluators.py", "submit"),
+    ("waiting for and settling results (ray.wait, ray.get)", "pool.py", "wait_any"),
+    ("handing compiled candidates to the evaluators", "evaluators.py", "poll"),
+    ("reading results: feedback, episodes", "episodes.py", "take_result"),
+]
+
+
+def profile_table(profiler) -> dict:
+    """The driver thread's CPU during one rollout, by stage (inclusive CPU of the stage's function), and the
+    12 functions of most CPU of their own."""
+    stats = pstats.Stats(profiler)
+    total = sum(v[2] for v in stats.stats.values())
+    by_stage = {label: round(sum(v[3] for (f, _, name), v in stats.stats.items() if f.endswith(file) and name == fn), 3)
+                for label, file, fn in STAGES}
+    by_stage["everything else"] = round(max(0.0, total - sum(by_stage.values())), 3)
+    rows = sorted(((f"{f}:{line}({name})", v[2], v[3]) for (f, line, name), v in stats.stats.items()),
+                  key=lambda r: -r[1])
+    return {"profiled_cpu_s": round(total, 3), "by_stage_s": by_stage,
+            "top": [{"function": n.replace(str(ROOT) + "/", ""), "tottime_s": round(t, 3), "cumtime_s": round(c, 3)}
+                    for n, t, c in rows[:12]]}
+
+
+def bytes_per_candidate() -> dict:
+    """Bytes that cross between the driver and the actors for one candidate (pickled sizes of the records)."""
+    from pipeline.core.records import Candidate, EvalResult
+    from pipeline.evaluation.build.compile import CompileResult
+    code = 'extern "C" void saxpy(const float* x, float* y, int n) {\n' + "    y[0] = x[0];\n" * 40 + "}\n"
+    cand = Candidate(task_id="c2cuda/family/task", code=code, format="c2cuda", turn=0)
+    comp = CompileResult(ok=True, log="", key="k" * 16)
+    result = EvalResult(task_id=cand.task_id, candidate_hash="h" * 16, format="c2cuda", verdict="correct",
+                        speedup=1.5, stage_s={"compile": 1.0, "check": 0.1, "time": 0.1})
+    sizes = {"candidate (to a compiler and to an evaluator)": 2 * len(pickle.dumps(cand)),
+             "compile result (back, then to the evaluator)": 2 * len(pickle.dumps(comp)),
+             "eval result": len(pickle.dumps(result))}
+    return {"parts": sizes, "total": sum(sizes.values()),
+            "note": "pickled sizes of the records each candidate moves; a real compile result also carries its "
+                    "built library (tens of KB), which goes from the compile node to the evaluator's"}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpus", default="1,4,16,48", help="simulated evaluator GPU counts, comma-separated (48: "
+                    "about 70 actor processes, what 24 GiB holds)")
+    ap.add_argument("--steps", type=int, default=4, help="RL steps per size (the first warms up; at the largest "
+                    "size the last is profiled and not counted)")
+    ap.add_argument("--out", default=None, help="JSON file (default: a new file under benchmarks/results/v<N>/)")
+    args = ap.parse_args(argv)
+    sizes = [int(g) for g in args.gpus.split(",")]
+    from actors.cluster import Cluster
+    from benchmarks.sim.cluster import simulated_cluster
+    from benchmarks.sim.roles import stand_in_roles
+    from pipeline.rl.loop import run_training
+    import ray
+    work = Path(tempfile.mkdtemp(prefix="cudaperf-scale-"))
+    runs = []
+    nodes = nodes_for(max(sizes))
+    with simulated_cluster(nodes) as sim:
+        layout = {n.node_type: n.gpus for n in nodes}
+        print(f"cluster: {len(nodes) + 1} nodes, {ray.cluster_resources().get('GPU', 0):g} simulated GPUs", flush=True)
+        for gpus in sizes:
+            cfg = config_for(gpus, args.steps, work)
+            meter = RolloutMeter(profile_rollout=args.steps - 1 if gpus == max(sizes) else None)
+            t0 = time.perf_counter()
+            try:
+                rows = run_training(cfg, work / f"g{gpus}", Cluster(cfg, roles=stand_in_roles(service_times(gpus))))
+            finally:
+                meter.close()
+            counted = [r for r in meter.rows[1:] if not r["profiled"]] or meter.rows  # the first warms up
+            cands = sum(r["candidates"] for r in counted)
+            wall = sum(r["wall_s"] for r in counted)
+            rate = cands / wall
+            ideal = gpus / EVAL_S
+            busy = {role: round(sum(r.get(f"busy/{role}", 0.0) for r in rows[1:] or rows) / len(rows[1:] or rows), 3)
+                    for role in ("generator", "evaluator", "learner")}
+            run = {"gpus": gpus, "evaluator_nodes": 4, "compilers": cfg.compile.workers,
+                   "generators": cfg.rollout.generator_actors, "candidates_per_step": cands / len(counted),
+                   "candidates_per_s": round(rate, 2), "ideal_per_s": ideal, "efficiency": round(rate / ideal, 3),
+                   "driver_cpu_s_per_candidate": round(sum(r["cpu_s"] for r in counted) / cands, 5),
+                   "driver_cpu_fraction": round(sum(r["cpu_s"] for r in counted) / wall, 3),
+                   "driver_python_thread_cpu_s_per_candidate": round(sum(r["thread_cpu_s"] for r in counted) / cands, 5),
+                   "busy": busy, "wall_s": round(time.perf_counter() - t0, 1)}
+            if meter.profiler is not None:
+                run["profile"] = profile_table(meter.profiler)
+            runs.append(run)
+            print(json.dumps({k: v for k, v in run.items() if k != "profile"}), flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+    largest = runs[-1]
+    per_cand = largest["driver_cpu_s_per_candidate"]
+    limit = int(TARGET_BUSY / (per_cand / EVAL_S)) if per_cand > 0 else None
+    stages = largest.get("profile", {}).get("by_stage_s", {})
+    cpu_stages = {k: v for k, v in stages.items() if k != "everything else"}
+    result = {
+        "driver_limit_gpus": limit,
+        "driver_limit_stage": max(cpu_stages, key=cpu_stages.get) if cpu_stages else None,
+        "driver_limit_how": (f"one driver core at {TARGET_BUSY:.0%}: {TARGET_BUSY} / (driver CPU s per candidate "
+                             f"{per_cand} x {1 / EVAL_S:g} candidates per GPU-second), measured at "
+                             f"{largest['gpus']} simulated GPUs"),
+        "command": "python benchmarks/scale_sim.py --gpus " + args.gpus + f" --steps {args.steps}",
+        "machine": "2-core CPU host, every node a raylet on it (the roles' actors share the two cores with the driver)",
+        "simulated": "the work inside each role (service times, see the script's docstring)",
+        "real": "Ray (one raylet per node, custom resources of cluster.yaml, fake GPUs), the driver, episode "
+                "scheduler, task stream, supervised pools, compile-then-evaluate queue, one wait, reward step, "
+                "weight sync protocol",
+        "service_times": {"evaluate_per_candidate_s": EVAL_S, "compile_cpu_s_measured": COMPILE_CPU_S},
+        "bytes_per_candidate": bytes_per_candidate(),
+        "runs": runs,
+    }
+    out = Path(args.out) if args.out else None
+    if out is None:
+        from benchmarks.results_path import fresh_result_path
+        out = fresh_result_path("scale_sim.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    plot(result, out.with_suffix(".png"))
+    print(f"driver limit: {limit} GPUs ({result['driver_limit_stage']}); wrote {out}")
+    return 0
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    runs = result["runs"]
+    g = [r["gpus"] for r in runs]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    a.plot(g, [r["efficiency"] for r in runs], marker="o", label="measured (this 2-core host)")
+    a.axhline(TARGET_BUSY, color="grey", ls="--", lw=0.8, label=f"{TARGET_BUSY:.0%}")
+    if result["driver_limit_gpus"]:
+        a.axvline(result["driver_limit_gpus"], color="tab:red", ls=":", label=f"driver limit {result['driver_limit_gpus']}")
+    a.set_xscale("log", base=2)
+    a.set_xlabel("simulated evaluator GPUs")
+    a.set_ylabel("achieved / ideal candidates per s")
+    a.set_ylim(0, 1.05)
+    a.legend(fontsize=7)
+    for role in ("generator", "evaluator", "learner"):
+        b.plot(g, [r["busy"][role] for r in runs], marker=".", label=role)
+    b.set_xscale("log", base=2)
+    b.set_xlabel("simulated evaluator GPUs")
+    b.set_ylabel("busy fraction")
+    b.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
