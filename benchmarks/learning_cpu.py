@@ -88,6 +88,7 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", default=None, help="directory of the arms' runs (default: a new one under runs/)")
     ap.add_argument("--out", default=None, help="JSON file (default: a new file under benchmarks/results/v<N>/)")
     args = ap.parse_args(argv)
+    from pipeline.rl.tracking import checkpoint_dir
     runs = Path(args.runs) if args.runs else ROOT / "runs" / f"learning_cpu_{int(time.time())}"
     runs.mkdir(parents=True, exist_ok=True)
     out = {"command": "python benchmarks/learning_cpu.py " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -97,11 +98,11 @@ def main(argv=None) -> int:
     for arm in args.arms.split(","):
         log = runs / f"{arm}.log"
         t0 = time.perf_counter()
-        if not (runs / arm / "checkpoints" / f"step_{args.steps}").is_dir():
+        if not checkpoint_dir(runs / arm, args.steps).is_dir():
             run(["train", *common(runs, arm, args.steps, args.lr), f"train.checkpoint_every_steps={args.steps}",
                  *ARMS[arm]], log)
         total = args.steps + args.eval_steps
-        if not (runs / arm / "checkpoints" / f"step_{total}").is_dir():
+        if not checkpoint_dir(runs / arm, total).is_dir():
             run(["train", "--resume", str(runs / arm), *common(runs, arm, total, 0.0),
                  f"train.checkpoint_every_steps={total}", *[a for a in ARMS[arm] if not a.startswith("learner.lr")]],
                 log)

@@ -170,8 +170,7 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="cudaperf-scale-"))
     runs = []
     nodes = nodes_for(max(sizes))
-    with simulated_cluster(nodes) as sim:
-        layout = {n.node_type: n.gpus for n in nodes}
+    with simulated_cluster(nodes):
         print(f"cluster: {len(nodes) + 1} nodes, {ray.cluster_resources().get('GPU', 0):g} simulated GPUs", flush=True)
         for gpus in sizes:
             cfg = config_for(gpus, args.steps, work)

@@ -139,11 +139,11 @@ def actors_killed(run_dir: Path) -> dict:
 
 def learner_killed(run_dir: Path) -> dict:
     """Kill the learner during step 2 (after step 1's checkpoint); resume from that checkpoint: step 2 again."""
-    from pipeline.rl.tracking import latest_checkpoint
+    from pipeline.rl.tracking import checkpoint_dir, latest_checkpoint
     name = "learner_killed"
     cfg = config(run_dir, name, "train.steps=2")
     slow = ServiceTimes(**{**TIMES.__dict__, "update_s": 4.0})
-    ckpt = run_dir / name / "checkpoints" / "step_1" / "run_state.json"
+    ckpt = checkpoint_dir(run_dir / name, 1) / "run_state.json"
     killed = {}
 
     def kill():
@@ -175,12 +175,12 @@ rows = faults.train(faults.config(Path({run_dir!r}), "driver_killed", "train.ste
 
 def driver_killed(sim, run_dir: Path) -> dict:
     """A driver process on the cluster gets SIGKILL during step 2; a new driver resumes from step 1's checkpoint."""
-    from pipeline.rl.tracking import latest_checkpoint
+    from pipeline.rl.tracking import checkpoint_dir, latest_checkpoint
     env = {**os.environ, "RAY_ADDRESS": sim.address, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get(
         "PYTHONPATH", "")])}
     proc = subprocess.Popen([sys.executable, "-c", DRIVER.format(root=str(ROOT), run_dir=str(run_dir))], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    ckpt = run_dir / "driver_killed" / "checkpoints" / "step_1" / "run_state.json"
+    ckpt = checkpoint_dir(run_dir / "driver_killed", 1) / "run_state.json"
     deadline = time.monotonic() + 240
     while not ckpt.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)

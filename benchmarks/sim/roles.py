@@ -51,9 +51,26 @@ class _Busy:
             self.total += seconds
 
 
-class StandInGenerator:
-    """`GeneratorActor`'s methods; an answer per request after the generation time."""
+class _StandIn:
+    """What every stand-in answers besides its role's work: its busy seconds, liveness, process and node."""
     times = ServiceTimes()
+    busy: _Busy
+
+    def busy_s(self) -> float:
+        return self.busy.total
+
+    def ping(self) -> str:
+        return "ok"
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def node(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+
+class StandInGenerator(_StandIn):
+    """`GeneratorActor`'s methods; an answer per request after the generation time."""
 
     def __init__(self, model_cfg, rollout_cfg, seed: int):
         from pipeline.rollout.tiny_model import load_tokenizer, resolve_model_path
@@ -93,22 +110,9 @@ class StandInGenerator:
     def weight_version(self) -> int:
         return self.version
 
-    def busy_s(self) -> float:
-        return self.busy.total
 
-    def ping(self) -> str:
-        return "ok"
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def node(self) -> str:
-        return ray.get_runtime_context().get_node_id()
-
-
-class StandInCompiler:
+class StandInCompiler(_StandIn):
     """`CompilerActor`'s methods; a successful build after the compile time."""
-    times = ServiceTimes()
 
     def __init__(self, compile_cfg, gate_profile: str = "strict"):
         self.busy = _Busy()
@@ -121,22 +125,9 @@ class StandInCompiler:
     def compile_group(self, candidates, task):
         return [self.compile(c, task) for c in candidates]
 
-    def busy_s(self) -> float:
-        return self.busy.total
 
-    def ping(self) -> str:
-        return "ok"
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def node(self) -> str:
-        return ray.get_runtime_context().get_node_id()
-
-
-class StandInEvaluator:
+class StandInEvaluator(_StandIn):
     """`EvaluatorActor`'s methods; a group's results after its evaluation time."""
-    times = ServiceTimes()
 
     def __init__(self, eval_cfg, compile_cfg, use_gpu: bool):
         self.busy = _Busy()
@@ -153,22 +144,9 @@ class StandInEvaluator:
                                   stage_s={"evaluate": self.times.evaluate_per_candidate_s}))
         return out
 
-    def busy_s(self) -> float:
-        return self.busy.total
 
-    def ping(self) -> str:
-        return "ok"
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def node(self) -> str:
-        return ray.get_runtime_context().get_node_id()
-
-
-class StandInLearner:
+class StandInLearner(_StandIn):
     """`LearnerActor`'s methods; an update after the update time, checkpoints of the run state alone."""
-    times = ServiceTimes()
 
     def __init__(self, rank: int, world_size: int):
         self.rank = rank
@@ -203,15 +181,6 @@ class StandInLearner:
         import json
         from pathlib import Path
         return json.loads((Path(directory) / "run_state.json").read_text())
-
-    def busy_s(self) -> float:
-        return self.busy.total
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def node(self) -> str:
-        return ray.get_runtime_context().get_node_id()
 
 
 def stand_in_roles(times: ServiceTimes = ServiceTimes()):

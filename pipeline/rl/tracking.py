@@ -34,6 +34,8 @@ CHECKPOINT_DIR = "checkpoints"
 PLOTTED = (("reward/turn_mean", "reward per turn"), ("correct/turn_fraction", "correct turns"),
            ("speedup/correct_geomean", "speedup of correct turns (geomean)"),
            ("rollout/turns_used_mean", "turns used per episode"))
+EXECUTED = ("correct", "incorrect", "runtime_error", "timeout")  # verdicts only a GPU gives
+CPU_VERDICTS = ("format_error", "compile_error", "rejected", "not_executed")  # what a CPU can tell apart
 
 
 def checkpoint_dir(run_dir: str | Path, step: int) -> Path:
@@ -145,17 +147,36 @@ def read_metrics(run_dir: str | Path, name: str = METRICS_FILE) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 
+def curve_panels(rows: list[dict]) -> tuple[tuple[str, str], ...]:
+    """(metric, title) of each panel of training_curves.png: PLOTTED when some candidate ran on a GPU; on a CPU
+    reward, the compiled rate ('compiled') and the verdict mix ('verdicts') instead of correctness and speed."""
+    if any(r.get(f"verdict/{v}", 0) for r in rows for v in EXECUTED):
+        return PLOTTED
+    return (("reward/turn_mean", "reward per turn"), ("compiled", "compiled (gated and built) turns"),
+            ("verdicts", "verdict mix"), ("rollout/turns_used_mean", "turns used per episode"))
+
+
 def plot_metrics(run_dir: str | Path) -> Path:
-    """Draw reward, correctness, speedup, turns used and busy fractions per step into training_curves.png."""
+    """Draw the run's curves per step into training_curves.png: reward, correctness, speedup and turns used
+    when candidates ran on a GPU; on a CPU, where nothing runs, what a CPU can see instead: reward, the
+    compiled rate and the verdict mix. Busy fractions in both."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = read_metrics(run_dir)
-    fig, axes = plt.subplots(1, len(PLOTTED) + 1, figsize=(4 * (len(PLOTTED) + 1), 3.2))
+    panels = curve_panels(rows)
+    fig, axes = plt.subplots(1, len(panels) + 1, figsize=(4 * (len(panels) + 1), 3.2))
     steps = [r["step"] for r in rows]
-    for ax, (key, title) in zip(axes, PLOTTED):
-        ax.plot(steps, [r.get(key) if r.get(key) is not None else float("nan") for r in rows], marker=".")
+    for ax, (key, title) in zip(axes, panels):
+        if key == "compiled":
+            ax.plot(steps, [r.get("verdict/not_executed", 0.0) for r in rows], marker=".")
+        elif key == "verdicts":
+            for v in CPU_VERDICTS:
+                ax.plot(steps, [r.get(f"verdict/{v}", 0.0) for r in rows], marker=".", label=v)
+            ax.legend(fontsize=7)
+        else:
+            ax.plot(steps, [r.get(key) if r.get(key) is not None else float("nan") for r in rows], marker=".")
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("step")
     for role in ("generator", "evaluator", "learner"):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.rl.tracking import weights_fingerprint
+from pipeline.rl.tracking import checkpoint_dir, weights_fingerprint
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 REPO = Path(__file__).resolve().parents[2]
@@ -27,14 +27,14 @@ def two_steps(tmp_path: Path, name: str, *extra: str) -> tuple[list[dict], Path]
 
 def test_rl_changes_the_weights_and_the_generator_samples_from_them_while_lr_0_changes_nothing(tmp_path):
     rows, ckpts = two_steps(tmp_path, "rl")
-    after = [weights_fingerprint(ckpts / f"step_{k}" / "hf") for k in (1, 2)]
+    after = [weights_fingerprint(checkpoint_dir(ckpts.parent, k) / "hf") for k in (1, 2)]
     assert after[0] != after[1]  # step 2's update moved the policy
     assert [r["learner/weight_version"] for r in rows] == [1.0, 2.0]
     assert [r["rollout/weight_version"] for r in rows] == [0.0, 1.0]  # step 2 sampled from step 1's weights
     assert all(r["learner/grad_norm"] > 0 for r in rows)
 
     rows, ckpts = two_steps(tmp_path, "no_update", "learner.lr=0")
-    kept = [weights_fingerprint(ckpts / f"step_{k}" / "hf") for k in (1, 2)]
+    kept = [weights_fingerprint(checkpoint_dir(ckpts.parent, k) / "hf") for k in (1, 2)]
     assert kept[0] == kept[1]  # step 2's update, computed, changed no weight
     assert [r["rollout/weight_version"] for r in rows] == [0.0, 1.0]  # synced all the same, to equal weights
     assert all(r["learner/grad_norm"] > 0 for r in rows)  # the update was computed, and changed nothing

@@ -184,3 +184,11 @@ def test_the_share_of_groups_whose_returns_all_tie_is_logged():
     outcomes = same + mixed
     metrics = rollout_metrics(outcomes, prepare_step(outcomes, cfg, RLSection()))
     assert metrics["advantage/collapsed_group_fraction"] == 0.5
+
+
+def test_training_curves_show_on_a_cpu_what_a_cpu_can_see():
+    from pipeline.rl.tracking import PLOTTED, curve_panels
+    cpu = [{"step": 1, "verdict/not_executed": 0.5, "verdict/format_error": 0.5}]
+    gpu = [{"step": 1, "verdict/correct": 0.25, "verdict/compile_error": 0.75}]
+    assert [k for k, _ in curve_panels(cpu)] == ["reward/turn_mean", "compiled", "verdicts", "rollout/turns_used_mean"]
+    assert curve_panels(gpu) == PLOTTED
