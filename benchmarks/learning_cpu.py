@@ -15,6 +15,8 @@ Per step and arm (metrics.jsonl): the mean reward; the rates of format error, co
 not_executed (compiled); the share of groups whose returns all tie (advantage collapse); the policy ratio,
 approximate KL and gradient norm; and whether the samples came from the weight version the learner had just
 made (rollout/weight_version against the previous step's learner/weight_version).
+Diagnosis (`preference_shift`): the change, from the start to the end policy, of the mean per-token
+log-probability of the arm's own training samples, for those that compiled and those that did not.
 Final figures: each arm's final policy, resumed with learning rate 0 for `--eval-steps` more steps, samples
 fresh episodes of the same task stream (the same tasks in the same order for every arm, never trained on);
 the compiled rate and the mean reward over those samples (at least 200), with 95 % percentile bootstrap
@@ -79,35 +81,90 @@ def arm_figures(run_dir: Path, steps: int) -> dict:
     return {"per_step": per_step, "samples_from_the_newest_weights": synced, "final": final}
 
 
+def preference_shift(run_dir: Path, start: Path, end: Path, steps: int, limit: int = 160) -> dict:
+    """Where the update moved the policy: the mean per-token log-probability of the arm's own training samples
+    (steps 1..`steps`, turn 0) under the start and the end policy, for the samples that compiled and for those
+    that did not. A policy learning the CPU-verifiable reward gains more on the first than on the second."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from pipeline.rollout.conversation import ChatFormat
+    from pipeline.rollout.prompts import opening_messages
+    from pipeline.rollout.tiny_model import load_tokenizer
+    from pipeline.tasks import load_tasks
+    tasks = {task.id: task for task in load_tasks("builtin")}
+    rows = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if r["step"] <= steps and r["turn"] == 0 and r["verdict"] is not None][:limit]
+    chat = ChatFormat(load_tokenizer(start))
+    pairs = []
+    for r in rows:
+        prompt = chat.opening_ids(*opening_messages(tasks[r["task"]]))
+        response = chat.tokenizer.encode(r["response"], add_special_tokens=False)
+        if response:
+            pairs.append((prompt, response, r["verdict"] in COMPILED))
+
+    def mean_logprobs(path: Path) -> list[float]:
+        model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32).eval()
+        out = []
+        with torch.no_grad():
+            for prompt, response, _ in pairs:
+                ids = torch.tensor([prompt + response])
+                logp = torch.log_softmax(model(ids).logits[0, :-1].float(), -1)
+                picked = logp[torch.arange(len(prompt) - 1, ids.shape[1] - 1), ids[0, len(prompt):]]
+                out.append(float(picked.mean()))
+        return out
+    before, after = mean_logprobs(start), mean_logprobs(end)
+    shift = {True: [], False: []}
+    for (_, _, compiled), b, a in zip(pairs, before, after):
+        shift[compiled].append(a - b)
+    return {"samples": len(pairs), "compiled": bootstrap(shift[True]) if shift[True] else None,
+            "not_compiled": bootstrap(shift[False]) if shift[False] else None,
+            "what": "change of the mean per-token log-probability of the arm's own training samples, end policy "
+                    "minus start policy, by whether the sample compiled"}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=30, help="RL steps per arm")
     ap.add_argument("--eval-steps", type=int, default=13, help="steps of fresh samples (16 each) under the final policy")
     ap.add_argument("--lr", type=float, default=2e-4, help="learning rate of the rl and shuffled arms")
     ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--diagnose-lr", type=float, default=None, help="also run the rl arm at this learning rate "
+                    "(arm rl_lr<LR>), to tell an update that follows the reward from one that is too large")
     ap.add_argument("--runs", default=None, help="directory of the arms' runs (default: a new one under runs/)")
     ap.add_argument("--out", default=None, help="JSON file (default: a new file under benchmarks/results/v<N>/)")
     args = ap.parse_args(argv)
     from pipeline.rl.tracking import checkpoint_dir
     runs = Path(args.runs) if args.runs else ROOT / "runs" / f"learning_cpu_{int(time.time())}"
     runs.mkdir(parents=True, exist_ok=True)
-    out = {"command": "python benchmarks/learning_cpu.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    given = [a for a in (argv if argv is not None else sys.argv[1:])]
+    shown = [a for i, a in enumerate(given) if a not in ("--runs", "--out") and (i == 0 or given[i - 1] not in
+                                                                                ("--runs", "--out"))]
+    out = {"command": "python benchmarks/learning_cpu.py " + " ".join(shown),
            "what": "the CPU-verifiable part of the reward (compiled_value, the structural term, format errors); "
                    "not correctness or speed", "steps": args.steps, "eval_steps": args.eval_steps, "lr": args.lr,
            "arms": {}}
-    for arm in args.arms.split(","):
+    arms = {arm: (ARMS[arm], args.lr) for arm in args.arms.split(",")}
+    if args.diagnose_lr is not None:
+        arms[f"rl_lr{args.diagnose_lr:g}"] = (ARMS["rl"], args.diagnose_lr)
+    for arm, (overrides, lr) in arms.items():
         log = runs / f"{arm}.log"
-        t0 = time.perf_counter()
+        t0, ran = time.perf_counter(), False
         if not checkpoint_dir(runs / arm, args.steps).is_dir():
-            run(["train", *common(runs, arm, args.steps, args.lr), f"train.checkpoint_every_steps={args.steps}",
-                 *ARMS[arm]], log)
+            ran = True
+            run(["train", *common(runs, arm, args.steps, lr), f"train.checkpoint_every_steps={args.steps}",
+                 *overrides], log)
         total = args.steps + args.eval_steps
         if not checkpoint_dir(runs / arm, total).is_dir():
+            ran = True
             run(["train", "--resume", str(runs / arm), *common(runs, arm, total, 0.0),
-                 f"train.checkpoint_every_steps={total}", *[a for a in ARMS[arm] if not a.startswith("learner.lr")]],
+                 f"train.checkpoint_every_steps={total}", *[a for a in overrides if not a.startswith("learner.lr")]],
                 log)
-        out["arms"][arm] = {"overrides": ARMS[arm], "wall_s": round(time.perf_counter() - t0, 1),
+        out["arms"][arm] = {"overrides": overrides, "lr": 0.0 if "learner.lr=0" in overrides else lr,
+                            "wall_s": round(time.perf_counter() - t0, 1) if ran else None,  # None: run earlier
                             **arm_figures(runs / arm, args.steps)}
+        from pipeline.rollout.tiny_model import SFT_TINY_DIR
+        out["arms"][arm]["preference_shift"] = preference_shift(runs / arm, SFT_TINY_DIR,
+                                                                checkpoint_dir(runs / arm, args.steps) / "hf", args.steps)
         f = out["arms"][arm]["final"]
         print(f"{arm:10s} compiled {f['compiled_rate']['mean']:.3f} [{f['compiled_rate']['lo']:.3f}, "
               f"{f['compiled_rate']['hi']:.3f}]  reward {f['reward']['mean']:.3f} [{f['reward']['lo']:.3f}, "

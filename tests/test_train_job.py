@@ -35,7 +35,7 @@ def wait_for_dashboard(port: int, head: subprocess.Popen, timeout_s: float = 120
     raise TimeoutError(f"the Ray dashboard did not answer on port {port} within {timeout_s} s")
 
 
-def submit_when_ready(dashboard: int, command: str, env: dict, timeout_s: float = 120) -> subprocess.CompletedProcess:
+def submit_when_ready(dashboard: int, command: str, env: dict, timeout_s: float = 300) -> subprocess.CompletedProcess:
     """`ray job submit`, again while the head's job agent is not up yet ("No available agent to submit job":
     the dashboard answers before the agent has registered; nothing was started)."""
     deadline = time.monotonic() + timeout_s
