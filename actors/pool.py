@@ -208,19 +208,7 @@ class SupervisedPool:
 
         Retried calls yield no outcome, so the list may be empty.
         """
-        if not self._in_flight:
-            raise RuntimeError("SupervisedPool: no work outstanding; submit() before waiting for results")
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        refs = list(self._in_flight)
-        ready, rest = ray.wait(refs, num_returns=1, timeout=timeout)
-        if not ready:
-            raise TimeoutError(f"SupervisedPool: no call finished within the timeout ({len(refs)} in flight)")
-        if rest:  # hand every freed actor new work now, not one per call of ours
-            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
-            ready += more
-        outcomes = [o for o in (self._settle(ref) for ref in ready) if o is not None]
-        self._dispatch()
-        return outcomes
+        return [outcome for _, outcome in _wait_round([self], deadline)]
 
     def _settle(self, ref: ray.ObjectRef) -> tuple[int, Any] | None:
         """Turn one finished call into `(ticket, outcome)`, or None when it was requeued or abandoned."""
@@ -270,33 +258,36 @@ class SupervisedPool:
         self._abandoned |= {w.ticket for w, _, _ in self._in_flight.values() if w.ticket in drop}
 
 
-def wait_any(pools: Sequence[SupervisedPool], timeout_s: float | None = None) -> None:
-    """One `ray.wait` over the in-flight calls of all `pools`; returns once at least one pool holds a settled
-    result for `poll` (at once when one already does). TimeoutError when none finished within `timeout_s`,
-    RuntimeError when none has work in flight. Freed actors get their pool's pending work at once."""
-    if any(p._done for p in pools):
-        return
+def _wait_round(pools: Sequence[SupervisedPool], deadline: float | None) -> list[tuple[SupervisedPool, tuple]]:
+    """One `ray.wait` over the in-flight calls of all `pools`: settle every call already finished and give
+    freed actors their pool's pending work at once (not one per call of ours). Returns (pool, outcome) of
+    each settled call (retried calls yield none, so it may be empty). TimeoutError past `deadline`,
+    RuntimeError when no pool has work in flight."""
     owner = {ref: p for p in pools for ref in p._in_flight}
     if not owner:
-        raise RuntimeError("wait_any: no pool has work in flight; submit() before waiting")
+        raise RuntimeError("SupervisedPool: no work outstanding; submit() before waiting for results")
+    timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+    refs = list(owner)
+    ready, rest = ray.wait(refs, num_returns=1, timeout=timeout)
+    if not ready:
+        raise TimeoutError(f"SupervisedPool: no call finished within the timeout ({len(refs)} in flight)")
+    if rest:
+        more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+        ready += more
+    settled = [(owner[ref], outcome) for ref in ready if (outcome := owner[ref]._settle(ref)) is not None]
+    for pool in pools:
+        pool._dispatch()
+    return settled
+
+
+def wait_any(pools: Sequence[SupervisedPool], timeout_s: float | None = None) -> None:
+    """One wait over the in-flight calls of all `pools`; returns once at least one pool holds a settled
+    result for `poll` (at once when one already does). TimeoutError when none finished within `timeout_s`,
+    RuntimeError when none has work in flight."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while not any(p._done for p in pools):
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        refs = list(owner)
-        ready, rest = ray.wait(refs, num_returns=1, timeout=timeout)
-        if not ready:
-            raise TimeoutError(f"wait_any: no call finished within {timeout_s} s ({len(refs)} in flight)")
-        if rest:
-            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
-            ready += more
-        for ref in ready:
-            pool = owner.pop(ref)
-            settled = pool._settle(ref)
-            if settled is not None:
-                pool._done.append(settled)
-        for pool in pools:
-            pool._dispatch()
-        owner = {ref: p for p in pools for ref in p._in_flight}  # retried items are in flight again
+        for pool, outcome in _wait_round(pools, deadline):
+            pool._done.append(outcome)
 
 
 class PoolWaiter:

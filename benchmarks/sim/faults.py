@@ -57,18 +57,15 @@ def alive(class_prefix: str) -> list:
 
 
 def _when(condition, then, timeout_s: float = 120.0) -> threading.Thread:
-    """Run `then()` in a thread as soon as `condition()` holds; the thread records when it acted."""
+    """Run `then()` in a thread as soon as `condition()` holds (`then` records when the fault happened)."""
     def body():
         deadline = time.monotonic() + timeout_s
         while not condition():
             if time.monotonic() > deadline:
                 return
             time.sleep(0.1)
-        body.at = time.perf_counter()
         then()
-    body.at = None
     thread = threading.Thread(target=body, daemon=True)
-    thread.body = body
     thread.start()
     return thread
 
