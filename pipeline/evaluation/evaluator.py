@@ -34,11 +34,12 @@ from pipeline.evaluation.gpu.driver import CudaError, allocated_bytes
 from pipeline.evaluation.gpu.lock import GpuLock
 from pipeline.evaluation.gpu.memory_budget import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout, gib
 from pipeline.evaluation.gate import check_candidate, cuda_sources_of, gate_profile
-from pipeline.evaluation.checks.reference import (GroupData, TaskBroken, add_timing_slots, adopt_baseline_outputs,
-                                           arena_layout, build_c2cuda, build_torch2cuda, config_bytes,
-                                           group_footprint, poison_byte, run_c_reference, to_device, check_outputs,
-                                           can_anchor_c, run_c_reference64)
-from pipeline.evaluation.checks.fidelity import C_FLOAT64_PRELUDE
+from pipeline.evaluation.checks.reference import (ANCHOR_CALLS, GroupData, TaskBroken, add_anchor_slot,
+                                                  add_timing_slots, adopt_baseline_outputs, arena_layout, build_c2cuda,
+                                                  build_torch2cuda, can_anchor_c, check_outputs, compare, config_bytes,
+                                                  group_footprint, poison_byte, run_c_reference, run_c_reference64,
+                                                  to_device)
+from pipeline.evaluation.checks.fidelity import C_FLOAT64_PRELUDE, anchor_allowance
 from pipeline.evaluation.result_cache import ResultCache
 from pipeline.evaluation.child.sandbox import ChildFailed, ChildProcess, SandboxUnavailable
 from pipeline.evaluation.timing.timed_rounds import CALIBRATION_FILL_MAX
@@ -271,6 +272,8 @@ class Evaluator:
                     group = build_torch2cuda(task, seed, init_seed=secrets.randbits(31),
                                              compiled=self.cfg.compile_baseline)
             add_timing_slots(group, self.cfg.timing_memory_bytes, self.cfg.timing_slots_max)
+            if task.kind == "c2cuda" and can_anchor_c(task):
+                add_anchor_slot(group)
             with self.gpu_lock.shared():
                 to_device(group)
         except TaskBroken:
@@ -338,10 +341,66 @@ class Evaluator:
             if not reply["ok"]:
                 raise TaskBroken(f"task {task.id}: the naive baseline failed on {cd.name}: {reply['error']}")
         adopt_baseline_outputs(group, self.stage_inputs, call)
+        self._c2cuda_timed_anchors(group, base_impl.code)
+
+    def _c2cuda_timed_anchors(self, group: GroupData, baseline_code: str) -> None:
+        """The float64 anchor of timed calls (ConfigData.timed_anchor): the naive baseline built in float64
+        (fidelity.C_FLOAT64_PRELUDE) in a trusted child of its own, on the buffers `add_anchor_slot` made. It must
+        agree with the float32 baseline on each timing configuration's first check set at the task's tolerance;
+        where it does not build or does not agree (float bit tricks, float4 loads), the timed calls keep the
+        tolerance alone and `timed_anchor_note` says why."""
+        import torch
+        task, timed = group.task, [(ci, cd) for ci, cd in enumerate(group.configs) if cd.time and cd.anchor_slot]
+        if not timed:
+            return
+
+        def without(why: str) -> None:
+            for _, cd in timed:
+                cd.timed_anchor, cd.timed_anchor_note = None, why
+        built = self.compiler.compile_cuda(C_FLOAT64_PRELUDE + baseline_code)
+        if not built.ok:
+            return without("the naive baseline does not build in float64")
+        child = self.start_child(False)
+        group.anchor_child = child
+        self.load_into_child(child, group, "c2cuda", built, task.function, trusted=True, calls=ANCHOR_CALLS)
+
+        def run64(ci: int, cd, inputs: dict) -> dict:
+            """{position: float64 output} of one float64 baseline call on `inputs` ({position: tensor})."""
+            for j, b in enumerate(cd.anchor_slot):
+                buf = group.buffers[b]
+                if j in inputs:
+                    buf.view.copy_(inputs[j].reshape(buf.view.shape))  # float32 -> float64 is exact
+                elif buf.role == "out":
+                    self.driver.memset_async(buf.ptr, poison_byte(buf.dtype), buf.nbytes)
+            reply = child.request({"op": "call", "config": ci}, self.cfg.run_timeout_s)
+            if not reply.get("ok"):
+                raise TaskBroken(f"task {task.id}: the float64 naive baseline failed on {cd.name}: {reply.get('error')}")
+            return {j: group.buffers[b].view.clone() for j, b in enumerate(cd.anchor_slot)
+                    if group.buffers[b].role in ("out", "inout")}
+        for ci, cd in timed:
+            inputs = {j: cd.input_sets[0][b] for j, b in enumerate(cd.buffers) if b in cd.input_sets[0]}
+            got = run64(ci, cd, inputs)
+            for j, b in enumerate(cd.buffers):
+                if j in got:
+                    ok, _, why = compare(cd.expected[0][b].reshape(-1), got[j].reshape(-1), task.tolerance)
+                    if not ok:
+                        return without(f"the naive baseline in float64 disagrees with itself in float32 on {cd.name} "
+                                       f"({why})")
+
+        def anchor_of(ci: int, cd):
+            def anchor(fresh_set: dict, expected: dict) -> dict:
+                got = run64(ci, cd, fresh_set)
+                inputs = [t for t in fresh_set.values()]
+                return {j: (o64, anchor_allowance(expected[j], o64, inputs)) for j, o64 in got.items()
+                        if j in expected and expected[j].dtype == torch.float32}
+            return anchor
+        for ci, cd in timed:
+            cd.timed_anchor, cd.timed_anchor_note = anchor_of(ci, cd), ""
 
     def release_group(self, group: GroupData) -> None:
-        if group.baseline_child is not None:
-            group.baseline_child.close()
+        for child in (group.baseline_child, group.anchor_child):
+            if child is not None:
+                child.close()
         for ptr in group.arenas:
             if ptr:
                 self.driver.free(ptr)
@@ -353,6 +412,7 @@ class Evaluator:
             cd.input_sets, cd.expected, cd.param_values = [], [], {}
             cd._made.clear()
             cd.fresh = cd.run_reference = cd.run_compiled = cd.run_reference64 = cd.module = cd.module64 = None
+            cd.timed_anchor = None
             cd.anchors = []
         group.reference_calls, group.compiled_calls = [], []
         import gc
@@ -362,14 +422,15 @@ class Evaluator:
             torch.cuda.empty_cache()  # what this group held goes back to the other evaluators of the GPU
 
     def load_into_child(self, child: ChildProcess, group: GroupData, fmt: str, comp: CompileResult, entry: str,
-              source: str = "", trusted: bool = False) -> dict:
+                        source: str = "", trusted: bool = False, calls: str = "") -> dict:
         """Load a candidate (or, `trusted`, the naive baseline, which alone maps its own slots) in a child; a
-        warm child (warm.py) has mapped the buffers already."""
+        warm child (warm.py) has mapped the buffers already. `calls`: whose call specs (default `fmt`'s; the
+        float64 baseline's are reference.ANCHOR_CALLS)."""
         msg = {"op": "load", "format": fmt, "entry": entry, "source": source,
                "torch_compute": gate_profile(self.cfg.gate_profile).torch_compute,
                "artifact": child.place(comp.artifact) if comp.artifact else "",
                "extensions": {n: child.place(p) for n, p in comp.extensions.items()},
-               "calls": [cd.slot_calls(fmt, baseline=trusted) for cd in group.configs]}
+               "calls": [cd.slot_calls(calls or fmt, baseline=trusted) for cd in group.configs]}
         if "map" not in getattr(child, "ops", []):  # a child that has not mapped them (not warm)
             msg.update(self._buffer_map(group, trusted))
         return child.request(msg, self.cfg.run_timeout_s + (60 if fmt == "kernelbench" else 0))

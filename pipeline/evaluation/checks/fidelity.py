@@ -30,6 +30,8 @@ from __future__ import annotations
 import copy
 import math
 
+import numpy as np
+
 ANCHOR_FACTOR = 16.0  # honest float32 kernels sum in other orders than the reference (trees, serial loops, atomics)
 ANCHOR_ULPS = 8.0  # ... and round the output itself: this many float32 epsilons of the output's norm always pass
 EPS32 = 2.0 ** -23
@@ -278,6 +280,31 @@ def adversarial_uniform(rng, n: int, lo: float, hi: float):
     u[at[spikes // 2:]] = 0.01 * rng.random(spikes - spikes // 2)
     return np.clip(lo + width * u, lo, np.nextafter(hi, lo))
 
+
+
+def adversarial_uniform_torch(gen, n: int, lo: float, hi: float, dtype, device):
+    """`adversarial_uniform`'s draw made by torch on `device` with the Generator `gen` (the timed rounds' inputs,
+    made on the GPU every round): the same secret centre, heavy tails, blocks of a secret length with scales of
+    their own, and values near both ends at secret positions, in [lo, hi)."""
+    import torch
+    width = hi - lo
+    work = torch.float64 if n <= 1 << 24 else torch.float32  # large inputs: float32 temporaries (memory)
+    z = torch.randn(n, generator=gen, device=device, dtype=work)
+    z.mul_(torch.randn(n, generator=gen, device=device, dtype=work).mul_(0.75).exp_())
+    r = torch.rand(3, generator=gen, device=device, dtype=torch.float64).tolist()
+    block = 2 + int(r[0] * (max(3, n // 4 + 1) - 2))
+    scales = torch.empty(-(-n // block), device=device, dtype=work).uniform_(-1.4, 1.4, generator=gen).exp_()
+    z.mul_(scales.repeat_interleave(block)[:n])
+    centre = 0.2 + 0.6 * r[1]
+    u = z.mul_(0.5).tanh_().mul_(0.5 - abs(centre - 0.5)).add_(centre)
+    spikes = min(2 * MAX_SPIKE_PAIRS, max(2, n // 1024), n)
+    at = torch.randperm(n, generator=gen, device=device)[:spikes] if n <= 1 << 16 else \
+        torch.randint(n, (spikes,), generator=gen, device=device)
+    near = 0.01 * torch.rand(spikes, generator=gen, device=device, dtype=work)
+    u[at[: spikes // 2]] = 1 - near[: spikes // 2]
+    u[at[spikes // 2:]] = near[spikes // 2:]
+    top = float(np.nextafter(np.float32(hi), np.float32(lo))) if dtype == torch.float32 else float(np.nextafter(hi, lo))
+    return u.mul_(width).add_(lo).clamp_(lo, top).to(dtype)
 
 C_FLOAT64_PRELUDE = """#include <math.h>
 #define float double

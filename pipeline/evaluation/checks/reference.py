@@ -21,8 +21,9 @@ import numpy as np
 
 from pipeline.evaluation import light_abi
 from pipeline.evaluation.checks.fused_check import RoundCheck  # the one implementation of the criterion
-from pipeline.evaluation.checks.fidelity import (adversarial_like, adversarial_uniform, anchor_allowance, as_float64,
-                                          float64_twin, redraw_constant_state, run_measuring_sums)
+from pipeline.evaluation.checks.fidelity import (adversarial_like, adversarial_uniform, adversarial_uniform_torch,
+                                                 anchor_allowance, as_float64, float64_twin, redraw_constant_state,
+                                                 run_measuring_sums)
 from pipeline.evaluation.checks.numerics import set_full_float32
 from pipeline.core.records import Task, Tolerance
 from pipeline.tasks import arg_dtype, config_params, eval_expr, is_pointer, parse_init
@@ -89,6 +90,19 @@ class ConfigData:
     param_values: dict = field(default_factory=dict)  # buffer index -> the reference's parameter tensor
     keep_sets: bool = True  # False: only the set in use is held (large problems)
     _made: dict = field(default_factory=dict)
+    # Timing configurations: what the timed rounds draw and how one secret call of each round is anchored
+    timed_draw: str = "task"  # the draw of `fresh` the timed rounds use: "adversarial" | "mild" | "task" (timed_inputs)
+    timed_anchor: object = None  # callable(fresh set, {position: expected output}) -> {position: (float64 output,
+    # allowance)}: the float64 anchor of a timed call (the float64 twin, or the c2cuda baseline built in float64)
+    timed_anchor_note: str = ""  # why the timed calls have no float64 anchor ("" when they have one)
+    anchor_slot: list[int] = field(default_factory=list)  # c2cuda: the float64 baseline's own buffers (never mapped
+    # into a candidate's process), in the order of `buffers`
+
+    def timed_inputs(self, seed: int) -> dict:
+        """A timed call's fresh inputs under `seed`: the draw the configuration's check set 1 uses where the
+        reference stays finite on it (`timed_draw`), so a timed call is judged on inputs where every element
+        matters, as a checked call is."""
+        return self.fresh(seed) if self.timed_draw == "task" else self.fresh(seed, self.timed_draw)
 
     def check_set(self, si: int) -> tuple[dict, dict]:
         """(inputs, expected outputs) of check set `si`, each {buffer index: tensor}: the stored ones, or
@@ -175,6 +189,8 @@ class ConfigData:
     def slot_calls(self, fmt: str, baseline: bool = False) -> list[dict]:
         """The child's call spec of every slot (one entry, slot 0, for configurations that are not timed);
         the trusted baseline's child gets its own slots after slot 0."""
+        if fmt == ANCHOR_CALLS:  # the float64 baseline's child: its one slot, or slot 0 where it has none (never called)
+            return [self.calls.get(ANCHOR_CALLS) or self.calls["c2cuda"]]
         slots = (self.slots[:1] + self.baseline_slots if baseline and self.baseline_slots else self.slots) \
             or [self.buffers]
         return [remap_call(self.calls[fmt], fmt, dict(zip(self.buffers, slot))) for slot in slots]
@@ -187,6 +203,7 @@ class GroupData:
     configs: list[ConfigData]
     reference_label: str = ""
     baseline_child: object = None  # c2cuda: the child running the naive baseline for this group
+    anchor_child: object = None  # c2cuda: the child running the naive baseline built in float64 (timed anchors)
     reference_calls: list = field(default_factory=list)  # torch2cuda: per config, runs the reference once
     compiled_calls: list = field(default_factory=list)  # torch2cuda: per config, the torch.compile'd reference or None
     anchor_note: str = ""  # c2cuda: why the check has no float64 anchor ("" when it has one or none was tried)
@@ -273,7 +290,7 @@ def build_c2cuda(task: Task, seed: int, fidelity: bool = True) -> GroupData:
     for cfg in task.configs:
         params = config_params(task, cfg)
         idx, sets, call_args = [], [{}, {}], []
-        adversarial = fidelity and cfg.check and not cfg.time
+        adversarial = fidelity and cfg.check
         for arg in task.args:
             if not is_pointer(arg):
                 _, value = parse_init(arg.init, params)
@@ -295,24 +312,40 @@ def build_c2cuda(task: Task, seed: int, fidelity: bool = True) -> GroupData:
                         calls={"c2cuda": {"args": call_args}}, flops=flops, min_bytes=nbytes, adversarial=adversarial)
         if cfg.time:
             cd.fresh = _c2cuda_fresh(task, params, [buffers[b] for b in idx])
+            cd.timed_draw = "adversarial" if fidelity and _has_uniform_float(task, params) else "task"
         configs.append(cd)
     return GroupData(task, buffers, configs, reference_label="naive CUDA baseline")
 
 
-def _c2cuda_fresh(task: Task, params: dict, bufs: list[Buffer]):
-    """Fresh inputs made on the GPU from the task's own initialisers (uniform, randint, records), seeded."""
+def _has_uniform_float(task: Task, params: dict) -> bool:
+    """Whether an input of the task is a float buffer declared uniform(lo, hi): what the adversarial draw changes."""
+    return any(is_pointer(a) and a.role in ("in", "inout") and np.dtype(arg_dtype(a)).kind == "f"
+               and parse_init(a.init, params)[0] == "uniform" for a in task.args)
+
+
+def _c2cuda_fresh(task: Task, params: dict, bufs: list[Buffer], device: str = "cuda"):
+    """fresh(seed, draw="task"): inputs made on `device` from the task's own initialisers (uniform, randint,
+    records), seeded; with draw "adversarial", float inputs declared uniform(lo, hi) get the adversarial draw
+    within [lo, hi) (fidelity.adversarial_uniform_torch), as check set 1 does; the other inputs stay as drawn."""
     inits = {}
     pointer_args = [a for a in task.args if is_pointer(a)]
     for j, (arg, buf) in enumerate(zip(pointer_args, bufs)):
         if arg.role in ("in", "inout"):
             inits[j] = (buf, parse_init(arg.init, params))
 
-    def fresh(seed: int) -> dict:
+    def fresh(seed: int, draw: str = "task") -> dict:
         import torch
-        gen = torch.Generator(device="cuda")
+        gen = torch.Generator(device=device)
         gen.manual_seed(seed)
-        return {j: draw_on_device(gen, buf.dtype, int(np.prod(buf.shape)), init).reshape(buf.shape)
-                for j, (buf, init) in inits.items()}
+        out = {}
+        for j, (buf, init) in inits.items():
+            n = int(np.prod(buf.shape))
+            if draw != "task" and init[0] == "uniform" and np.dtype(buf.dtype).kind == "f":
+                out[j] = adversarial_uniform_torch(gen, n, float(init[1]), float(init[2]), torch_dtype(buf.dtype),
+                                                   device).reshape(buf.shape)
+            else:
+                out[j] = draw_on_device(gen, buf.dtype, n, init, device).reshape(buf.shape)
+        return out
     return fresh
 
 
@@ -350,6 +383,28 @@ def add_timing_slots(group: GroupData, memory_bytes: int, max_slots: int) -> Non
             cd.baseline_slots = [_new_slot(group, cd, f"#b{k}", True) for k in range(n)]
 
 
+ANCHOR_CALLS = "c2cuda64"  # ConfigData.calls key of the float64 baseline's call (add_anchor_slot)
+
+
+def add_anchor_slot(group: GroupData) -> None:
+    """c2cuda: give every timing configuration a set of buffers of its own for the naive baseline built in float64
+    (fidelity.C_FLOAT64_PRELUDE): float32 buffers become float64 ones, never mapped into a candidate's process, and
+    the call passes float scalars as double. One call on it, on a timed call's inputs cast to float64, gives that
+    call's float64 anchor (the evaluator's `timed_anchor`)."""
+    for cd in group.configs:
+        if not cd.time or cd.anchor_slot:
+            continue
+        for b in cd.buffers:
+            src = group.buffers[b]
+            dtype = "float64" if src.dtype == "float32" else src.dtype
+            group.buffers.append(Buffer(f"{src.name}#f64", dtype, src.shape, src.role, baseline_only=True))
+            cd.anchor_slot.append(len(group.buffers) - 1)
+        mapping = dict(zip(cd.buffers, cd.anchor_slot))
+        cd.calls[ANCHOR_CALLS] = {"args": [["ptr", mapping[a[1]]] if a[0] == "ptr" else
+                                           ["scalar", "double" if a[1] == "float" else a[1], a[2]]
+                                           for a in cd.calls["c2cuda"]["args"]]}
+
+
 def _new_slot(group: GroupData, cd: ConfigData, tag: str, baseline_only: bool) -> list[int]:
     slot = []
     for b in cd.buffers:
@@ -371,7 +426,7 @@ def arena_layout(group: GroupData) -> list[int]:
     largest configuration, not of all of them."""
     owner = {}
     for ci, cd in enumerate(group.configs):
-        for b in list(cd.buffers) + [b for s in cd.slots + cd.baseline_slots for b in s]:
+        for b in list(cd.buffers) + [b for s in cd.slots + cd.baseline_slots + [cd.anchor_slot] for b in s]:
             owner.setdefault(b, ci)
 
     def aligned(n: int) -> int:
@@ -621,6 +676,10 @@ def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = Fal
         cd.adversarial, cd.module, cd.module64 = fidelity, model, twin
         if comp is not None:
             cd.run_compiled = _torch_fresh(None, comp, cd.calls["kernelbench"]["inputs"], 0, [])[1]
+        if cfg.time and fidelity:
+            cd.timed_draw = finite_draw(cd, seeds[0] ^ 0x71ED)
+            cd.timed_anchor = twin_anchor(cd) if twin is not None else None
+            cd.timed_anchor_note = "" if twin is not None else "no float64 twin of the reference module"
         configs.append(cd)
         calls_of.append((cd.fresh, cd.run_reference, seeds[0]))
         compiled_of.append(comp)
@@ -632,6 +691,38 @@ def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = Fal
     return GroupData(task, buffers, configs, reference_label="PyTorch eager",
                      reference_calls=[_reference_call(*c) for c in calls_of],
                      compiled_calls=compiled_of if compiled else [])
+
+
+def finite_draw(cd: ConfigData, seed: int) -> str:
+    """The draw a timing configuration's rounds use: "adversarial" where the reference's outputs on it are finite,
+    else "mild", else the task's own (as check set 1 chooses, once per configuration)."""
+    import torch
+    for kind in ("adversarial", "mild"):
+        try:
+            outs = cd.run_reference(cd.reference_copy(cd.fresh(seed, kind)))
+        except Exception:  # noqa: BLE001 - values the reference refuses (an index, a domain): a milder draw
+            continue
+        if all(bool(torch.isfinite(o).all()) for o in outs if o.is_floating_point()):
+            return kind
+    return "task"
+
+
+def twin_anchor(cd: ConfigData):
+    """`ConfigData.timed_anchor` from the float64 twin: (fresh set, {position: expected output}) -> {position:
+    (float64 output, allowance)}, empty where the twin fails or gives other shapes or types."""
+    def anchor(fresh_set: dict, expected: dict) -> dict:
+        import torch
+        try:
+            outs64, summed = run_measuring_sums(cd.run_reference64, cd.reference_copy(fresh_set))
+        except Exception:  # noqa: BLE001 - the float64 twin cannot run on these inputs: the tolerance alone judges
+            return {}
+        anchors = {}
+        for j, o64 in zip(sorted(expected), outs64):
+            want = expected[j]
+            if o64.dtype == torch.float64 and want.is_floating_point() and o64.numel() == want.numel():
+                anchors[j] = (o64.detach(), anchor_allowance(want.reshape(o64.shape), o64, summed=summed))
+        return anchors
+    return anchor
 
 
 def _reference_call(fresh, run, seed: int):
@@ -842,6 +933,7 @@ def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_by
     held += sum(2 * c.params for c in sizes if not c.stored)  # the float64 twin of each reference module
     held += 2 * max((c.outputs for c in sizes if not c.stored), default=0)  # the float64 anchor of the set in use
     held += sum(4 * c.outputs for c in sizes if c.stored and not c.time)  # c2cuda: both sets' float64 anchors
+    held += sum(2 * (c.inputs + c.outputs) for c in sizes if c.stored and c.time)  # c2cuda: the float64 baseline's slot
     largest = 0
     for c in sizes:
         one = c.inputs + c.outputs + c.params

@@ -51,6 +51,7 @@ import math
 import secrets
 import time
 
+from pipeline.evaluation.checks.fidelity import anchored
 from pipeline.evaluation.checks.fused_check import RoundCheck
 from pipeline.evaluation.checks.reference import (
     ConfigData,
@@ -151,12 +152,37 @@ def _out_positions(group: GroupData, cd: ConfigData) -> list[int]:
     return [j for j, b in enumerate(cd.buffers) if group.buffers[b].role in ("out", "inout")]
 
 
+def anchored_call(n_calls: int) -> int:
+    """Which call of a round (an index into its called slots) is also held to the float64 anchor: secret, new
+    every round. The call is staged, drawn and called like every other, so a kernel that does less work on the
+    calls it takes for timed ones does it on this one too."""
+    return secrets.randbelow(max(1, n_calls))
+
+
+def round_anchors(cd: ConfigData, fresh_sets: list[dict], expected: list[dict], n: int) -> dict:
+    """{n: {position: (float64 output, allowance)}}: the float64 anchor of call `n` of a round (cd.timed_anchor),
+    or {} where the configuration has none. Trusted work on the trusted copies of the call's inputs."""
+    if cd.timed_anchor is None or not fresh_sets:
+        return {}
+    try:
+        found = cd.timed_anchor(fresh_sets[n], expected[n])
+    except TaskBroken:
+        raise
+    except Exception as e:  # noqa: BLE001 - the trusted float64 reference failed: nothing is known of the candidate
+        raise TaskBroken(f"config {cd.name}: the float64 reference of a timed call failed: {type(e).__name__}: "
+                         f"{str(e)[:200]}") from e
+    return {n: found} if found else {}
+
+
 def check_round(group: GroupData, cd: ConfigData, slots: list[int], fresh_sets: list[dict], expected: list[dict],
-                decoys: list[int], decoy_sets: list[dict], what: str, cuda=None) -> None:
+                decoys: list[int], decoy_sets: list[dict], what: str, cuda=None, anchors: dict | None = None) -> None:
     """Every called slot's inputs unchanged and outputs within tolerance, then every decoy exactly as staged
     (inputs as written, outputs still poisoned), or a Stop naming the first call that failed. One pass over
     each buffer, read back with one synchronisation (fused_check.RoundCheck): the verdicts are
-    `reference.compare`'s and torch.equal's (fused_check.py; the equivalence is tests/evaluation/test_fused_check.py)."""
+    `reference.compare`'s and torch.equal's (fused_check.py; the equivalence is tests/evaluation/test_fused_check.py).
+    `anchors` ({call index: {position: (float64 output, allowance)}}, `round_anchors`): those calls' outputs must
+    also lie within what honest float32 arithmetic gets of the float64 reference (fidelity.anchored), as a check
+    configuration's do."""
     tol = group.task.tolerance
     check = RoundCheck(tol, cuda=cuda)  # cuda: the evaluator's fused_check.CudaPass, where it could build one
     if fresh_sets:
@@ -188,6 +214,14 @@ def check_round(group: GroupData, cd: ConfigData, slots: list[int], fresh_sets: 
                 if not ok:
                     raise Stop("incorrect", f"config {cd.name}: {what}, call {n + 1} of the batch was wrong: "
                                             f"output '{name}': {why}", ["wrong-in-timed-call"])
+    for n, table in (anchors or {}).items():
+        for j, (ref64, allowance) in table.items():
+            buf = group.buffers[cd.slots[slots[n]][j]]
+            ok, why = anchored(buf.view, ref64.reshape(buf.view.shape), allowance, check.floor)
+            if not ok:
+                name = buf.name.split('.', 1)[1].split('#')[0]
+                raise Stop("incorrect", f"config {cd.name}: {what}, call {n + 1} of the batch was wrong: "
+                                        f"output '{name}': {why}", ["wrong-in-timed-call"])
     for d, k in enumerate(decoys):
         for j, b in enumerate(cd.slots[k]):
             if not check.holds(("decoy", d, j)):
@@ -297,8 +331,8 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
         child.freeze()
         t = turns.to("shared")  # the round's inputs are drawn beside other evaluators' work
         seed = secrets.randbits(31)
-        fresh_sets = [cd.fresh(seed * 64 + k) for k in slots]
-        decoy_sets = [cd.fresh(seed * 64 + k) for k in decoy]
+        fresh_sets = [cd.timed_inputs(seed * 64 + k) for k in slots]
+        decoy_sets = [cd.timed_inputs(seed * 64 + k) for k in decoy]
         t = times.spent("inputs", t)
         t = turns.to("exclusive")  # from here to the end of the candidate's window the GPU is this round's alone
         if clock.probe() > cfg.busy_probe_limit_s:  # something still runs on the GPU: not a fair round
@@ -343,8 +377,9 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
                                     f"said its calls were done", ["unfinished-at-done"])
         busy_window = max(window.probe_before_s, window.probe_after_s) > cfg.busy_probe_limit_s
         t = turns.to("shared")  # the checks beside other evaluators' work
+        anchors = round_anchors(cd, fresh_sets, expected, anchored_call(len(slots)))
         check_round(group, cd, slots, fresh_sets, expected, decoy, decoy_sets,
-                    "timed batch" if rounds else "warm-up batch", getattr(ev, "check_pass", None))
+                    "timed batch" if rounds else "warm-up batch", getattr(ev, "check_pass", None), anchors)
         t = times.spent("check", t)
         if busy_window:
             turns.to("exclusive")  # the GPU's own state is judged with nobody else on it
@@ -380,7 +415,7 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
             # round between; otherwise the GPU drifted, and timing_rounds more rounds time it in every round
             child.freeze()  # as in every round: no host code of the candidate while inputs are made
             seed = secrets.randbits(31)
-            end_sets = [cd.fresh(seed * 64 + k) for k in slots]
+            end_sets = [cd.timed_inputs(seed * 64 + k) for k in slots]
             t = times.spent("baseline", t)
             t = turns.to("exclusive")
             end_s, _ = _baseline_batch(ev, group, ci, cd, slots, end_sets, outs, warm=warm_baseline(last_base_s),
