@@ -100,13 +100,14 @@ def run_candidate(ev: EvaluatorParts, group: GroupData, cand: Candidate, prep, s
 
 
 def _check_all(ev: EvaluatorParts, group: GroupData, child: ChildProcess, configs: list[ConfigResult]) -> None:
-    """Every check configuration, twice with fresh inputs in the same buffers; a Stop on the first failure."""
+    """Every check configuration, twice (three times where it has a wide set) with fresh inputs in the same buffers;
+    a Stop on the first failure."""
     cfg = ev.cfg
     for ci, cd in enumerate(group.configs):
         if not cd.check:
             continue
         try:
-            for si in range(2):
+            for si in range(cd.n_sets):
                 ev.stage_inputs(group, cd, si)
                 try:
                     reply = child.request({"op": "call", "config": ci, "slot": 0}, cfg.run_timeout_s)
@@ -120,7 +121,8 @@ def _check_all(ev: EvaluatorParts, group: GroupData, child: ChildProcess, config
                 if mutated:
                     raise Stop("rejected", f"config {cd.name}: {why}", ["input-mutation"])
                 if not ok:
-                    second = " on the second call with new inputs in the same buffers" if si else ""
+                    second = {0: "", 1: " on the second call with new inputs in the same buffers",
+                              2: " on a third call with wide-range inputs (large logits or a large offset)"}[si]
                     configs[ci].error = why
                     raise Stop("incorrect", f"config {cd.name}{second}: {why}")
         finally:

@@ -90,7 +90,7 @@ def _judge(task, kernel, fidelity: bool, seed: int = 3) -> bool:
     """Whether `kernel(module, args) -> outputs` passes every check set of every configuration."""
     group = build_torch2cuda(task, seed, init_seed=seed + 1, fidelity=fidelity)
     for cd in group.configs:
-        for si in range(2):
+        for si in range(cd.n_sets):
             inputs, expected = cd.check_set(si)
             pos = reference_inputs_of(cd, inputs)
             args = [pos[j] for j in range(cd.n_inputs)]
@@ -248,3 +248,86 @@ def test_the_anchor_measures_the_longest_sum_of_the_reference():
     assert run_measuring_sums(lambda t: t[:, :10].clone(), x)[1] == 1  # a slice sums nothing
     conv_t = torch.nn.ConvTranspose2d(6, 4, 3, groups=2).double()
     assert run_measuring_sums(conv_t, torch.rand(1, 6, 5, 5, dtype=torch.float64))[1] == 3 * 9
+
+
+SOFTMAX = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+
+def get_inputs():
+    return [torch.randn(16, 1000) * 0.25]
+
+def get_init_inputs():
+    return []
+'''
+
+LAYERNORM = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(1024)
+    def forward(self, x):
+        return self.ln(x)
+
+def get_inputs():
+    return [torch.randn(32, 1024)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _unshifted_softmax(module, args):  # no max pass: exp overflows on large logits
+    e = torch.exp(args[0])
+    return [e / e.sum(-1, keepdim=True)]
+
+
+def _one_pass_layernorm(module, args):  # variance as E[x^2] - E[x]^2: loses its digits under a large offset
+    x = args[0]
+    mu = x.mean(-1, keepdim=True)
+    var = ((x * x).mean(-1, keepdim=True) - mu * mu).clamp_min(0)
+    return [(x - mu) / torch.sqrt(var + module.ln.eps) * module.ln.weight + module.ln.bias]
+
+
+@pytest.mark.parametrize("source,unsafe", [(SOFTMAX, _unshifted_softmax), (LAYERNORM, _one_pass_layernorm)])
+def test_numerically_unsafe_kernels_fail_on_the_wide_draw_and_pass_without_it(tmp_path, monkeypatch, source, unsafe):
+    task = _task(tmp_path, source, "numerics")
+    group = build_torch2cuda(task, 3, init_seed=4)
+    assert all(cd.wide and cd.n_sets == 3 for cd in group.configs)  # stable references: the wide set is kept
+    assert _judge(task, _honest, fidelity=True)
+    assert not _judge(task, unsafe, fidelity=True)
+    monkeypatch.setattr(reference, "stable_on_wide", lambda *a: False)  # the two sets of version 17 alone
+    assert _judge(task, unsafe, fidelity=True)
+
+
+def test_a_reference_that_is_not_stable_on_the_wide_draw_gets_no_wide_set(tmp_path):
+    source = SOFTMAX.replace("torch.softmax(x, dim=-1)", "torch.exp(x)")  # overflows on large values itself
+    group = build_torch2cuda(_task(tmp_path, source, "exp"), 3, init_seed=4)
+    assert not any(cd.wide for cd in group.configs) and all(cd.n_sets == 2 for cd in group.configs)
+
+
+def test_an_honest_serial_float32_sum_passes_and_a_left_out_large_term_fails():
+    """A row led by one large term: a serial float32 sum of the rest drifts by up to (n - 1) roundoffs (Higham's
+    bound), beyond an rtol of 1e-4; the widened elementwise rule admits it, not a left-out large term."""
+    from pipeline.core.records import Tolerance
+    from pipeline.evaluation.checks.fidelity import serial_tolerance
+    from pipeline.evaluation.checks.reference import compare
+    n = 8191
+    terms = torch.full((n,), 1.005, dtype=torch.float32)  # a third of a unit in the last place of 2**17
+    terms[0] = 2.0 ** 17  # the row's first element dominates: every later term rounds down against it
+    exact = terms.double().sum()
+    serial = torch.from_numpy(__import__("numpy").cumsum(terms.numpy(), dtype="float32")[-1:].copy())
+    out, ref = (1.0 / serial).reshape(1), (1.0 / exact).float().reshape(1)
+    tol = Tolerance(rtol=1e-4, atol=0.0)
+    assert not compare(out, ref, tol)[0]  # the task's own rtol rejects the honest serial sum
+    assert compare(out, ref, serial_tolerance(tol, n))[0]
+    left_out = (1.0 / (exact - terms[0].double())).float().reshape(1)
+    assert not compare(left_out, ref, serial_tolerance(tol, n))[0]
+    assert serial_tolerance(tol, 10) is tol  # short sums keep the task's rtol

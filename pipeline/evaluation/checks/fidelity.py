@@ -39,6 +39,8 @@ DISCRETE_VALUES = 16  # a float tensor with at most this many distinct values is
 SPIKE_SCALE = 32.0  # large values at secret positions, this many times the draw's rms
 EDGE_SCALE = 4.0  # the first and last element of every row, this many times the rms
 MAX_SPIKE_PAIRS = 16
+SUB_RANGE = 0.25  # a uniform(lo, hi) input's adversarial draw stays within [lo + a*w, hi - b*w], a and b secret in
+# [0, SUB_RANGE), w = hi - lo
 
 
 def domain_of(x) -> tuple[float, float, bool]:
@@ -119,6 +121,35 @@ def adversarial_like(x, gen, mild: bool = False):
         if high == 1.0:
             out = out.clamp(max=float(x.max()))
     return out.contiguous()
+
+
+WIDE_SCALE = (16.0, 64.0)  # the wide draw's secret scale: logits of hundreds to thousands, where exp overflows float32
+WIDE_OFFSET = (64.0, 128.0)  # ... and a secret common offset, this many times its spread (unbounded inputs only): a
+# one-pass variance loses 12-14 of float32's 24 bits there, a two-pass one a few
+WIDE_MARGIN = 4.0  # the reference must agree with its float64 twin within the tolerance over this, to keep the set
+
+
+def wide_like(x, gen):
+    """An adversarial draw (`adversarial_like`) moved to a realistic wide range: scaled by a secret factor in
+    WIDE_SCALE and, where the task's draw is unbounded, shifted by a secret offset of WIDE_OFFSET times its spread.
+    A softmax, log-softmax, log-sum-exp or cross-entropy without its max shift overflows on it, and a variance
+    taken as E[x^2] - E[x]^2 loses its digits; a stable reference does neither. Non-negative draws are scaled
+    only, draws within [0, 1] and discrete ones come back as the adversarial draw."""
+    import torch
+    v = adversarial_like(x, gen)
+    if not v.is_floating_point() or v.numel() < 4 or is_discrete(x):
+        return v
+    low, high, _ = domain_of(x)
+    if high == 1.0:
+        return v
+    u = torch.rand(3, generator=gen, device=v.device, dtype=torch.float64).tolist()
+    scale = WIDE_SCALE[0] + (WIDE_SCALE[1] - WIDE_SCALE[0]) * u[0]
+    w = v.double() * scale
+    if low != 0.0:
+        spread = float(w.pow(2).mean().sqrt()) or 1.0
+        offset = (WIDE_OFFSET[0] + (WIDE_OFFSET[1] - WIDE_OFFSET[0]) * u[1]) * spread
+        w = w + (offset if u[2] < 0.5 else -offset)
+    return w.to(x.dtype).contiguous()
 
 
 def redraw_constant_state(model, gen, fixed: tuple[str, ...] = ()) -> list[str]:
@@ -250,6 +281,16 @@ def anchor_allowance(ref32, ref64, inputs=(), summed: int | None = None) -> floa
     return ANCHOR_FACTOR * norm_error(ref32, ref64) + serial * norm_error(zero.expand(ref64.shape), ref64)
 
 
+def serial_tolerance(tol, summed: int):
+    """`tol` with its rtol at least (summed - 1) float32 unit roundoffs: the worst-case relative error of a serial
+    float32 sum of `summed` terms of one sign (Higham's bound for recursive summation), reached where every term is
+    small beside the partial sum (a row led by one large value, as the adversarial draw places them). The anchor
+    still holds the output as a whole to sqrt(summed) roundings, and a left-out large term (the secret spikes, every
+    row's first and last element) is off by far more than either."""
+    serial = (max(1, summed) - 1) * EPS32 / 2
+    return tol if serial <= tol.rtol else tol.model_copy(update={"rtol": serial})
+
+
 def anchored(out, ref64, allowance: float, floor: float = 0.0) -> tuple[bool, str]:
     """(passed, reason): the output as a whole within `allowance` (anchor_allowance) of the float64 reference;
     not where the reference's rms is at most `floor` (reference.rounding_floor): rounding noise of the inputs'
@@ -266,7 +307,10 @@ def anchored(out, ref64, allowance: float, floor: float = 0.0) -> tuple[bool, st
 def adversarial_uniform(rng, n: int, lo: float, hi: float):
     """numpy float64 values in [lo, hi) drawn so that every element matters (c2cuda inputs declared
     uniform(lo, hi)): a secret centre, heavy tails, blocks of a secret length with scales of their own, and a few
-    values near both ends at secret positions, none equal to another (no ties for an argmax)."""
+    values near both ends at secret positions, none equal to another (no ties for an argmax), all within a secret
+    sub-range (`SUB_RANGE`): the largest and smallest values move from draw to draw, so a maximum, a minimum or a
+    range over many uniform draws is no constant (with ends fixed at lo and hi, the maximum of millions of draws is
+    hi whatever the data)."""
     import numpy as np
     width = hi - lo
     z = rng.standard_normal(n) * np.exp(0.75 * rng.standard_normal(n))
@@ -278,20 +322,21 @@ def adversarial_uniform(rng, n: int, lo: float, hi: float):
     at = rng.permutation(n)[:spikes]
     u[at[: spikes // 2]] = 1 - 0.01 * rng.random(spikes // 2)
     u[at[spikes // 2:]] = 0.01 * rng.random(spikes - spikes // 2)
-    return np.clip(lo + width * u, lo, np.nextafter(hi, lo))
+    a, b = SUB_RANGE * rng.random(2)
+    return np.clip(lo + width * (a + (1 - a - b) * u), lo, np.nextafter(hi, lo))
 
 
 
 def adversarial_uniform_torch(gen, n: int, lo: float, hi: float, dtype, device):
     """`adversarial_uniform`'s draw made by torch on `device` with the Generator `gen` (the timed rounds' inputs,
     made on the GPU every round): the same secret centre, heavy tails, blocks of a secret length with scales of
-    their own, and values near both ends at secret positions, in [lo, hi)."""
+    their own, and values near both ends at secret positions, within a secret sub-range of [lo, hi)."""
     import torch
     width = hi - lo
     work = torch.float64 if n <= 1 << 24 else torch.float32  # large inputs: float32 temporaries (memory)
     z = torch.randn(n, generator=gen, device=device, dtype=work)
     z.mul_(torch.randn(n, generator=gen, device=device, dtype=work).mul_(0.75).exp_())
-    r = torch.rand(3, generator=gen, device=device, dtype=torch.float64).tolist()
+    r = torch.rand(4, generator=gen, device=device, dtype=torch.float64).tolist()
     block = 2 + int(r[0] * (max(3, n // 4 + 1) - 2))
     scales = torch.empty(-(-n // block), device=device, dtype=work).uniform_(-1.4, 1.4, generator=gen).exp_()
     z.mul_(scales.repeat_interleave(block)[:n])
@@ -303,8 +348,9 @@ def adversarial_uniform_torch(gen, n: int, lo: float, hi: float, dtype, device):
     near = 0.01 * torch.rand(spikes, generator=gen, device=device, dtype=work)
     u[at[: spikes // 2]] = 1 - near[: spikes // 2]
     u[at[spikes // 2:]] = near[spikes // 2:]
+    a, b = SUB_RANGE * r[2], SUB_RANGE * r[3]
     top = float(np.nextafter(np.float32(hi), np.float32(lo))) if dtype == torch.float32 else float(np.nextafter(hi, lo))
-    return u.mul_(width).add_(lo).clamp_(lo, top).to(dtype)
+    return u.mul_(width * (1 - a - b)).add_(lo + width * a).clamp_(lo, top).to(dtype)
 
 C_FLOAT64_PRELUDE = """#include <math.h>
 #define float double

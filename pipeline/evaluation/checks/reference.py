@@ -23,7 +23,7 @@ from pipeline.evaluation import light_abi
 from pipeline.evaluation.checks.fused_check import RoundCheck  # the one implementation of the criterion
 from pipeline.evaluation.checks.fidelity import (adversarial_like, adversarial_uniform, adversarial_uniform_torch,
                                                  anchor_allowance, as_float64, float64_twin, redraw_constant_state,
-                                                 run_measuring_sums)
+                                                 run_measuring_sums, serial_tolerance, wide_like, WIDE_MARGIN)
 from pipeline.evaluation.checks.numerics import set_full_float32
 from pipeline.core.records import Task, Tolerance
 from pipeline.tasks import arg_dtype, config_params, eval_expr, is_pointer, parse_init
@@ -97,6 +97,22 @@ class ConfigData:
     timed_anchor_note: str = ""  # why the timed calls have no float64 anchor ("" when they have one)
     anchor_slot: list[int] = field(default_factory=list)  # c2cuda: the float64 baseline's own buffers (never mapped
     # into a candidate's process), in the order of `buffers`
+    summed: int = 0  # torch2cuda with a float64 twin: the longest sum one output element takes (run_measuring_sums)
+    wide: bool = False  # torch2cuda: a third check set on the wide draw (fidelity.wide_like), where the reference is
+    # stable there (`stable_on_wide`)
+
+    @property
+    def n_sets(self) -> int:
+        """How many check sets a candidate runs on: the task's draw and the adversarial one, and (torch2cuda, where
+        the reference is stable on it) the wide one."""
+        return len(self.input_sets) if self.input_sets else (3 if self.wide else 2)
+
+    def tolerance(self, task_tol: Tolerance) -> Tolerance:
+        """The elementwise criterion of this configuration's outputs: the task's, widened where the reference sums
+        many terms and the float64 anchor holds the output as a whole (fidelity.serial_tolerance), so an honest
+        serial float32 sum passes while work left out still fails the anchor."""
+        return serial_tolerance(task_tol, self.summed) if self.summed > 1 and self.run_reference64 is not None \
+            else task_tol
 
     def timed_inputs(self, seed: int) -> dict:
         """A timed call's fresh inputs under `seed`: the draw the configuration's check set 1 uses where the
@@ -162,6 +178,9 @@ class ConfigData:
         """(fresh set, reference outputs, which draw): set 1 adversarial where the reference runs and stays
         finite on it, else milder, else the task's own draw."""
         import torch
+        if si == 2:  # the wide draw: only where `stable_on_wide` found the reference stable on it
+            fresh = self.fresh(self.seeds[si], "wide")
+            return fresh, self.run_reference(self.reference_copy(fresh)), "wide"
         tried = ("adversarial", "mild") if si == 1 and self.adversarial else ()
         for kind in tried:
             fresh = self.fresh(self.seeds[si], kind)
@@ -627,13 +646,13 @@ def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = Fal
             redraw_constant_state(model, torch.Generator().manual_seed(init_seed), tuple(task.fixed_state))
         twin = float64_twin(model) if fidelity else None
         state = [(name, p.detach().contiguous()) for name, p in model.state_dict().items()]
-        seeds = [seed * 1000 + ci * 10 + si for si in range(2)]
+        seeds = [seed * 1000 + ci * 10 + si for si in range(3)]
         torch.manual_seed(seeds[0])
         with torch.device(DEVICE):
             raw = list(ns["get_inputs"]())
         args = [x.to(DEVICE) if isinstance(x, torch.Tensor) else x for x in raw]
         with torch.no_grad():
-            out = model(*args)
+            out, summed = run_measuring_sums(model, *args) if fidelity else (model(*args), 0)
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         in_specs, idx = [], []
         for k, x in enumerate(raw):
@@ -673,9 +692,11 @@ def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = Fal
         if twin is not None:
             cd.run_reference64 = _torch_fresh(None, twin, in_specs, n_inputs, [], float64=True)[1]
         cd.seeds, cd.n_inputs, cd.param_values = seeds, n_inputs, dict(zip(param_idx, (p for _, p in state)))
-        cd.adversarial, cd.module, cd.module64 = fidelity, model, twin
+        cd.adversarial, cd.module, cd.module64, cd.summed = fidelity, model, twin, summed
         if comp is not None:
             cd.run_compiled = _torch_fresh(None, comp, cd.calls["kernelbench"]["inputs"], 0, [])[1]
+        if cfg.check and twin is not None:
+            cd.wide = stable_on_wide(cd, task.tolerance, seeds[2] ^ 0x1D3)
         if cfg.time and fidelity:
             cd.timed_draw = finite_draw(cd, seeds[0] ^ 0x71ED)
             cd.timed_anchor = twin_anchor(cd) if twin is not None else None
@@ -705,6 +726,29 @@ def finite_draw(cd: ConfigData, seed: int) -> str:
         if all(bool(torch.isfinite(o).all()) for o in outs if o.is_floating_point()):
             return kind
     return "task"
+
+
+def stable_on_wide(cd: ConfigData, tol: Tolerance, seed: int) -> bool:
+    """Whether the reference is stable on the wide draw (fidelity.wide_like): its float32 outputs finite and within
+    a WIDE_MARGIN-th of the task's tolerance of its float64 twin's (room for honest kernels that round otherwise).
+    Then the task asks for stability over that range (a softmax, a
+    norm), and a kernel that loses it (an exponential without its max shift, a one-pass variance) must fail."""
+    import torch
+    margin = tol.model_copy(update={k: getattr(tol, k) / WIDE_MARGIN for k in ("rtol", "atol", "atol_abs", "rel_l2")})
+    try:
+        fresh = cd.fresh(seed, "wide")
+        outs = cd.run_reference(cd.reference_copy(fresh))
+        outs64 = cd.run_reference64(cd.reference_copy(fresh))
+    except Exception:  # noqa: BLE001 - the reference refuses such values: no wide set
+        return False
+    for o, o64 in zip(outs, outs64):
+        if not o.is_floating_point() or o.numel() != o64.numel():
+            return False
+        if not bool(torch.isfinite(o).all()) or not bool(torch.isfinite(o64).all()):
+            return False
+        if not compare(o.reshape(-1), o64.reshape(-1).to(o.dtype), margin)[0]:
+            return False
+    return True
 
 
 def twin_anchor(cd: ConfigData):
@@ -752,7 +796,8 @@ def _torch_fresh(ns: dict | None, model, in_specs: list[dict], n_inputs: int, pa
         if draw != "task":
             gen = torch.Generator(device=DEVICE)
             gen.manual_seed(seed ^ 0x5AD5EED)
-            tensors = [adversarial_like(x, gen, mild=draw == "mild") for x in tensors]
+            tensors = [wide_like(x, gen) if draw == "wide" else adversarial_like(x, gen, mild=draw == "mild")
+                       for x in tensors]
         out = dict(enumerate(tensors))
         out.update({n_inputs + k: p for k, p in enumerate(params)})
         return out
@@ -844,7 +889,7 @@ def check_outputs(group: GroupData, cd: ConfigData, si: int, now: dict) -> tuple
     a candidate's buffers with it; the mutation campaign (benchmarks/mutation.py) checks mutants' outputs."""
     import torch
     from pipeline.evaluation.checks.fidelity import anchored
-    tol = group.task.tolerance
+    tol = cd.tolerance(group.task.tolerance)
     inputs, expected = cd.check_set(si)
     for b, before in inputs.items():
         if group.buffers[b].role in ("in", "param"):
