@@ -96,6 +96,10 @@ class EvalSection(Section):
     busy_probe_limit_s: float = Field(0.002, description="a trusted probe on the GPU that waits longer than this "
                                       "just before a round or around a timed batch means other work was running: "
                                       "the round is repeated, and after three the candidate is not_executed")
+    timing_anchor_share: float = Field(0.25, gt=0, le=1, description="share of each timed round's calls, chosen in "
+                                       "secret (at least one), whose outputs are also held to the float64 anchor, "
+                                       "as a check configuration's are; every timed call meets the tolerance on the "
+                                       "adversarial draw")
     timing_noise_factor: float = Field(3.0, ge=0, description="a candidate's own CUDA-event time of a batch may lie "
                                        "below the trusted clock's time by at most this many interquartile ranges "
                                        "of the fixed cost of a batch; it never lowers the time further")
@@ -384,6 +388,8 @@ class DataSection(Section):
     source: str = Field("generated", description="task source of the data commands: 'generated' (the task generators), "
                         "'builtin', or a directory of task YAML files")
     split_seed: int = Field(0, description="seed of the train/val/test split by family (pipeline/tasks/splits.py)")
+    allow_unchecked_tasks: bool = Field(False, description="train and benchmark on tasks the degeneracy registry "
+                                        "does not vouch for (none of its entries, a changed task, or `unchecked`)")
     measured_dir: str = Field("", description="directory of the measurement Parquet files, one per shard; '' is the "
                               "package's pipeline/assets/measured/")
     measure_warmup_trials: int = Field(2, ge=0, description="untimed calls before each timing round")

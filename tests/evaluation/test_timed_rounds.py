@@ -73,8 +73,11 @@ def saxpy(x, y):
     return 1.5 * x + y
 
 
-def make(candidate, sleep=0.0, eval_updates=None, busy_s=0.0, claim_factor=1.0):
+def make(candidate, sleep=0.0, eval_updates=None, busy_s=0.0, claim_factor=1.0, baseline=None, fresh=None,
+         tolerance=None):
     task = next(t for t in load_tasks("builtin") if t.id == "c2cuda/saxpy")
+    if tolerance is not None:
+        task = task.model_copy(update={"tolerance": tolerance})
     bufs = [Buffer("large.x", "float32", (N,), "in"), Buffer("large.y", "float32", (N,), "inout")]
     cd = ConfigData("large", False, True, {}, [0, 1], [])
     group = GroupData(task, bufs, [cd])
@@ -85,11 +88,12 @@ def make(candidate, sleep=0.0, eval_updates=None, busy_s=0.0, claim_factor=1.0):
         b.view = torch.zeros(b.shape, dtype=torch.float32)
         driver.views[b.ptr] = b.view
 
-    def fresh(seed):
+    def saxpy_inputs(seed):
         g = torch.Generator().manual_seed(seed)
         return {0: torch.rand(N, generator=g) * 2 - 1, 1: torch.rand(N, generator=g)}
-    cd.fresh = fresh
-    group.baseline_child = ScriptedChild(group, cd, lambda n, x, y: saxpy(x, y), sleep, baseline=True)
+    cd.fresh = fresh or saxpy_inputs
+    baseline = baseline or (lambda n, x, y: saxpy(x, y))
+    group.baseline_child = ScriptedChild(group, cd, baseline, sleep, baseline=True)
     cfg = EvalSection(**{"result_cache_dir": "", "timing_rounds": 3, "timing_trials": 12, "timing_batch_s": 0.05,
                          "busy_probe_limit_s": 0.05, "timing_ci": 0.0, "timing_baseline": "every_round",
                          **(eval_updates or {})})
@@ -552,3 +556,89 @@ def test_a_shared_hold_ends_with_the_holders_gpu_work_done(tmp_path):
     with lock.shared():
         order.append(("work", _lock_state(lock)))
     assert order == [("work", "shared"), ("idle", "shared")] and _lock_state(lock) == "free"
+
+
+# --- timed calls judged as check calls are --------------------------------------------------------------------
+def _max_task_inputs(seed, draw="task"):
+    """x declared uniform(0, 1), as a generated max-reduction task's; y, the output, broadcasts max(x) (inout here:
+    the harness's layout). "adversarial": the timed rounds' draw (fidelity.adversarial_uniform_torch)."""
+    from pipeline.evaluation.checks.fidelity import adversarial_uniform_torch
+    g = torch.Generator().manual_seed(seed)
+    x = adversarial_uniform_torch(g, N, 0.0, 1.0, torch.float32, "cpu") if draw == "adversarial" \
+        else torch.rand(N, generator=g)
+    return {0: x, 1: torch.rand(N, generator=g)}
+
+
+def _row_max(n, x, y):
+    return torch.full_like(y, float(x.max()))
+
+
+@pytest.mark.parametrize("key", ["size", "call count"])
+def test_a_constant_written_only_on_timed_calls_fails_on_the_adversarial_timed_draw(key):
+    """The maximum of many uniform(0, 1) draws is 1 within a tolerance: a kernel that writes it on timed calls
+    (keyed on their size, or on calls after the first few) passed the task's own draw; the timed rounds' draw has
+    a secret range, and it fails."""
+    from pipeline.core.records import Tolerance
+    top = 1 - 1 / (N + 1)  # the expected maximum of N uniform draws
+    constant = (lambda n, x, y: torch.full_like(y, top)) if key == "size" else \
+        (lambda n, x, y: _row_max(n, x, y) if n <= 3 else torch.full_like(y, top))
+    tol = Tolerance(rtol=1e-2, atol=0.0)
+    ev, group, cd, child = make(constant, baseline=_row_max, fresh=_max_task_inputs, tolerance=tol)
+    time_config(ev, group, 0, cd, child, "c2cuda")  # version 17's timed draw: paid as correct
+    ev, group, cd, child = make(constant, baseline=_row_max, fresh=_max_task_inputs, tolerance=tol)
+    cd.timed_draw = "adversarial"
+    with pytest.raises(Stop) as stop:
+        time_config(ev, group, 0, cd, child, "c2cuda")
+    assert stop.value.verdict == "incorrect" and "wrong-in-timed-call" in stop.value.flags
+    ev, group, cd, child = make(_row_max, baseline=_row_max, fresh=_max_task_inputs, tolerance=tol)
+    cd.timed_draw = "adversarial"
+    time_config(ev, group, 0, cd, child, "c2cuda")  # the honest kernel passes the same rounds
+
+
+def _saxpy_anchor(fresh_set, expected):
+    """The float64 anchor of a saxpy call, as ConfigData.timed_anchor gives it."""
+    from pipeline.evaluation.checks.fidelity import anchor_allowance
+    ref64 = 1.5 * fresh_set[0].double() + fresh_set[1].double()
+    return {1: (ref64, anchor_allowance(expected[1], ref64, list(fresh_set.values())))}
+
+
+def test_lower_precision_on_timed_calls_fails_the_anchor_of_a_secret_call_every_round():
+    """At a loose tolerance, a kernel that computes in bfloat16 only on calls after its first few passes every
+    elementwise check; one secret call of each round is held to the float64 anchor, and it fails there."""
+    from pipeline.core.records import Tolerance
+    from pipeline.evaluation.timing import timed_rounds
+    tol = Tolerance(rtol=2e-2, atol=2e-2)
+
+    def lowered(n, x, y):
+        return saxpy(x, y) if n <= 2 else saxpy(x.bfloat16(), y.bfloat16()).float()
+    ev, group, cd, child = make(lowered, tolerance=tol)
+    time_config(ev, group, 0, cd, child, "c2cuda")  # without an anchor on timed calls: paid as correct
+    ev, group, cd, child = make(lowered, tolerance=tol)
+    cd.timed_anchor = _saxpy_anchor
+    with pytest.raises(Stop) as stop:
+        time_config(ev, group, 0, cd, child, "c2cuda")
+    assert stop.value.verdict == "incorrect" and "float64 reference" in stop.value.reason
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), tolerance=tol)
+    cd.timed_anchor = _saxpy_anchor
+    anchored = []
+    real = timed_rounds.anchored_calls
+    timed_rounds.anchored_calls = lambda n, share: anchored.append(real(n, share)) or anchored[-1]
+    try:
+        time_config(ev, group, 0, cd, child, "c2cuda")  # honest: passes, with anchored calls every round
+    finally:
+        timed_rounds.anchored_calls = real
+    assert len(anchored) >= 4 and all(anchored)  # the warm-up and every timed round, at least one call each
+    assert len({tuple(a) for a in anchored[1:]}) > 1  # secret places, new every round
+    assert max(len(a) for a in anchored) == 2  # a quarter of 7 calls
+
+
+def test_timed_inputs_use_the_configurations_timed_draw():
+    cd = ConfigData("large", False, True, {}, [0, 1], [])
+    cd.fresh = _max_task_inputs
+    task_draw, adversarial = cd.timed_inputs(5)[0], None
+    cd.timed_draw = "adversarial"
+    adversarial = cd.timed_inputs(5)[0]
+    assert not torch.equal(task_draw, adversarial)
+    assert 0.0 <= float(adversarial.min()) and float(adversarial.max()) < 1.0  # the declared domain
+    tops = [float(cd.timed_inputs(seed)[0].max()) for seed in range(8)]
+    assert max(tops) - min(tops) > 0.01  # a secret range: the maximum moves from draw to draw

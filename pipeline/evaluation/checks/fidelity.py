@@ -364,24 +364,24 @@ C_FLOAT64_PRELUDE = """#include <math.h>
 #define cosf cos
 #define tanf tan
 #define tanhf tanh
-#define powf pow
-#define fmaxf fmax
-#define fminf fmin
+#define powf(a, b) pow((double)(a), (double)(b))
+#define fmaxf(a, b) fmax((double)(a), (double)(b))
+#define fminf(a, b) fmin((double)(a), (double)(b))
 #define floorf floor
 #define ceilf ceil
 #define erff erf
-#define atan2f atan2
+#define atan2f(a, b) atan2((double)(a), (double)(b))
 #define atanf atan
-#define hypotf hypot
+#define hypotf(a, b) hypot((double)(a), (double)(b))
 #define roundf round
-#define fmodf fmod
+#define fmodf(a, b) fmod((double)(a), (double)(b))
 #define cbrtf cbrt
 #define log1pf log1p
 #define expm1f expm1
 #define log10f log10
-#define fmaf fma
+#define fmaf(a, b, c) fma((double)(a), (double)(b), (double)(c))
 #define truncf trunc
-#define copysignf copysign
+#define copysignf(a, b) copysign((double)(a), (double)(b))
 #define sinhf sinh
 #define coshf cosh
 #define asinf asin
@@ -389,8 +389,10 @@ C_FLOAT64_PRELUDE = """#include <math.h>
 #define rintf rint
 #define nearbyintf nearbyint
 #define lroundf lround
-#define fdimf fdim
+#define fdimf(a, b) fdim((double)(a), (double)(b))
 #define erfcf erfc
 """
-"""Put before a C reference, it computes in float64: its float buffers and scalars become double (the harness
-passes float64 copies), the float maths functions their double forms."""
+"""Put before a C reference (or a CUDA baseline), it computes in float64: its float buffers and scalars become
+double (the harness passes float64 copies), the float maths functions their double forms; those of two or three
+arguments cast them, so a float literal beside a double picks the double function (in CUDA, C++'s mixed-type
+templates are host-only)."""

@@ -152,26 +152,31 @@ def _out_positions(group: GroupData, cd: ConfigData) -> list[int]:
     return [j for j, b in enumerate(cd.buffers) if group.buffers[b].role in ("out", "inout")]
 
 
-def anchored_call(n_calls: int) -> int:
-    """Which call of a round (an index into its called slots) is also held to the float64 anchor: secret, new
-    every round. The call is staged, drawn and called like every other, so a kernel that does less work on the
-    calls it takes for timed ones does it on this one too."""
-    return secrets.randbelow(max(1, n_calls))
+def anchored_calls(n_calls: int, share: float) -> list[int]:
+    """Which calls of a round (indices into its called slots) are also held to the float64 anchor: a secret
+    `share` of them, at least one, new every round. They are staged, drawn and called like every other, so a
+    kernel that does less work on the calls it takes for timed ones does it on these too."""
+    k = min(n_calls, max(1, round(share * n_calls)))
+    return sorted(range(n_calls), key=lambda _: secrets.randbits(32))[:k] if n_calls else []
 
 
-def round_anchors(cd: ConfigData, fresh_sets: list[dict], expected: list[dict], n: int) -> dict:
-    """{n: {position: (float64 output, allowance)}}: the float64 anchor of call `n` of a round (cd.timed_anchor),
-    or {} where the configuration has none. Trusted work on the trusted copies of the call's inputs."""
+def round_anchors(cd: ConfigData, fresh_sets: list[dict], expected: list[dict], calls: list[int]) -> dict:
+    """{n: {position: (float64 output, allowance)}} for each call n in `calls` (cd.timed_anchor), or {} where the
+    configuration has none. Trusted work on the trusted copies of the calls' inputs."""
     if cd.timed_anchor is None or not fresh_sets:
         return {}
-    try:
-        found = cd.timed_anchor(fresh_sets[n], expected[n])
-    except TaskBroken:
-        raise
-    except Exception as e:  # noqa: BLE001 - the trusted float64 reference failed: nothing is known of the candidate
-        raise TaskBroken(f"config {cd.name}: the float64 reference of a timed call failed: {type(e).__name__}: "
-                         f"{str(e)[:200]}") from e
-    return {n: found} if found else {}
+    found = {}
+    for n in calls:
+        try:
+            table = cd.timed_anchor(fresh_sets[n], expected[n])
+        except TaskBroken:
+            raise
+        except Exception as e:  # noqa: BLE001 - the trusted float64 reference failed: nothing known of the candidate
+            raise TaskBroken(f"config {cd.name}: the float64 reference of a timed call failed: {type(e).__name__}: "
+                             f"{str(e)[:200]}") from e
+        if table:
+            found[n] = table
+    return found
 
 
 def check_round(group: GroupData, cd: ConfigData, slots: list[int], fresh_sets: list[dict], expected: list[dict],
@@ -183,7 +188,7 @@ def check_round(group: GroupData, cd: ConfigData, slots: list[int], fresh_sets: 
     `anchors` ({call index: {position: (float64 output, allowance)}}, `round_anchors`): those calls' outputs must
     also lie within what honest float32 arithmetic gets of the float64 reference (fidelity.anchored), as a check
     configuration's do."""
-    tol = group.task.tolerance
+    tol = cd.tolerance(group.task.tolerance)
     check = RoundCheck(tol, cuda=cuda)  # cuda: the evaluator's fused_check.CudaPass, where it could build one
     if fresh_sets:
         check.floor_of(fresh_sets[0].values())  # every slot's inputs alike
@@ -377,7 +382,7 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
                                     f"said its calls were done", ["unfinished-at-done"])
         busy_window = max(window.probe_before_s, window.probe_after_s) > cfg.busy_probe_limit_s
         t = turns.to("shared")  # the checks beside other evaluators' work
-        anchors = round_anchors(cd, fresh_sets, expected, anchored_call(len(slots)))
+        anchors = round_anchors(cd, fresh_sets, expected, anchored_calls(len(slots), cfg.timing_anchor_share))
         check_round(group, cd, slots, fresh_sets, expected, decoy, decoy_sets,
                     "timed batch" if rounds else "warm-up batch", getattr(ev, "check_pass", None), anchors)
         t = times.spent("check", t)
@@ -549,7 +554,7 @@ class Checksums:
         import torch
 
         from pipeline.evaluation.checks.fused_check import COMPARE_CHUNK
-        tol = group.task.tolerance
+        tol = cd.tolerance(group.task.tolerance)
         self.views, targets, bounds = [], [], []
         outputs, rows = [], []  # every expected output's statistics on the device, read back at once
         for k, want in zip(slots, expected):
