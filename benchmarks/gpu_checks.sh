@@ -3,7 +3,13 @@
 #   bash benchmarks/gpu_checks.sh [verify] [tests] [trust] [protocols] [kernelbench] [kernelbench_memory]
 #                                 [kernelbench_baseline] [kernelbench_bench] [pareval] [bench]
 #                                 [structure] [generation] [train] [sft] [train_sft] [sft_bench] [measure] [multi_gpu]
-#                                 [fidelity] [hardening] [throughput]
+#                                 [fidelity] [hardening] [throughput] [timed_honest] [timed_attacks]
+# timed_honest: every built-in c2cuda and light implementation through trusted_timing.py (honest part only), under the
+#   evaluator before (.before.tar.gz: `bash benchmarks/tools/before_carry.sh 1b582e9`, version 17) and after, back to
+#   back on the same GPU in one call: verdicts and the speedup ratio after/before per implementation.
+# timed_attacks: benchmarks/timed_attacks.py (kernels that tell timed calls from checked ones, and their honest
+#   twins) under the evaluator after and, where .before.tar.gz is carried, before; then the evaluator's GPU tests of
+#   the timed rounds and the fidelity check (GPU_TIMED_TESTS).
 # fidelity: what evaluator version 14 (adversarial check set, redrawn state, float64 anchor) does to honest code:
 #   every built-in implementation through trusted_timing.py (two stability runs), then the KernelBench answers
 #   of levels KB_LEVELS (default 1) within FIDELITY_KB_S seconds (default 270); one call.
@@ -100,6 +106,26 @@ for step in $steps; do
               timeout 150 python3 benchmarks/evaluator_cpu_path.py --before-dir /tmp/before --workers 8 \
                 --out "$OUT/evaluator_cpu_path_gpu_host.json" > "$OUT/cpu_path.log" 2>&1; tail -14 "$OUT/cpu_path.log"
             fi ;;
+    timed_honest|timed_attacks)
+           here=$PWD; out=$(cd "$OUT" && pwd); rc_t=0
+           if [ -f .before.tar.gz ]; then
+             rm -rf /tmp/before && mkdir -p /tmp/before && tar -xzf .before.tar.gz -C /tmp/before && cp -r .sandbox-tools /tmp/before/ 2>/dev/null
+           fi
+           before() { (cd /tmp/before && CUDAPERF_ROOT=/tmp/before PYTHONPATH=/tmp/before:${PYTHONPATH:-} "$@"); }
+           if [ $step = timed_honest ]; then
+             [ -d /tmp/before ] && before timeout ${TIMED_S:-270} python3 "$here/benchmarks/trusted_timing.py" --stability-runs 0 \
+               --skip-single-call --before "" --out "$out/trusted_timing_before.json" > "$out/timed_honest_before.log" 2>&1
+             timeout ${TIMED_S:-270} python3 benchmarks/trusted_timing.py --stability-runs 0 --skip-single-call \
+               --before "$([ -f "$out/trusted_timing_before.json" ] && echo "$out/trusted_timing_before.json")" \
+               --out "$out/trusted_timing_after.json" > "$out/timed_honest.log" 2>&1 || rc_t=$?
+           else
+             timeout 200 python3 benchmarks/timed_attacks.py --out "$out/timed_attacks_after.json" > "$out/timed_attacks.log" 2>&1 || rc_t=$?
+             [ -d /tmp/before ] && before timeout 200 python3 "$here/benchmarks/timed_attacks.py" \
+               --out "$out/timed_attacks_before.json" > "$out/timed_attacks_before.log" 2>&1
+             timeout 170 python3 -m pytest -m gpu -q -p no:cacheprovider ${GPU_TIMED_TESTS:-tests/evaluation/test_evaluator_gpu.py} \
+               > "$out/timed_tests.log" 2>&1 || rc_t=$?
+           fi
+           (exit $rc_t) ;;
     hardening) timeout 560 python3 benchmarks/hardening_gpu.py --out "$OUT/hardening_gpu.json" > "$OUT/hardening.log" 2>&1
                tail -32 "$OUT/hardening.log" ;;
     protocols) timeout 300 python3 benchmarks/experiments/timing_protocols.py --out "$OUT/timing_protocols_h200.json" --trials 12 \
@@ -138,6 +164,11 @@ for step in $steps; do printf '%-10s %s\n' "$step" "${status[$step]}"; done
 [ -f "$OUT/kernelbench.log" ] && grep -E "^(memory|baseline|ratio|outside|verdicts|compile|report|cudaperf)|GiB|tasks," "$OUT/kernelbench.log" | tail -40
 [ -f "$OUT/kernelbench_bench.log" ] && grep -E "^\[[0-9]+/[0-9]+\]|^(compile|verdicts|report|against|speedup)" "$OUT/kernelbench_bench.log" | tail -50
 [ -f "$OUT/protocols.log" ] && grep -A30 "^implementation" "$OUT/protocols.log"
+[ -f "$OUT/timed_honest.log" ] && grep -E -A4 "^ratio|^candidate" "$OUT/timed_honest.log" | head -8 \
+  && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('after:', d['evaluator_version'], d['verdicts'], d.get('ratio_summary'))" "$OUT/trusted_timing_after.json"
+[ -f "$OUT/timed_attacks.log" ] && sed -n '/^==== timed attacks/,$p' "$OUT/timed_attacks.log"
+[ -f "$OUT/timed_attacks_before.log" ] && sed -n '/^==== timed attacks/,$p' "$OUT/timed_attacks_before.log"
+[ -f "$OUT/timed_tests.log" ] && grep -E "passed|failed|FAILED|Error" "$OUT/timed_tests.log" | tail -12
 [ -f "$OUT/pareval.log" ] && grep -E "passed|failed|FAILED|Error" "$OUT/pareval.log" | tail -40
 [ -f "$OUT/bench.log" ] && tail -14 "$OUT/bench.log"
 [ -f "$OUT/structure.log" ] && tail -30 "$OUT/structure.log"

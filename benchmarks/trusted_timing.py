@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import statistics
 import subprocess
@@ -33,7 +34,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+# CUDAPERF_ROOT: measure another checkout's evaluator with this script (gpu_checks.sh timed: before and after)
+sys.path.insert(0, os.environ.get("CUDAPERF_ROOT") or str(ROOT))
 
 from pipeline.core.config import CompileSection, EvalSection  # noqa: E402
 from pipeline.core.records import Candidate  # noqa: E402
@@ -171,7 +173,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--before", default=str(ROOT / "benchmarks/results/v1/evaluator_h200.json"))
-    ap.add_argument("--stability-runs", type=int, default=10, help="separate evaluations per stability kernel")
+    ap.add_argument("--stability-runs", type=int, default=10, help="separate evaluations per stability kernel (0: none)")
+    ap.add_argument("--skip-single-call", action="store_true", help="leave out the conventional single-call measurement")
     args = ap.parse_args()
     from pipeline.evaluation.evaluator import Evaluator
     tasks = {t.id: t for t in load_tasks("builtin")}
@@ -181,13 +184,15 @@ def main() -> None:
     print(f"gate and compile: {time.perf_counter() - t0:.0f} s", flush=True)
     after = honest(ev, tasks)
     wall = time.perf_counter() - t0
-    before = json.loads(Path(args.before).read_text())["ours_one_worker"]["per_candidate"] if args.before else {}
+    before = json.loads(Path(args.before).read_text()) if args.before else {}
+    # the evaluator benchmark's JSON, or another run of this script (an earlier evaluator on the same GPU)
+    before = before["ours_one_worker"]["per_candidate"] if "ours_one_worker" in before else before.get("per_candidate", {})
     compare = {}
     for key, r in after.items():
         b = before.get(key, {}).get("speedup")
         if b and r["speedup"]:
             compare[key] = {"before": b, "after": r["speedup"], "ratio": r["speedup"] / b}
-    single = single_call(ev, tasks)
+    single = {} if args.skip_single_call else single_call(ev, tasks)
     for key, r in after.items():
         s = single.get(key)
         if s and s["speedup"] and r["speedup"]:
@@ -197,7 +202,8 @@ def main() -> None:
                 for n, c in r["configs"].items() if n in s["configs"]})
     ratios = [c["ratio"] for c in compare.values() if "ratio" in c]
     singles = [c["ratio_single"] for c in compare.values() if "ratio_single" in c]
-    report = {"machine": machine(), "candidates": len(after), "wall_s": wall,
+    from pipeline.evaluation.evaluator import EVALUATOR_VERSION
+    report = {"machine": machine(), "evaluator_version": EVALUATOR_VERSION, "candidates": len(after), "wall_s": wall,
               "candidates_per_minute": 60 * len(after) / wall,
               "verdicts": {v: sum(r["verdict"] == v for r in after.values()) for v in {r["verdict"] for r in after.values()}},
               "per_candidate": after, "before_after": compare,
@@ -212,7 +218,7 @@ def main() -> None:
               if singles else {},
               "stability": []}
     Path(args.out).write_text(json.dumps(report, indent=1))  # written now, so a later timeout loses nothing
-    report["stability"] = stability(ev, tasks, args.stability_runs)
+    report["stability"] = stability(ev, tasks, args.stability_runs) if args.stability_runs > 0 else []
     Path(args.out).write_text(json.dumps(report, indent=1))
     print(f"{'candidate':48s} {'verdict':10s} {'before':>8s} {'after':>8s} {'ratio':>6s} {'single':>8s} "
           f"{'t/s':>6s} {'cand t/s':>17s} {'base t/s':>17s} {'calls':>5s}")
