@@ -7,7 +7,10 @@ candidate, the baseline and (torch2cuda, where it builds) the torch.compile'd re
 
 Every round (the GPU's lock shared for step 1 and step 6, exclusive from 2 to 5: `GpuTurns`):
  1. fresh inputs for each slot, made on the GPU with a new secret seed (so no call can reuse an
-    earlier result, whatever it is keyed on);
+    earlier result, whatever it is keyed on), from check set 1's adversarial draw (`ConfigData.timed_inputs`:
+    secret scales, spikes in cancelling pairs at secret positions, a secret sub-range of a declared uniform
+    range), so that a call that skips elements, rows or terms, or writes what the task's own draw makes
+    near-constant at this size, is off by more than the tolerance;
  2. the baseline's batch (the naive CUDA implementation in a trusted child, or the PyTorch
     reference in this process, run once untimed first when its batch is short) on those inputs,
     timed by the trusted clock; its outputs are the expected outputs of this round;
@@ -24,9 +27,14 @@ Every round (the GPU's lock shared for step 1 and step 6, exclusive from 2 to 5:
  5. the L2 flushed, then the candidate's batch, one call per slot, timed by the trusted clock from "go"
     until the trusted side has seen right outputs in every slot (a secret signed checksum of each,
     against the expected ones, inside the window) and its probe on the GPU has completed;
- 6. every slot checked: inputs unchanged, outputs right at the task's tolerance, the decoy exactly as
-    staged. A call that skipped its work, drifted after the first calls, behaves differently at this
-    size, or computed ahead of its calls fails here.
+ 6. every slot checked: inputs unchanged, outputs right at the configuration's tolerance (the check
+    configurations' criterion), the decoy exactly as staged, and a secret share of the calls
+    (`eval.timing_anchor_share`, at least one, `anchored_calls`) also within what honest float32 arithmetic
+    gets of the float64 reference (`round_anchors`: the float64 twin, or the c2cuda baseline built in float64).
+    A call that skipped its work, drifted after the first calls, behaves differently at this size or when
+    called back to back, computes in a lower precision, or computed ahead of its calls fails here. Nothing
+    that a kernel can observe (size, addresses, count, position, the time between calls) marks the anchored
+    calls, so a kernel that does less on the calls it takes for timed ones meets the anchor in every round.
 The first round is a warm-up (checked, not counted); it also sets how many slots a batch uses, so
 that a batch lasts about `eval.timing_batch_s`.
 Times: the trusted baseline's come from CUDA events of trusted processes. The candidate's process
