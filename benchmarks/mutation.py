@@ -12,6 +12,9 @@ the reference on one thread) must pass "after".
     .venv/bin/python benchmarks/mutation.py --builtin --kernelbench ../shared/kernelbench --levels 1,2,3 \\
         --out benchmarks/results/v14/mutation.json
 
+With `--timed also` (or `only`) every timing configuration is also played through simulated timed rounds with
+timed-only mutants (benchmarks/timed_mutation.py).
+
 Tasks run in worker processes (one per core), each with a time limit; a task whose reference fails or runs out
 of time is listed with the reason, never silently dropped.
 """
@@ -44,13 +47,19 @@ CHANGE_REL = 1e-9  # a mutant whose float64 output is within this fraction of th
 
 
 # --- mutants of a torch2cuda reference --------------------------------------------------------------------------
+def _kept(keep, n: int):
+    """keep(index, n) over indices 0..n-1 as a numpy bool array (keep is elementwise arithmetic on the index)."""
+    import numpy as np
+    return np.broadcast_to(np.asarray(keep(np.arange(n), n), dtype=bool), (n,)).copy()
+
+
 def _mask_last(x, keep):
     """x with the elements of its last dimension where keep(index, size) is False set to zero."""
     import torch
     if not x.is_floating_point() or x.dim() == 0:
         return x
     n = x.shape[-1]
-    m = torch.tensor([bool(keep(i, n)) for i in range(n)], device=x.device)
+    m = torch.from_numpy(_kept(keep, n)).to(x.device)
     return torch.where(m, x, torch.zeros((), dtype=x.dtype))
 
 
@@ -64,7 +73,7 @@ def _input_mutants():
             for x in xs:
                 if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() > 0:
                     n = x.shape[-1]
-                    kept = sum(bool(keep(i, n)) for i in range(n))
+                    kept = int(_kept(keep, n).sum())
                     y = _mask_last(x, keep)
                     if rescale and first and kept:
                         y = y * (n / kept)
@@ -139,31 +148,41 @@ def _args_of(cd, fresh_pos: dict) -> list:
     return args
 
 
-def torch_mutants(cd, args: list) -> dict:
+def torch_mutants(cd, args: list, with64: bool = True, models: dict | None = None) -> dict:
     """name -> (float32 outputs, float64 outputs) of every mutant of configuration `cd` on `args`; None where an
-    operator does not apply (no floating parameter, a dtype the CPU lacks)."""
+    operator does not apply (no floating parameter, a dtype the CPU lacks). Without `with64` the float64 twin
+    does not run (the float64 outputs are the float32 ones widened): a timed call needs only what it writes.
+    `models`: a dict that keeps the mutated modules between calls on the same configuration (made on first use)."""
     import copy
     import torch
     from pipeline.evaluation.checks.fidelity import as_float64
-    model, twin = cd.module, cd.module64
+    model, twin = cd.module, cd.module64 if with64 else None
+    models = {} if models is None else models
+
+    def kept(key, make):
+        if key not in models:
+            models[key] = make()
+        return models[key]
     ref32 = _run(model, args)
     ref64 = _run(twin, as_float64(args)) if twin is not None else [r.double() for r in ref32]
     out = {}
     for name, f in _input_mutants().items():
         m = f(list(args))
         if name == "tf32_inputs":  # tensor-core inputs: the parameters rounded too, the sums in float32
-            mm = copy.deepcopy(model)
-            with torch.no_grad():
-                for p in mm.state_dict(keep_vars=True).values():
-                    if p.dtype == torch.float32:
-                        p.data.copy_((p.data.view(torch.int32) & ~0x1FFF).view(torch.float32))
-            o = _run(mm, m)
+            def tf32_model():
+                mm = copy.deepcopy(model)
+                with torch.no_grad():
+                    for p in mm.state_dict(keep_vars=True).values():
+                        if p.dtype == torch.float32:
+                            p.data.copy_((p.data.view(torch.int32) & ~0x1FFF).view(torch.float32))
+                return mm
+            o = _run(kept("tf32", tf32_model), m)
             out[name] = (o, [x.double() for x in o])
             continue
         out[name] = (_run(model, m), _run(twin, as_float64(m)) if twin is not None else None)
     for name, dt in (("bfloat16", torch.bfloat16), ("float16", torch.float16)):
         try:
-            o = [x.float() if x.is_floating_point() else x for x in _run(copy.deepcopy(model).to(dt), args, dt)]
+            o = [x.float() if x.is_floating_point() else x for x in _run(kept(name, lambda dt=dt: copy.deepcopy(model).to(dt)), args, dt)]
             out[name] = (o, [x.double() for x in o])
         except (RuntimeError, TypeError, NotImplementedError):  # an operator with no kernel of that dtype on
             out[name] = None  # the CPU: the mutant does not apply (recorded as such, never as detected)
@@ -192,11 +211,13 @@ def torch_mutants(cd, args: list) -> dict:
             continue
         variants = []
         for pname in floating[:3]:  # one mutant per parameter, the first three
-            mm, mt = copy.deepcopy(model), copy.deepcopy(twin) if twin is not None else None
-            with torch.no_grad():
-                mm.state_dict(keep_vars=True)[pname].data.fill_(value)
-                if mt is not None:
-                    mt.state_dict(keep_vars=True)[pname].data.fill_(value)
+            def filled(m, pname=pname, value=value):
+                m = copy.deepcopy(m)
+                with torch.no_grad():
+                    m.state_dict(keep_vars=True)[pname].data.fill_(value)
+                return m
+            mm = kept((name, pname), lambda: filled(model))
+            mt = kept((name, pname, "f64"), lambda: filled(twin)) if twin is not None else None
             o = _run(mm, args)
             variants.append((o, _run(mt, as_float64(args)) if mt is not None else [x.double() for x in o]))
         out[name] = variants
@@ -298,7 +319,7 @@ def _c_input_mutants() -> dict:
             out = {}
             for b, x in xs.items():
                 n = x.size
-                m = np.array([bool(keep(i, n)) for i in range(n)])
+                m = _kept(keep, n)
                 y = np.where(m, x, 0).astype(x.dtype)
                 if rescale and b == first and m.sum():
                     y = (y * (n / m.sum())).astype(x.dtype)
@@ -338,6 +359,30 @@ def _c_input_mutants() -> dict:
             "shift_input_by_one": shift, "bf16_inputs": bf16}
 
 
+def half_callable(task) -> bool:
+    """Whether the `_Float16` build can be called through ctypes: not with a float scalar argument (a `_Float16`
+    travels in a vector register, where ctypes cannot put one, and every later argument lands one register off)."""
+    return not any(a.role == "scalar" and a.ctype.strip() == "float" for a in task.args)
+
+
+def c_libs(task) -> dict:
+    """The C reference built four ways: float32 (`f32`), float64 (`f64`), `_Float16` (`f16`) and O3 fast-math
+    (`fast`: reassociated, vectorised sums, another honest order); None where one does not build."""
+    from pipeline.core.config import CompileSection
+    from pipeline.evaluation.build.compile import Compiler
+    from pipeline.evaluation.checks.fidelity import C_FLOAT64_PRELUDE
+    from pipeline.evaluation.checks.reference import _c_function
+    comp = Compiler(CompileSection())
+    libs = {}
+    fast = '#pragma GCC optimize ("O3,fast-math")\n'
+    for key, prefix in (("f32", ""), ("f64", C_FLOAT64_PRELUDE), ("f16", C_HALF_PRELUDE), ("fast", fast)):
+        r = comp.compile_c_reference(prefix + task.reference)
+        libs[key] = _c_function(task, r.artifact) if r.ok else None
+    if libs["f32"] is None:
+        raise RuntimeError("the C reference does not compile")
+    return libs
+
+
 def campaign_c(task, seed: int) -> dict:
     """As campaign_torch, for a c2cuda task's C reference at its check sizes."""
     import numpy as np
@@ -345,16 +390,10 @@ def campaign_c(task, seed: int) -> dict:
     from pipeline.core.config import CompileSection
     from pipeline.evaluation.build.compile import Compiler
     from pipeline.evaluation.checks.fidelity import C_FLOAT64_PRELUDE
-    from pipeline.evaluation.checks.reference import (_c_function, build_c2cuda, can_anchor_c, check_outputs, run_c,
-                                               run_c_reference, run_c_reference64)
+    from pipeline.evaluation.checks.reference import (build_c2cuda, can_anchor_c, check_outputs, run_c, run_c_reference,
+                                               run_c_reference64)
     comp = Compiler(CompileSection())
-    libs = {}
-    fast = '#pragma GCC optimize ("O3,fast-math")\n'  # reassociated, vectorised sums: another honest order
-    for key, prefix in (("f32", ""), ("f64", C_FLOAT64_PRELUDE), ("f16", C_HALF_PRELUDE), ("fast", fast)):
-        r = comp.compile_c_reference(prefix + task.reference)
-        libs[key] = _c_function(task, r.artifact) if r.ok else None
-    if libs["f32"] is None:
-        raise RuntimeError("the C reference does not compile")
+    libs = c_libs(task)
     rows: dict = defaultdict(lambda: {"changing": False, "before": False, "after": False, "applies": False})
     honest: dict = defaultdict(lambda: True)
     notes = []
@@ -400,7 +439,7 @@ def campaign_c(task, seed: int) -> dict:
                     o64 = o32 if name == "bf16_inputs" else (run_c(group, cd, libs["f64"], m, "float64")
                                                               if libs["f64"] is not None else None)
                     _record(rows[name], phase, o64 is not None and changed(o64), detected(o32))
-                if libs["f16"] is not None and floats:
+                if libs["f16"] is not None and floats and half_callable(group.task):
                     o16 = run_c(group, cd, libs["f16"], inputs, "float16")
                     _record(rows["half_compute"], phase, changed(o16), detected({b: v.astype(np.float32) if v.dtype == np.float16 else v for b, v in o16.items()}))
                 if ref64 is not None:
@@ -458,7 +497,8 @@ def one_task(item: tuple) -> dict:
     """A worker: the campaign of one task, within `limit_s` (signal.alarm)."""
     import torch
     torch.set_num_threads(1)
-    task_json, seed, limit_s, max_bytes = item
+    task_json, seed, limit_s, max_bytes, *timed = item
+    timed_mode, timed_max_bytes = (timed + ["", 1 << 20])[:2]  # "" (check configurations only), "also", "only"
     from pipeline.core.records import Task
     task = Task.model_validate_json(task_json)
     t0 = time.perf_counter()
@@ -468,7 +508,10 @@ def one_task(item: tuple) -> dict:
     signal.signal(signal.SIGALRM, over)
     signal.alarm(limit_s)
     try:
-        if task.kind == "c2cuda":
+        if timed_mode == "only":
+            result = {"mutants": {}, "honest_passed": {}}
+            scaled = {}
+        elif task.kind == "c2cuda":
             scaled = {}
             result = campaign_c(task.model_copy(update={"configs": [c for c in task.configs if c.check and not c.time]}), seed)
         else:
@@ -477,11 +520,26 @@ def one_task(item: tuple) -> dict:
                 return {"task": task.id, "skipped": f"too large for the CPU even with sizes halved ({scaled})"}
             result = campaign_torch(fitted, seed)
         result.update(task=task.id, kind=task.kind, scaled=scaled, seconds=round(time.perf_counter() - t0, 1))
-        return result
     except Exception as e:  # noqa: BLE001 - a task that fails is reported with its reason, the campaign goes on
         return {"task": task.id, "skipped": f"{type(e).__name__}: {str(e)[:200]}"}
     finally:
         signal.alarm(0)
+    if timed_mode:  # the timed rounds, within a limit of their own: the check configurations' rows stay either way
+        import timed_mutation
+        t1 = time.perf_counter()
+        signal.alarm(limit_s)
+        try:
+            run = timed_mutation.timed_c if task.kind == "c2cuda" else timed_mutation.timed_torch
+            timed = run(task, seed, timed_max_bytes)
+            result["mutants"].update(timed["mutants"])
+            result["honest_passed"].update(timed["honest_passed"])
+            result.update(timed_scaled=timed["scaled"], timed_notes=timed["notes"],
+                          timed_seconds=round(time.perf_counter() - t1, 1))
+        except Exception as e:  # noqa: BLE001 - reported with its reason, as a task that fails is
+            result["timed_skipped"] = f"{type(e).__name__}: {str(e)[:200]}"
+        finally:
+            signal.alarm(0)
+    return result
 
 
 def worker(in_path: str, out_path: str) -> None:
@@ -512,7 +570,8 @@ def run_workers(task_jsons: list[str], args) -> list[dict]:
 
         def start(w: int, todo: list[int]) -> None:
             inp, out = Path(d, f"in{w}.jsonl"), Path(d, f"out{w}.jsonl")
-            inp.write_text("".join(json.dumps([ids[i], task_jsons[i], args.seed, args.task_limit_s, args.max_bytes])
+            inp.write_text("".join(json.dumps([ids[i], task_jsons[i], args.seed, args.task_limit_s, args.max_bytes,
+                                               args.timed, args.timed_max_bytes])
                                    + "\n" for i in todo))
             out.write_text("")
             procs[w] = (subprocess.Popen([sys.executable, __file__, "--worker", str(inp), str(out)]), todo, out)
@@ -548,19 +607,45 @@ def run_workers(task_jsons: list[str], args) -> list[dict]:
     return [results[i] for i in sorted(results)]
 
 
+def class_of(op: str) -> str:
+    """The class of a mutant's row: CLASSES's; a timed-only one (`timed:<operator>@<key>`) `timed_<class>`, the
+    constants at the timed size `timed_constant`."""
+    from timed_mutation import CONSTANTS
+    if not op.startswith("timed:"):
+        return CLASSES[op.split("#")[0]]
+    base = op[len("timed:"):].split("@")[0].split("#")[0]
+    return "timed_constant" if base in CONSTANTS else "timed_" + CLASSES[base]
+
+
+def groups_of(task_id: str, kind: str) -> list[str]:
+    """The rows a task counts in: its kind (KernelBench: its level), and its source where it is ParEval or the
+    generated families (ids of three parts)."""
+    if task_id.startswith("kernelbench"):
+        return ["/".join(task_id.split("/")[:2])]
+    if task_id.startswith("pareval"):
+        return [kind, "pareval"]
+    return [kind, "generated"] if task_id.count("/") >= 2 else [kind]
+
+
 def summarise(results: list[dict]) -> dict:
-    """Per operator class and task group: result-changing mutants, detected before and after, and rates."""
+    """Per operator class and task group: result-changing mutants, detected before and after, and rates; the
+    result-changing mutants missed after, by operator, with their tasks."""
     table: dict = defaultdict(lambda: {"changing": 0, "before": 0, "after": 0})
     honest = defaultdict(lambda: [0, 0])
+    missed = defaultdict(list)
     for r in results:
         if "skipped" in r:
             continue
-        group = "/".join(r["task"].split("/")[:2]) if r["task"].startswith("kernelbench") else r["kind"]
+        groups = groups_of(r["task"], r["kind"])
         for op, row in r["mutants"].items():
             if not row["changing"]:
                 continue
-            cls = CLASSES[op.split("#")[0]]
-            for key in ((cls, group), (cls, "all"), ("all", group), ("all", "all")):
+            cls = class_of(op)
+            if not row["after"]:
+                missed[op.split("#")[0]].append(r["task"])
+            for key in [(c, g) for c in (cls, "all") for g in groups + ["all"]]:
+                if key[0] == "all" and cls.startswith("timed_"):
+                    key = ("all timed", key[1])
                 t = table[key]
                 t["changing"] += 1
                 t["before"] += row["before"]
@@ -572,7 +657,8 @@ def summarise(results: list[dict]) -> dict:
     for (cls, group), t in sorted(table.items()):
         rows.append({"class": cls, "tasks": group, **t,
                      "before_rate": round(t["before"] / t["changing"], 4), "after_rate": round(t["after"] / t["changing"], 4)})
-    return {"rows": rows, "honest": {k: {"tasks": v[0], "rejected": v[1]} for k, v in honest.items()}}
+    return {"rows": rows, "honest": {k: {"tasks": v[0], "rejected": v[1]} for k, v in honest.items()},
+            "missed_after": {k: sorted(set(v)) for k, v in sorted(missed.items())}}
 
 
 def load_campaign_tasks(args) -> list:
@@ -605,8 +691,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=20261205)
     ap.add_argument("--task-limit-s", type=int, default=240)
     ap.add_argument("--max-bytes", type=int, default=64 << 20, help="a check configuration's data on the CPU")
+    ap.add_argument("--timed", choices=["", "also", "only"], default="",
+                    help="timed-only mutants through simulated timed rounds (benchmarks/timed_mutation.py): "
+                         "'also' beside the check configurations' campaign, 'only' instead of it")
+    ap.add_argument("--timed-max-bytes", type=int, default=1 << 20,
+                    help="a timing configuration's data on the CPU (its sizes halved until they fit)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--out", default="benchmarks/results/v14/mutation.json")
+    ap.add_argument("--out", default="", help="the report (default: results_path's benchmarks/results/v<N>/mutation.json)")
     ap.add_argument("--resume", nargs="*", default=[], help="worker output files (JSON lines) of an earlier run")
     ap.add_argument("--no-run", action="store_true", help="only report the resumed rows")
     args = ap.parse_args()
@@ -627,6 +718,9 @@ def main() -> None:
     report = {"summary": summarise(results), "tasks": results, "command": " ".join(sys.argv),
               "machine": platform.node(), "cpus": os.cpu_count(), "wall_s": round(time.perf_counter() - t0, 1),
               "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    if not args.out:
+        from results_path import fresh_result_path
+        args.out = str(fresh_result_path("mutation.json"))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     rows = ",\n".join("  " + json.dumps(r) for r in report.pop("tasks"))  # one line a task: a diff reads by task
     Path(args.out).write_text(json.dumps(report, indent=1)[:-2] + ',\n "tasks": [\n' + rows + "\n ]\n}\n")
