@@ -46,7 +46,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
 def run(args, open_cluster=None) -> int:
     from pipeline.scoring.bench import print_summary, run_bench, suite_tasks
     from pipeline.scoring.kernelbench import load_baseline_times
-    from pipeline.tasks.degenerate import split_degenerate
+    from pipeline.tasks.degenerate import refusal, split_degenerate, unchecked
     overrides = args.overrides  # a UserError ends in pipeline/cli.py, as one line
     pre = ["eval.compile_baseline=true"] if args.suite == "kernelbench" else []  # user overrides come later and win
     if args.model:
@@ -64,6 +64,9 @@ def run(args, open_cluster=None) -> int:
         raise UserError(str(e)) from None
     tasks = suite_tasks(args.suite, args.kernelbench_dir, levels, args.tasks, args.limit,
                         cfg.data.split_seed, shard)
+    missing = [] if cfg.data.allow_unchecked_tasks else unchecked(tasks)
+    if missing:
+        raise UserError(refusal(missing, "cudaperf bench"))
     tasks, degenerate = split_degenerate(tasks)
     for task_id, why in degenerate:  # a check a lazy kernel passes says nothing: out of every aggregate
         print(f"left out {task_id}: degenerate ({why}); see docs/fidelity.md")

@@ -9,10 +9,16 @@
   cudaperf data stats   [--source S] [--measured DIR] [--card DIR]   the dataset card's table
   cudaperf data card    [--source S] [--measured DIR] [--out DIR]    the card (markdown + plots)
   cudaperf data measure --shard K/N [--minutes M] [--out DIR] [--source S] [--retry-failed] [--compile-only]
-  cudaperf data degeneracy [--source S] [--kernelbench-dir DIR --levels 1,2,3] [--out FILE] [--update]
-                                                      run every reference on the CPU and flag tasks whose check
-                                                      a kernel passes without the work (docs/fidelity.md);
-                                                      --update writes the verdicts into the shipped registry
+  cudaperf data degeneracy [--source S] [--kernelbench-dir DIR --levels 1,2,3] [--family F] [--resume]
+                           [--out FILE] [--update] [--report]
+                                                      run every reference on the CPU, at every check and timing
+                                                      configuration, and flag tasks whose check a kernel passes
+                                                      without the work (docs/fidelity.md); --update merges the
+                                                      verdicts into the shipped registry, --resume checks only
+                                                      tasks without a current entry, --report prints it
+
+The degeneracy sweep runs each task in a child forked for it, within --limit-s: a C reference that crashes, or a
+check past its time, gives that task the verdict `unchecked` and the sweep goes on.
 
 Every subcommand takes --config FILE and section.key=value overrides (e.g. data.gpu_workers=3).
 Exit status: 0 done, 1 a check failed or a shard is incomplete, 2 a usage error (one line).
@@ -163,58 +169,162 @@ def cmd_measure(cfg: RunConfig, args) -> int:
     return 0 if args.compile_only or complete else 1
 
 
-def _degeneracy_one(item: tuple) -> dict:
-    """A worker of cmd_degeneracy: one task's degeneracy within a time limit."""
+def _degeneracy_child(task, limit_s: int, max_bytes: int, max_flops: float, out_fd: int) -> None:
+    """In a forked child: one task's degeneracy as JSON on `out_fd`, then exit (a crash of a C reference, or a
+    check past its time, ends the child alone)."""
+    import json
+    import os
     import signal
-    from pipeline.evaluation.checks.degeneracy import Degeneracy, degeneracy
-    from pipeline.core.records import Task
-    task_json, limit_s, max_bytes = item
-    task = Task.model_validate_json(task_json)
+    import torch
+    from pipeline.evaluation.checks.degeneracy import degeneracy
+    torch.set_num_threads(1)
+    signal.alarm(limit_s + 5)  # the parent kills it at limit_s; this ends an orphan
+    d = degeneracy(task, max_bytes=max_bytes, max_flops=max_flops).to_dict()
+    with os.fdopen(out_fd, "w") as f:
+        f.write(json.dumps(d))
+    os._exit(0)
 
-    def over(*_):
-        raise TimeoutError
-    signal.signal(signal.SIGALRM, over)
-    signal.alarm(limit_s)
-    try:
-        d = degeneracy(task, max_bytes=max_bytes)
-    except TimeoutError:
-        d = Degeneracy(task.id, "unchecked", reason=f"the CPU check took over {limit_s} s")
-    finally:
-        signal.alarm(0)
-    return {**d.to_dict(), "hash": task.content_hash()}
+
+def degeneracy_sweep(tasks, workers: int, limit_s: int, max_bytes: int, max_flops: float, on_row) -> list[dict]:
+    """Every task's degeneracy row (Degeneracy.to_dict() and its registry hash), `workers` forked children at a
+    time, each task within `limit_s`; a child that crashes or runs past it gives an `unchecked` row. `on_row(k,
+    row)` is called as rows arrive (k counts them)."""
+    import json
+    import os
+    import select
+    import signal
+    import time
+    from pipeline.tasks.degenerate import registry_hash
+    import torch  # noqa: F401 - imported once here, so every forked child starts with them
+    import pipeline.evaluation.checks.degeneracy  # noqa: F401
+    import pipeline.evaluation.checks.reference  # noqa: F401
+    rows, running, todo = [], {}, list(tasks)
+    while todo or running:
+        while todo and len(running) < max(1, workers):
+            task = todo.pop(0)
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child
+                os.close(r)
+                try:
+                    _degeneracy_child(task, limit_s, max_bytes, max_flops, w)
+                finally:
+                    os._exit(1)
+            os.close(w)
+            running[r] = (pid, task, time.monotonic(), [])
+        ready, _, _ = select.select(list(running), [], [], 1.0)
+        now = time.monotonic()
+        for fd in list(running):
+            pid, task, start, chunks = running[fd]
+            done = False
+            if fd in ready:
+                data = os.read(fd, 1 << 20)
+                chunks.append(data)
+                done = not data
+            late = now - start > limit_s
+            if not (done or late):
+                continue
+            if late and not done:
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(fd)
+            del running[fd]
+            try:
+                row = json.loads(b"".join(chunks)) if done else None
+            except json.JSONDecodeError:
+                row = None
+            if row is None:
+                why = f"the CPU check took over {limit_s} s" if late else "the CPU check crashed (the C reference?)"
+                row = {"task": task.id, "verdict": "unchecked", "task_draw": [], "under_check": [], "reason": why,
+                       "sizes": ""}
+            row["hash"] = registry_hash(task)
+            rows.append(row)
+            on_row(len(rows), row)
+    return rows
+
+
+def source_of(task_id: str) -> str:
+    """The registry report's source of a task id: kernelbench/levelN, pareval, generated c2cuda|torch2cuda (ids of
+    three parts: kind/family/name), or the built-in kind."""
+    parts = task_id.split("/")
+    if parts[0] == "kernelbench":
+        return "/".join(parts[:2])
+    if parts[0] == "pareval":
+        return "pareval"
+    return f"generated {parts[0]}" if len(parts) >= 3 else f"builtin {parts[0]}"
+
+
+VERDICTS = ("ok", "repaired", "degenerate", "unchecked")
+
+
+def registry_report(entries: dict, families: bool = True) -> str:
+    """The registry as a report: counts per source (and per generated family), then every flagged task with its
+    reason."""
+    by_source: dict[str, Counter] = {}
+    by_family: dict[str, Counter] = {}
+    for task_id, e in entries.items():
+        by_source.setdefault(source_of(task_id), Counter())[e["verdict"]] += 1
+        if source_of(task_id).startswith("generated"):
+            by_family.setdefault(task_id.split("/")[1], Counter())[e["verdict"]] += 1
+    lines = ["| tasks | " + " | ".join(VERDICTS) + " |", "| --- " * (len(VERDICTS) + 1) + "|"]
+    lines += [f"| {s} | " + " | ".join(str(c[v]) for v in VERDICTS) + " |" for s, c in sorted(by_source.items())]
+    if families and by_family:
+        lines += ["", "generated, per family (ok/repaired/degenerate/unchecked): " + ", ".join(
+            f"{f} {'/'.join(str(c[v]) for v in VERDICTS)}" for f, c in sorted(by_family.items()))]
+    flagged = [(i, e) for i, e in sorted(entries.items()) if e["verdict"] != "ok"]
+    if flagged:
+        lines += ["", "flagged tasks:"] + [f"- `{i}` **{e['verdict']}**: {e.get('reason', '')}" for i, e in flagged]
+    return "\n".join(lines)
 
 
 def cmd_degeneracy(cfg: RunConfig, args) -> int:
     """Every selected task's degeneracy (pipeline/evaluation/checks/degeneracy.py); 1 if any is degenerate."""
     import json
-    from concurrent.futures import ProcessPoolExecutor
     from pathlib import Path
     from pipeline.tasks import load_kernelbench
-    from pipeline.tasks.degenerate import REGISTRY
+    from pipeline.tasks.degenerate import REGISTRY, entry_of, load_registry, write_registry
+    if args.report:
+        print(registry_report(load_registry(str(REGISTRY))))
+        return 0
     tasks = (load_kernelbench(args.kernelbench_dir, [int(x) for x in args.levels.split(",")])
              if args.kernelbench_dir else _tasks(cfg, args.source))
+    if args.family:
+        tasks = [t for t in tasks if t.family in set(args.family.split(","))]
+    if args.resume:
+        tasks = [t for t in tasks if entry_of(t) is None]
     if args.sample:
         from pipeline.dataset.checks import sample_tasks
         tasks = sample_tasks(tasks, args.sample)
-    rows = []
-    with ProcessPoolExecutor(max(1, args.workers)) as pool:
-        for k, row in enumerate(pool.map(_degeneracy_one, [(t.model_dump_json(), args.limit_s, args.max_mib << 20)
-                                                         for t in tasks])):
-            rows.append(row)
-            if row["verdict"] != "ok":
-                print(f"[{k + 1}/{len(tasks)}] {row['task']}: {row['verdict']}: {row['reason'][:200]}", flush=True)
+    print(f"checking {len(tasks)} tasks ({args.workers} workers, {args.limit_s} s a task, configurations of at most "
+          f"{args.max_mib} MiB and, where timed, {args.max_mflop} MFLOP)", flush=True)
+    pending: dict = {}
+
+    def save() -> None:
+        table = dict(load_registry(str(REGISTRY)))
+        table.update(pending)
+        write_registry(table)
+        pending.clear()
+
+    def on_row(k: int, row: dict) -> None:
+        if row["verdict"] != "ok":
+            print(f"[{k}/{len(tasks)}] {row['task']}: {row['verdict']}: {row['reason'][:300]}", flush=True)
+        elif k % 100 == 0:
+            print(f"[{k}/{len(tasks)}]", flush=True)
+        if args.update:
+            pending[row["task"]] = row
+            if len(pending) >= 100:  # a sweep stopped half-way keeps what it found (--resume goes on from there)
+                save()
+    rows = degeneracy_sweep(tasks, args.workers, args.limit_s, args.max_mib << 20, args.max_mflop * 1e6, on_row)
     counts = Counter(r["verdict"] for r in rows)
     print(", ".join(f"{v} {n}" for v, n in sorted(counts.items())))
     report = {"tasks": {r["task"]: r for r in rows}}
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1))
-        print(f"report written to {args.out}")
+        print(f"report written to {args.out} (every task's properties and the sizes checked)")
     if args.update:
-        old = json.loads(REGISTRY.read_text()) if REGISTRY.is_file() else {"tasks": {}}
-        old["tasks"].update(report["tasks"])
-        old["tasks"] = dict(sorted(old["tasks"].items()))
-        REGISTRY.write_text(json.dumps(old, indent=1) + "\n")
+        save()
         print(f"registry updated: {REGISTRY}")
+    print(registry_report({r["task"]: r for r in rows}, families=True))
     return int(counts["degenerate"] > 0)
 
 
@@ -254,10 +364,15 @@ def add_parser(commands) -> argparse.ArgumentParser:
     p.add_argument("--kernelbench-dir", default="", help="a KernelBench checkout instead of --source")
     p.add_argument("--levels", default="1,2,3", help="KernelBench levels (with --kernelbench-dir)")
     p.add_argument("--sample", type=int, default=0, help="check only this many tasks (spread over families)")
+    p.add_argument("--family", default="", help="check only these families (comma-separated)")
+    p.add_argument("--resume", action="store_true", help="check only tasks the registry has no current entry for")
+    p.add_argument("--report", action="store_true", help="print the registry's counts and flagged tasks, check nothing")
     p.add_argument("--workers", type=int, default=2, help="parallel CPU processes")
     p.add_argument("--limit-s", type=int, default=600, help="seconds one task's check may take")
-    p.add_argument("--max-mib", type=int, default=64, help="a configuration's data on the CPU; larger problems are "
-                   "checked with their batch (then their largest size) halved")
+    p.add_argument("--max-mib", type=int, default=64, help="a configuration's data on the CPU; larger problems, and "
+                   "timing configurations, are checked with sizes halved (batch, then independent sizes first)")
+    p.add_argument("--max-mflop", type=int, default=50, help="a timing configuration's work on the CPU (its work "
+                   "model, in millions of operations); larger ones are checked with sizes halved")
     p.add_argument("--out", default="", help="write the report (JSON) here")
     p.add_argument("--update", action="store_true", help="merge the verdicts into the shipped registry")
     return parser

@@ -1,4 +1,6 @@
-"""`cudaperf eval TASK CANDIDATE [--json]`: one candidate through the evaluator, in this process."""
+"""`cudaperf eval TASK CANDIDATE [--json]`: one candidate through the evaluator, in this process. The verdict line
+(and `task_note` in the JSON) says when the degeneracy registry marks the task degenerate, or does not vouch for it:
+a lazy kernel could be called correct there."""
 from __future__ import annotations
 
 import argparse
@@ -46,6 +48,26 @@ def candidate_file_problem(path_arg: str) -> str:
     return ""
 
 
+def task_note(task, registry: str | None = None) -> str:
+    """What the degeneracy registry says of `task`, for the verdict line: "" where its check is sound (ok,
+    repaired), else why its verdict says nothing (degenerate) or may say nothing (not vouched for)."""
+    from pipeline.tasks.degenerate import REGISTRY, entry_of, unchecked
+    path = registry or str(REGISTRY)
+    entry = entry_of(task, path)
+    if entry is not None and entry["verdict"] == "degenerate":
+        return f"task degenerate: {entry.get('reason', '')}; not counted in training or benchmarks"
+    missing = unchecked([task], path)
+    return f"degeneracy registry: {missing[0][1]}; training and benchmarks refuse the task" if missing else ""
+
+
+def verdict_line(result, note: str) -> str:
+    """`verdict   correct, 20.0x (task degenerate: ...)`: the verdict, its reason, the speedup and the task's note."""
+    line = f"verdict   {result.verdict}" + (f": {result.reason}" if result.reason else "")
+    if result.speedup is not None:
+        line += f", {result.speedup:.3g}x"
+    return line + (f" ({note})" if note else "")
+
+
 def run(args, open_cluster=None) -> int:
     from pipeline.evaluation.evaluator import Evaluator
     from pipeline.evaluation.feedback import format_feedback
@@ -62,11 +84,13 @@ def run(args, open_cluster=None) -> int:
     from pipeline.evaluation.gpu.driver import gpu_count
     use_gpu = cfg.eval.gpus != 0 and gpu_count() > 0
     result = Evaluator(cfg.eval, cfg.compile, use_gpu=use_gpu).evaluate(task, [cand])[0]
+    note = task_note(task)
     if args.json:
-        print(result.model_dump_json(indent=2))
+        import json
+        print(json.dumps({**json.loads(result.model_dump_json()), "task_note": note}, indent=2))
         return 0
     print(f"task      {task.id}  ({task.kind}, {cand.format} candidate)")
-    print(f"verdict   {result.verdict}" + (f": {result.reason}" if result.reason else ""))
+    print(verdict_line(result, note))
     for c in result.configs:
         parts = [f"{c.name:<12}"]
         if c.passed is not None:

@@ -51,9 +51,11 @@ def cpus_needed(cfg: RunConfig) -> int:
 
 
 def task_reader(cfg: RunConfig) -> TaskReader:
-    """The run's task selection (tasks.source, tasks.kinds) in the order seeded by run.seed."""
+    """The run's task selection (tasks.source, tasks.kinds) in the order seeded by run.seed; a task the degeneracy
+    registry does not vouch for stops the run (DataError) unless data.allow_unchecked_tasks."""
     return TaskReader.from_sources(cfg.tasks.source, cfg.tasks.kernelbench_levels, kinds=cfg.tasks.kinds,
-                                   seed=cfg.run.seed, split_seed=cfg.data.split_seed)
+                                   seed=cfg.run.seed, split_seed=cfg.data.split_seed,
+                                   allow_unchecked=cfg.data.allow_unchecked_tasks)
 
 
 def live_eval_reader(cfg: RunConfig, training: TaskReader) -> TaskReader | None:
@@ -62,7 +64,8 @@ def live_eval_reader(cfg: RunConfig, training: TaskReader) -> TaskReader | None:
     if not cfg.train.live_eval_tasks:
         return None
     live = TaskReader.from_sources(cfg.train.live_eval_source, cfg.tasks.kernelbench_levels, kinds=cfg.tasks.kinds,
-                                   seed=cfg.run.seed + 1, split_seed=cfg.data.split_seed)
+                                   seed=cfg.run.seed + 1, split_seed=cfg.data.split_seed,
+                                   allow_unchecked=cfg.data.allow_unchecked_tasks)
     if not len(live):
         raise ConfigError(f"train.live_eval_source '{cfg.train.live_eval_source}' holds no tasks of kinds "
                           f"{cfg.tasks.kinds}; point it at held-out tasks or set train.live_eval_tasks=0")

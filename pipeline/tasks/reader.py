@@ -3,7 +3,8 @@
 In: task sources (`generated`, `generated:<split>`, `builtin`, a directory of task YAML files, a
 KernelBench checkout: whatever `pipeline.tasks.load_tasks` takes), filters by kind, family and
 split, a shuffle seed; tasks the degeneracy registry marks degenerate are left out (`degenerate` lists them with
-their reasons). Out: a `TaskReader` whose `rows()` are plain dicts (one per task, in a
+their reasons), and tasks it does not vouch for (no current entry, or `unchecked`) are refused with a DataError
+unless `allow_unchecked` (`data.allow_unchecked_tasks`). Out: a `TaskReader` whose `rows()` are plain dicts (one per task, in a
 seeded order, with its position) that `actors/task_stream.py` turns into a Ray Data stream, and whose
 `state()` saved after the rows consumed so far gives, once restored, exactly the tasks not yet
 seen. Plain Python: no Ray here.
@@ -23,7 +24,7 @@ from pipeline.tasks.splits import split_of_task
 from pipeline.core.errors import UserError
 from pipeline.core.records import Task
 from pipeline.tasks import load_tasks
-from pipeline.tasks.degenerate import split_degenerate
+from pipeline.tasks.degenerate import REGISTRY, refusal, split_degenerate, unchecked
 
 
 class DataError(UserError, ValueError):
@@ -58,12 +59,17 @@ class ReaderState:
 
 class TaskReader:
     def __init__(self, tasks: list[Task], kinds: Iterable[str] | None = None, families: Iterable[str] | None = None,
-                 splits: Iterable[str] | None = None, seed: int = 0, split_seed: int = 0, shuffle: bool = True):
-        """Select `tasks` by kind, family and split (None keeps all), in a `seed`ed order."""
+                 splits: Iterable[str] | None = None, seed: int = 0, split_seed: int = 0, shuffle: bool = True,
+                 allow_unchecked: bool = False, registry: str = str(REGISTRY)):
+        """Select `tasks` by kind, family and split (None keeps all), in a `seed`ed order; DataError where the
+        degeneracy `registry` does not vouch for a selected task, unless `allow_unchecked`."""
         kinds, families, splits = (set(x) if x is not None else None for x in (kinds, families, splits))
         picked = [t for t in tasks if (kinds is None or t.kind in kinds) and (families is None or t.family in families)
                   and (splits is None or split_of_task(t, split_seed) in splits)]
-        picked, self.degenerate = split_degenerate(picked)  # their checks pass lazy kernels: never trained on
+        missing = [] if allow_unchecked else unchecked(picked, registry)
+        if missing:
+            raise DataError(refusal(missing, "training"))
+        picked, self.degenerate = split_degenerate(picked, registry)  # their checks pass lazy kernels: never trained on
         seen: set[str] = set()
         for t in picked:
             if t.id in seen:

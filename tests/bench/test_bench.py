@@ -83,3 +83,19 @@ def test_bench_errors(capsys):
     assert "--kernelbench-dir" in capsys.readouterr().err
     assert cudaperf(["bench", "--suite", "c2cuda", "--answers", "/nonexistent", "--tasks", "builtin"]) == 2
     assert "not a directory" in capsys.readouterr().err
+
+
+def test_bench_refuses_tasks_the_degeneracy_registry_does_not_vouch_for(tmp_path, capsys):
+    import shutil
+    from pipeline.core.assets import BUILTIN_DIR
+    shutil.copy(BUILTIN_DIR / "c2cuda" / "saxpy.yaml", tmp_path / "saxpy.yaml")
+    text = (tmp_path / "saxpy.yaml").read_text().replace("id: c2cuda/saxpy", "id: c2cuda/saxpy_copy")
+    (tmp_path / "saxpy.yaml").write_text(text)
+    answers = tmp_path / "answers"
+    answers.mkdir()
+    args = ["bench", "--answers", str(answers), "--suite", "c2cuda", "--tasks", str(tmp_path / "saxpy.yaml"),
+            "--out", str(tmp_path / "out")]
+    assert cudaperf(args) == 2
+    err = capsys.readouterr().err
+    assert "c2cuda/saxpy_copy (not in the registry)" in err and "data.allow_unchecked_tasks=true" in err
+    assert cudaperf(args + ["data.allow_unchecked_tasks=true"]) == 0  # the user's explicit choice

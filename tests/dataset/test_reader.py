@@ -11,7 +11,7 @@ KERNELBENCH = str(Path(__file__).parents[1] / "data" / "kernelbench")
 
 @pytest.fixture(scope="module")
 def tasks():
-    return load_source("builtin") + load_source(KERNELBENCH)
+    return load_source("builtin") + load_source(KERNELBENCH)  # the KernelBench problems of tests/data: unchecked
 
 
 def ids(rows):
@@ -19,32 +19,32 @@ def ids(rows):
 
 
 def test_filters_by_kind_family_and_split(tasks):
-    r = TaskReader(tasks, kinds=["c2cuda"])
+    r = TaskReader(tasks, allow_unchecked=True, kinds=["c2cuda"])
     assert len(r) == 12 and all(row["kind"] == "c2cuda" for row in r.rows())
-    r = TaskReader(tasks, families=["blas1_axpy", "activation_relu"])
+    r = TaskReader(tasks, allow_unchecked=True, families=["blas1_axpy", "activation_relu"])
     assert sorted(ids(r.rows())) == ["c2cuda/saxpy", "torch2cuda/relu"]
-    r = TaskReader(tasks, splits=["kernelbench"])
+    r = TaskReader(tasks, allow_unchecked=True, splits=["kernelbench"])
     assert len(r) == 3 and all(t.startswith("kernelbench/") for t in ids(r.rows()))
-    test = TaskReader(tasks, splits=["test"])
+    test = TaskReader(tasks, allow_unchecked=True, splits=["test"])
     assert len(test) > 0 and all(split_of_task(task_of_row(row)) == "test" for row in test.rows())
-    train_fams = {row["family"] for row in TaskReader(tasks, splits=["train"]).rows()}
+    train_fams = {row["family"] for row in TaskReader(tasks, allow_unchecked=True, splits=["train"]).rows()}
     assert train_fams.isdisjoint({row["family"] for row in test.rows()})
 
 
 def test_seeded_order(tasks):
-    a, b, c = (list(ids(TaskReader(tasks, seed=s).rows())) for s in (1, 1, 2))
+    a, b, c = (list(ids(TaskReader(tasks, allow_unchecked=True, seed=s).rows())) for s in (1, 1, 2))
     assert a == b and a != c and sorted(a) == sorted(c) == sorted(t.id for t in tasks)
-    assert ids(TaskReader(tasks, shuffle=False).rows()) == sorted(t.id for t in tasks)
+    assert ids(TaskReader(tasks, allow_unchecked=True, shuffle=False).rows()) == sorted(t.id for t in tasks)
 
 
 def test_resume_gives_exactly_the_remaining_tasks_and_epochs_roll_over(tasks):
-    r = TaskReader(tasks, seed=7)
+    r = TaskReader(tasks, allow_unchecked=True, seed=7)
     full = list(r.rows(epochs=2))
     n = len(r)
     for row in full[:10]:
         r.consumed(row)
     state = r.state()
-    again = TaskReader(tasks, seed=7).restore(state)
+    again = TaskReader(tasks, allow_unchecked=True, seed=7).restore(state)
     rest = list(again.rows(epochs=1))
     assert ids(rest) == ids(full[10:n])
     for row in rest:
@@ -55,13 +55,13 @@ def test_resume_gives_exactly_the_remaining_tasks_and_epochs_roll_over(tasks):
 
 
 def test_a_state_of_another_selection_is_refused(tasks):
-    state = TaskReader(tasks, seed=1).state()
+    state = TaskReader(tasks, allow_unchecked=True, seed=1).state()
     with pytest.raises(DataError, match="another task selection"):
-        TaskReader(tasks, seed=2).restore(state)
+        TaskReader(tasks, allow_unchecked=True, seed=2).restore(state)
     with pytest.raises(DataError, match="another task selection"):
-        TaskReader(tasks, seed=1, kinds=["c2cuda"]).restore(state)
+        TaskReader(tasks, allow_unchecked=True, seed=1, kinds=["c2cuda"]).restore(state)
     with pytest.raises(DataError, match="malformed"):
-        TaskReader(tasks, seed=1).restore({"position": 3})
+        TaskReader(tasks, allow_unchecked=True, seed=1).restore({"position": 3})
 
 
 def test_unknown_split_of_generated_source_is_a_clear_error():
@@ -75,7 +75,7 @@ def test_ray_data_stream_resumes_from_a_saved_position(tasks):
     from actors.task_stream import task_dataset
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
-        reader = TaskReader.from_sources(["builtin", KERNELBENCH], seed=3)
+        reader = TaskReader.from_sources(["builtin", KERNELBENCH], seed=3, allow_unchecked=True)
         expected = ids(reader.rows())
         seen = []
         for row in task_dataset(reader, rows_per_block=4).iter_rows():
@@ -86,9 +86,27 @@ def test_ray_data_stream_resumes_from_a_saved_position(tasks):
             if len(seen) == 9:
                 break
         saved = reader.state()
-        resumed = TaskReader(tasks, seed=3).restore(saved)
+        resumed = TaskReader(tasks, allow_unchecked=True, seed=3).restore(saved)
         rest = [row["task_id"] for row in task_dataset(resumed, rows_per_block=4).iter_rows()]
         assert seen == expected[:9]
         assert rest == expected[9:]
     finally:
         ray.shutdown()
+
+
+def test_tasks_the_registry_does_not_vouch_for_are_refused_unless_allowed(tasks, tmp_path):
+    import json
+    from pipeline.tasks.degenerate import load_registry, registry_hash
+    saxpy, relu = (next(t for t in tasks if t.id == i) for i in ("c2cuda/saxpy", "torch2cuda/relu"))
+    path = tmp_path / "degeneracy.json"
+    path.write_text(json.dumps({"tasks": {"c2cuda/saxpy": {"hash": registry_hash(saxpy), "verdict": "ok"},
+                                          "torch2cuda/relu": {"hash": "0" * 16, "verdict": "ok"}}}))
+    load_registry.cache_clear()
+    assert len(TaskReader([saxpy], registry=str(path))) == 1
+    with pytest.raises(DataError, match=r"torch2cuda/relu \(changed since it was checked\).*--update.*"
+                                        r"data.allow_unchecked_tasks=true"):
+        TaskReader([saxpy, relu], registry=str(path))
+    kb = [t for t in tasks if t.id.startswith("kernelbench/")]
+    with pytest.raises(DataError, match="not in the registry.*--kernelbench-dir DIR --levels"):
+        TaskReader(kb, registry=str(path))
+    assert len(TaskReader([saxpy, relu] + kb, registry=str(path), allow_unchecked=True)) == 2 + len(kb)

@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.evaluation.checks import reference
 from pipeline.evaluation.checks.degeneracy import degeneracy
-from pipeline.tasks.degenerate import load_registry, split_degenerate
+from pipeline.tasks.degenerate import load_registry, split_degenerate, unchecked
 from pipeline.tasks.sources import KERNELBENCH_TOLERANCE
 from pipeline.tasks.validation import task_from_dict
 
@@ -56,8 +56,8 @@ def test_an_identity_at_the_task_s_sizes_is_degenerate_and_rounding_noise_too():
     assert d.verdict == "degenerate" and "every check configuration: writing zeros passes the check" in d.under_check
     timed = underflow.model_copy(update={"configs": underflow.configs + [
         underflow.configs[0].model_copy(update={"name": "timing", "time": True})]})
-    d = degeneracy(timed)  # the timed rounds compare on the task's draw alone: zeros pass there too
-    assert any(p.startswith("timing (timed)/output0: ") for p in d.under_check), d
+    d = degeneracy(timed)  # the timed rounds' draw is adversarial: the product still underflows there
+    assert "timing configuration timing: writing zeros passes the check" in d.under_check, d
 
 
 def test_a_batchnorm_at_its_defaults_is_repaired_by_the_redrawn_state():
@@ -92,6 +92,7 @@ def test_the_shipped_registry_flags_none_of_the_built_in_tasks():
     load_registry.cache_clear()
     keep, dropped = split_degenerate(load_tasks("builtin"))
     assert dropped == [] and len(keep) == 24
+    assert unchecked(keep) == []  # every built-in task is vouched for: training on them is never refused
 
 
 def test_a_norm_taken_as_a_constant_passes_the_task_s_draw_only():
@@ -110,3 +111,51 @@ def test_a_lazy_kernel_must_pass_every_check_configuration():
     mixed = task.model_copy(update={"configs": [task.configs[0].model_copy(update={"params": {"rows": 1}}),
                                                 task.configs[1].model_copy(update={"params": {"rows": 7}})]})
     assert degeneracy(mixed).verdict == "ok"
+
+
+CAPPED_SUM = """void capped_sum(int n, const float* x, float* s) {
+    double acc = 0.0;
+    for (int i = 0; i < n; ++i) acc += x[i];
+    s[0] = (float)(acc < 1000.0 ? acc : 1000.0);
+}
+"""
+
+
+def _capped_task(timed_n: int):
+    return task_from_dict({
+        "id": "c2cuda/capped_probe", "kind": "c2cuda", "family": "probe", "function": "capped_sum",
+        "reference": CAPPED_SUM,
+        "args": [{"name": "n", "ctype": "int", "role": "scalar", "init": "n"},
+                 {"name": "x", "ctype": "const float*", "role": "in", "size": "n", "init": "uniform(0, 1)"},
+                 {"name": "s", "ctype": "float*", "role": "out", "size": "1"}],
+        "configs": [{"name": "small", "params": {"n": 16}}, {"name": "odd", "params": {"n": 37}},
+                    {"name": "big", "params": {"n": timed_n}, "time": True}],
+        "work": {"flops": "n", "bytes": "4*n"}, "tolerance": {"rtol": 1e-3, "atol": 0.0},
+        "implementations": [{"name": "naive", "strategy": "naive", "format": "c2cuda",
+                             "code": 'extern "C" void capped_sum(int n, const float* x, float* s) {}\n'}]})
+
+
+def test_a_task_degenerate_at_its_timing_configuration_alone_is_degenerate():
+    # a sum capped at 1000 is informative over 16 or 37 draws of uniform(0, 1); over millions it is the cap, on
+    # the timed rounds' adversarial draw as on the task's own: a kernel writing 1000 there is timed doing nothing
+    d = degeneracy(_capped_task(1 << 24), max_bytes=1 << 20)  # shrunk to fit 1 MiB, still long enough
+    assert d.verdict == "degenerate", d
+    assert "timing configuration big: writing a constant passes the check" in d.under_check, d
+    assert not any(p.startswith("every check configuration") for p in d.under_check), d
+    assert "timing configuration big" in d.reason and d.sizes == "timing configuration big at n = 131072", d
+    assert degeneracy(_capped_task(64), max_bytes=1 << 20).verdict == "ok"  # the same task timed on 64 draws
+
+
+def test_eval_s_verdict_line_says_when_a_task_is_degenerate_or_unchecked(tmp_path):
+    from pipeline.commands.eval_command import task_note, verdict_line
+    from pipeline.core.records import EvalResult
+    bad, new = _task("x * 0.0", task_id="t/bad"), _task("torch.tanh(x)", task_id="t/new")
+    path = tmp_path / "degeneracy.json"
+    path.write_text(json.dumps({"tasks": {"t/bad": {"hash": bad.content_hash(), "verdict": "degenerate",
+                                                    "reason": "writing zeros passes the check"}}}))
+    load_registry.cache_clear()
+    result = EvalResult(task_id="t/bad", candidate_hash="0", format="kernelbench", verdict="correct", speedup=20.0)
+    assert verdict_line(result, task_note(bad, str(path))) == (
+        "verdict   correct, 20x (task degenerate: writing zeros passes the check; not counted in training or "
+        "benchmarks)")
+    assert "not in the registry" in task_note(new, str(path))

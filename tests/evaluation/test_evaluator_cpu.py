@@ -200,6 +200,7 @@ def test_cli_eval_prints_verdict_and_feedback(tmp_path, capsys, compile_cfg):
                "eval.result_cache_dir="])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out["verdict"] == "rejected" and "missing-entry-point" in out["flags"]
+    assert out["task_note"] == ""  # the registry vouches for the built-in task
 
 
 def test_cli_reports_user_errors_in_one_line(capsys):
