@@ -8,8 +8,8 @@
 #   evaluator before (.before.tar.gz: `bash benchmarks/tools/before_carry.sh 1b582e9`, version 17) and after, back to
 #   back on the same GPU in one call: verdicts and the speedup ratio after/before per implementation.
 # timed_attacks: benchmarks/timed_attacks.py (kernels that tell timed calls from checked ones, and their honest
-#   twins) under the evaluator after and, where .before.tar.gz is carried, before; then the evaluator's GPU tests of
-#   the timed rounds and the fidelity check (GPU_TIMED_TESTS).
+#   twins) under the evaluator after and, where .before.tar.gz is carried, before (TIMED_BEFORE_ATTACKS=0: not); then
+#   the evaluator's GPU tests (GPU_TIMED_TESTS, default tests/evaluation/test_evaluator_gpu.py; none: not).
 # fidelity: what evaluator version 14 (adversarial check set, redrawn state, float64 anchor) does to honest code:
 #   every built-in implementation through trusted_timing.py (two stability runs), then the KernelBench answers
 #   of levels KB_LEVELS (default 1) within FIDELITY_KB_S seconds (default 270); one call.
@@ -120,10 +120,10 @@ for step in $steps; do
                --out "$out/trusted_timing_after.json" > "$out/timed_honest.log" 2>&1 || rc_t=$?
            else
              timeout 200 python3 benchmarks/timed_attacks.py --out "$out/timed_attacks_after.json" > "$out/timed_attacks.log" 2>&1 || rc_t=$?
-             [ -d /tmp/before ] && before timeout 200 python3 "$here/benchmarks/timed_attacks.py" \
-               --out "$out/timed_attacks_before.json" > "$out/timed_attacks_before.log" 2>&1
-             timeout 170 python3 -m pytest -m gpu -q -p no:cacheprovider ${GPU_TIMED_TESTS:-tests/evaluation/test_evaluator_gpu.py} \
-               > "$out/timed_tests.log" 2>&1 || rc_t=$?
+             [ -d /tmp/before ] && [ "${TIMED_BEFORE_ATTACKS:-1}" = 1 ] && before timeout 200 python3 \
+               "$here/benchmarks/timed_attacks.py" --out "$out/timed_attacks_before.json" > "$out/timed_attacks_before.log" 2>&1
+             [ "${GPU_TIMED_TESTS:-tests/evaluation/test_evaluator_gpu.py}" != none ] && timeout 170 python3 -m pytest -m gpu -q \
+               -p no:cacheprovider ${GPU_TIMED_TESTS:-tests/evaluation/test_evaluator_gpu.py} > "$out/timed_tests.log" 2>&1 || rc_t=$?
            fi
            (exit $rc_t) ;;
     hardening) timeout 560 python3 benchmarks/hardening_gpu.py --out "$OUT/hardening_gpu.json" > "$OUT/hardening.log" 2>&1

@@ -75,13 +75,11 @@ def give_views(group, cd) -> None:
 
 
 def secret_anchors(cd, fresh: list[dict], expected: list[dict]) -> dict:
-    """The round's anchored calls and their float64 anchors, as `_rounds` picks them (a secret share of the calls,
-    `eval.timing_anchor_share` of the default config; one secret call where the evaluator anchors one a round)."""
+    """The round's anchored calls and their float64 anchors, as `_rounds` picks them (`eval.timing_anchored_calls`
+    of the default config, in secret)."""
+    from pipeline.core.config import EvalSection
     from pipeline.evaluation.timing import timed_rounds as TR
-    if hasattr(TR, "anchored_calls"):
-        from pipeline.core.config import EvalSection
-        return TR.round_anchors(cd, fresh, expected, TR.anchored_calls(len(fresh), EvalSection().timing_anchor_share))
-    return TR.round_anchors(cd, fresh, expected, TR.anchored_call(len(fresh)))
+    return TR.round_anchors(cd, fresh, expected, TR.anchored_calls(len(fresh), EvalSection().timing_anchored_calls))
 
 
 class Rounds:

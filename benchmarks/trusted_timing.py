@@ -72,9 +72,12 @@ def honest(ev, tasks) -> dict:
         per = (time.perf_counter() - t0) / len(impls)
         print(f"{task.id}: {[r.verdict for r in results]} {per:.2f} s each", flush=True)
         for impl, r in zip(impls, results):
+            if r.verdict != "correct":
+                print(f"  {impl.name}: {r.verdict}: {r.reason[:300]}", flush=True)
+        for impl, r in zip(impls, results):
             out[f"{task.id}/{impl.name}"] = {
                 "verdict": r.verdict, "reason": r.reason[:200], "speedup": r.speedup, "seconds": per,
-                "flags": r.flags,
+                "flags": r.flags, "stage_s": r.stage_s, "timing_parts_s": r.timing_parts_s,
                 "configs": {c.name: {"median_ms": c.time.median_ms, "iqr_ms": c.time.iqr_ms, "trials": c.time.trials,
                                      "baseline_ms": c.baseline_time.median_ms, "calls_per_batch": c.calls_per_batch,
                                      "trusted_ms": c.trusted_time.median_ms if c.trusted_time else None,

@@ -96,10 +96,9 @@ class EvalSection(Section):
     busy_probe_limit_s: float = Field(0.002, description="a trusted probe on the GPU that waits longer than this "
                                       "just before a round or around a timed batch means other work was running: "
                                       "the round is repeated, and after three the candidate is not_executed")
-    timing_anchor_share: float = Field(0.25, gt=0, le=1, description="share of each timed round's calls, chosen in "
-                                       "secret (at least one), whose outputs are also held to the float64 anchor, "
-                                       "as a check configuration's are; every timed call meets the tolerance on the "
-                                       "adversarial draw")
+    timing_anchored_calls: int = Field(1, ge=1, description="calls of each timed round, chosen in secret, whose "
+                                       "outputs are also held to the float64 anchor, as a check configuration's are "
+                                       "(every timed call meets the tolerance on the adversarial draw)")
     timing_noise_factor: float = Field(3.0, ge=0, description="a candidate's own CUDA-event time of a batch may lie "
                                        "below the trusted clock's time by at most this many interquartile ranges "
                                        "of the fixed cost of a batch; it never lowers the time further")

@@ -28,8 +28,8 @@ Every round (the GPU's lock shared for step 1 and step 6, exclusive from 2 to 5:
     until the trusted side has seen right outputs in every slot (a secret signed checksum of each,
     against the expected ones, inside the window) and its probe on the GPU has completed;
  6. every slot checked: inputs unchanged, outputs right at the configuration's tolerance (the check
-    configurations' criterion), the decoy exactly as staged, and a secret share of the calls
-    (`eval.timing_anchor_share`, at least one, `anchored_calls`) also within what honest float32 arithmetic
+    configurations' criterion), the decoy exactly as staged, and secret calls of the round
+    (`eval.timing_anchored_calls`, `anchored_calls`) also within what honest float32 arithmetic
     gets of the float64 reference (`round_anchors`: the float64 twin, or the c2cuda baseline built in float64).
     A call that skipped its work, drifted after the first calls, behaves differently at this size or when
     called back to back, computes in a lower precision, or computed ahead of its calls fails here. Nothing
@@ -160,12 +160,11 @@ def _out_positions(group: GroupData, cd: ConfigData) -> list[int]:
     return [j for j, b in enumerate(cd.buffers) if group.buffers[b].role in ("out", "inout")]
 
 
-def anchored_calls(n_calls: int, share: float) -> list[int]:
-    """Which calls of a round (indices into its called slots) are also held to the float64 anchor: a secret
-    `share` of them, at least one, new every round. They are staged, drawn and called like every other, so a
-    kernel that does less work on the calls it takes for timed ones does it on these too."""
-    k = min(n_calls, max(1, round(share * n_calls)))
-    return sorted(range(n_calls), key=lambda _: secrets.randbits(32))[:k] if n_calls else []
+def anchored_calls(n_calls: int, count: int) -> list[int]:
+    """Which calls of a round (indices into its called slots) are also held to the float64 anchor: `count` of them
+    (eval.timing_anchored_calls), chosen in secret, new every round. They are staged, drawn and called like every
+    other, so a kernel that does less work on the calls it takes for timed ones does it on these too."""
+    return sorted(range(n_calls), key=lambda _: secrets.randbits(32))[:max(1, count)] if n_calls else []
 
 
 def round_anchors(cd: ConfigData, fresh_sets: list[dict], expected: list[dict], calls: list[int]) -> dict:
@@ -390,7 +389,7 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
                                     f"said its calls were done", ["unfinished-at-done"])
         busy_window = max(window.probe_before_s, window.probe_after_s) > cfg.busy_probe_limit_s
         t = turns.to("shared")  # the checks beside other evaluators' work
-        anchors = round_anchors(cd, fresh_sets, expected, anchored_calls(len(slots), cfg.timing_anchor_share))
+        anchors = round_anchors(cd, fresh_sets, expected, anchored_calls(len(slots), cfg.timing_anchored_calls))
         check_round(group, cd, slots, fresh_sets, expected, decoy, decoy_sets,
                     "timed batch" if rounds else "warm-up batch", getattr(ev, "check_pass", None), anchors)
         t = times.spent("check", t)
