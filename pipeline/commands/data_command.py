@@ -10,7 +10,7 @@
   cudaperf data card    [--source S] [--measured DIR] [--out DIR]    the card (markdown + plots)
   cudaperf data measure --shard K/N [--minutes M] [--out DIR] [--source S] [--retry-failed] [--compile-only]
   cudaperf data degeneracy [--source S] [--kernelbench-dir DIR --levels 1,2,3] [--family F] [--resume]
-                           [--out FILE] [--update] [--report]
+                           [--flagged] [--out FILE] [--update] [--report]
                                                       run every reference on the CPU, at every check and timing
                                                       configuration, and flag tasks whose check a kernel passes
                                                       without the work (docs/fidelity.md); --update merges the
@@ -292,6 +292,8 @@ def cmd_degeneracy(cfg: RunConfig, args) -> int:
         tasks = [t for t in tasks if t.family in set(args.family.split(","))]
     if args.resume:
         tasks = [t for t in tasks if entry_of(t) is None]
+    if args.flagged:
+        tasks = [t for t in tasks if (entry_of(t) or {}).get("verdict", "ok") != "ok"]
     if args.sample:
         from pipeline.dataset.checks import sample_tasks
         tasks = sample_tasks(tasks, args.sample)
@@ -366,6 +368,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
     p.add_argument("--sample", type=int, default=0, help="check only this many tasks (spread over families)")
     p.add_argument("--family", default="", help="check only these families (comma-separated)")
     p.add_argument("--resume", action="store_true", help="check only tasks the registry has no current entry for")
+    p.add_argument("--flagged", action="store_true", help="check only tasks the registry flags (repaired, degenerate, "
+                   "unchecked): after a change that can only take findings away")
     p.add_argument("--report", action="store_true", help="print the registry's counts and flagged tasks, check nothing")
     p.add_argument("--workers", type=int, default=2, help="parallel CPU processes")
     p.add_argument("--limit-s", type=int, default=600, help="seconds one task's check may take")
