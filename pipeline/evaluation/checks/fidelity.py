@@ -39,6 +39,8 @@ DISCRETE_VALUES = 16  # a float tensor with at most this many distinct values is
 SPIKE_SCALE = 32.0  # large values at secret positions, this many times the draw's rms
 EDGE_SCALE = 4.0  # the first and last element of every row, this many times the rms
 MAX_SPIKE_PAIRS = 16
+MAX_PERIOD = 16  # a uniform(lo, hi) input's adversarial draw adds a pattern of a secret period in [2, MAX_PERIOD]
+PERIODIC_WEIGHT = (0.3, 0.6)  # ... with this share of the draw's spread
 SUB_RANGE = 0.25  # a uniform(lo, hi) input's adversarial draw stays within [lo + a*w, hi - b*w], a and b secret in
 # [0, SUB_RANGE), w = hi - lo
 
@@ -298,8 +300,10 @@ def anchored(out, ref64, allowance: float, floor: float = 0.0) -> tuple[bool, st
 def adversarial_uniform(rng, n: int, lo: float, hi: float):
     """numpy float64 values in [lo, hi) drawn so that every element matters (c2cuda inputs declared
     uniform(lo, hi)): a secret centre, heavy tails, blocks of a secret length with scales of their own, and a few
-    values near both ends at secret positions, none equal to another (no ties for an argmax), all within a secret
-    sub-range (`SUB_RANGE`): the largest and smallest values move from draw to draw, so a maximum, a minimum or a
+    values near both ends at secret positions, none equal to another (no ties for an argmax), a pattern of a secret
+    period added to every element (`MAX_PERIOD`: a kernel that reads every k-th element and rescales sees a
+    biased share of it wherever k and the period share a factor, as it would not on bounded values alone), all
+    within a secret sub-range (`SUB_RANGE`): the largest and smallest values move from draw to draw, so a maximum, a minimum or a
     range over many uniform draws is no constant (with ends fixed at lo and hi, the maximum of millions of draws is
     hi whatever the data)."""
     import numpy as np
@@ -308,7 +312,9 @@ def adversarial_uniform(rng, n: int, lo: float, hi: float):
     block = int(rng.integers(2, max(3, n // 4 + 1)))
     z *= np.repeat(np.exp(rng.uniform(-1.4, 1.4, -(-n // block))), block)[:n]
     centre = rng.uniform(0.2, 0.8)
-    u = centre + (0.5 - abs(centre - 0.5)) * np.tanh(0.5 * z)
+    period, weight = int(rng.integers(2, MAX_PERIOD + 1)), rng.uniform(*PERIODIC_WEIGHT)
+    pattern = rng.uniform(-1, 1, period)[(np.arange(n) + int(rng.integers(period))) % period]
+    u = centre + (0.5 - abs(centre - 0.5)) * ((1 - weight) * np.tanh(0.5 * z) + weight * pattern)
     spikes = min(2 * MAX_SPIKE_PAIRS, max(2, n // 1024), n)
     at = rng.permutation(n)[:spikes]
     u[at[: spikes // 2]] = 1 - 0.01 * rng.random(spikes // 2)
@@ -321,18 +327,25 @@ def adversarial_uniform(rng, n: int, lo: float, hi: float):
 def adversarial_uniform_torch(gen, n: int, lo: float, hi: float, dtype, device):
     """`adversarial_uniform`'s draw made by torch on `device` with the Generator `gen` (the timed rounds' inputs,
     made on the GPU every round): the same secret centre, heavy tails, blocks of a secret length with scales of
-    their own, and values near both ends at secret positions, within a secret sub-range of [lo, hi)."""
+    their own, a pattern of a secret period, and values near both ends at secret positions, within a secret
+    sub-range of [lo, hi)."""
     import torch
     width = hi - lo
     work = torch.float32  # every round's inputs: float32 temporaries (time and memory)
     z = torch.randn(n, generator=gen, device=device, dtype=work)
     z.mul_(torch.randn(n, generator=gen, device=device, dtype=work).mul_(0.75).exp_())
-    r = torch.rand(4, generator=gen, device=device, dtype=torch.float64).tolist()
+    r = torch.rand(6, generator=gen, device=device, dtype=torch.float64).tolist()
     block = 2 + int(r[0] * (max(3, n // 4 + 1) - 2))
     scales = torch.empty(-(-n // block), device=device, dtype=work).uniform_(-1.4, 1.4, generator=gen).exp_()
     z.mul_(scales.repeat_interleave(block)[:n])
     centre = 0.2 + 0.6 * r[1]
-    u = z.mul_(0.5).tanh_().mul_(0.5 - abs(centre - 0.5)).add_(centre)
+    period = 2 + int(r[4] * (MAX_PERIOD - 1))
+    weight = PERIODIC_WEIGHT[0] + (PERIODIC_WEIGHT[1] - PERIODIC_WEIGHT[0]) * r[5]
+    pattern = torch.empty(period, device=device, dtype=work).uniform_(-1, 1, generator=gen)
+    phase = int(torch.randint(period, (1,), generator=gen, device=device))
+    index = torch.arange(n, device=device).add_(phase).remainder_(period)
+    u = z.mul_(0.5).tanh_().mul_(1 - weight).add_(pattern[index], alpha=weight)
+    u.mul_(0.5 - abs(centre - 0.5)).add_(centre)
     spikes = min(2 * MAX_SPIKE_PAIRS, max(2, n // 1024), n)
     at = torch.randperm(n, generator=gen, device=device)[:spikes] if n <= 1 << 16 else \
         torch.randint(n, (spikes,), generator=gen, device=device)
