@@ -269,8 +269,8 @@ def registry_report(entries: dict, families: bool = True) -> str:
     lines = ["| tasks | " + " | ".join(VERDICTS) + " |", "| --- " * (len(VERDICTS) + 1) + "|"]
     lines += [f"| {s} | " + " | ".join(str(c[v]) for v in VERDICTS) + " |" for s, c in sorted(by_source.items())]
     if families and by_family:
-        lines += ["", "generated, per family (ok/repaired/degenerate/unchecked): " + ", ".join(
-            f"{f} {'/'.join(str(c[v]) for v in VERDICTS)}" for f, c in sorted(by_family.items()))]
+        lines += ["", "| generated family | " + " | ".join(VERDICTS) + " |", "| --- " * (len(VERDICTS) + 1) + "|"]
+        lines += [f"| {f} | " + " | ".join(str(c[v]) for v in VERDICTS) + " |" for f, c in sorted(by_family.items())]
     flagged = [(i, e) for i, e in sorted(entries.items()) if e["verdict"] != "ok"]
     if flagged:
         lines += ["", "flagged tasks:"] + [f"- `{i}` **{e['verdict']}**: {e.get('reason', '')}" for i, e in flagged]

@@ -159,3 +159,13 @@ def test_eval_s_verdict_line_says_when_a_task_is_degenerate_or_unchecked(tmp_pat
         "verdict   correct, 20x (task degenerate: writing zeros passes the check; not counted in training or "
         "benchmarks)")
     assert "not in the registry" in task_note(new, str(path))
+
+
+def test_the_registry_report_counts_per_source_and_family_and_lists_flagged_tasks():
+    from pipeline.commands.data_command import registry_report
+    text = registry_report({"c2cuda/dot": {"verdict": "ok"}, "c2cuda/gemm/a": {"verdict": "ok"},
+                            "c2cuda/gemm/b": {"verdict": "degenerate", "reason": "timing configuration large: zero"},
+                            "kernelbench/level2/9_X": {"verdict": "unchecked", "reason": "too large"}})
+    assert "| builtin c2cuda | 1 | 0 | 0 | 0 |" in text and "| generated c2cuda | 1 | 0 | 1 | 0 |" in text
+    assert "| gemm | 1 | 0 | 1 | 0 |" in text and "| kernelbench/level2 | 0 | 0 | 0 | 1 |" in text
+    assert "- `c2cuda/gemm/b` **degenerate**: timing configuration large: zero" in text

@@ -429,8 +429,9 @@ def _trivial_outputs(group, cd, sets, timed: bool = False) -> dict:
 
 def _ignoring(cd, sets, seed: int, independent: bool = False) -> dict:
     """label -> function(set index) -> the reference's outputs with one input (or parameter) redrawn: around its
-    values, or (`independent`, inputs at a timing configuration) drawn afresh as the set was drawn, since on an
-    adversarial draw a few large values decide an argmax and a redraw around them keeps them."""
+    values, or drawn afresh as the set was drawn where that is the honest test: integer inputs (indices: flipped,
+    a bag of them sums to the same), and every input at a timing configuration (`independent`: on an adversarial
+    draw a few large values decide an argmax, and a redraw around them keeps them)."""
     import torch
     from pipeline.evaluation.checks.reference import reference_inputs_of
     table = {}
@@ -443,7 +444,7 @@ def _ignoring(cd, sets, seed: int, independent: bool = False) -> dict:
             inputs = sets[si][0]
             fresh = reference_inputs_of(cd, inputs)
             x = fresh[j]
-            if independent and j < cd.n_inputs:
+            if (independent or not x.is_floating_point()) and j < cd.n_inputs:
                 draw = cd.draws[si] if si < len(cd.draws) and cd.draws[si] in ("adversarial", "mild") else "task"
                 fresh[j] = cd.fresh(seed * 7919 + 17 * j + si, draw)[j] if draw != "task" else \
                     cd.fresh(seed * 7919 + 17 * j + si)[j]
