@@ -93,7 +93,7 @@ def degeneracy(task: Task, seed: int = 1, max_bytes: int = MAX_BYTES, max_flops:
     return Degeneracy(task.id, verdict, plain, checked, reason, sizes)
 
 
-CONFIRM_DRAWS = 3  # further timed draws (other seeds) a finding at a timing configuration must hold on
+CONFIRM_DRAWS = 7  # further timed draws (other seeds) a finding at a timing configuration must hold on
 
 
 def _at_timed(p: str) -> bool:
