@@ -64,7 +64,9 @@ def precompile(ev, tasks) -> None:
         list(pool.map(ev.compiler.compile_cuda, baselines))
 
 
-def honest(ev, tasks) -> dict:
+def honest(ev, tasks, partial: Path | None = None) -> dict:
+    """Every c2cuda and light implementation of `tasks` through the evaluator; with `partial`, the rows so far are
+    written there after each task, so a run stopped by its time limit still leaves its figures."""
     out = {}
     for task in tasks.values():
         impls = [i for i in task.implementations if i.format in ("c2cuda", "light")]
@@ -86,6 +88,8 @@ def honest(ev, tasks) -> dict:
                                      "trusted_ms": c.trusted_time.median_ms if c.trusted_time else None,
                                      "overhead_ms": c.batch_overhead_ms, "floor_ms": c.floor_ms}
                             for c in r.configs if c.time is not None}}
+        if partial is not None:
+            partial.write_text(json.dumps({"partial": True, "per_candidate": out}, indent=1))
     return out
 
 
@@ -188,7 +192,7 @@ def main() -> None:
     t0 = time.perf_counter()
     precompile(ev, tasks)
     print(f"gate and compile: {time.perf_counter() - t0:.0f} s", flush=True)
-    after = honest(ev, tasks)
+    after = honest(ev, tasks, partial=Path(args.out))
     wall = time.perf_counter() - t0
     before = json.loads(Path(args.before).read_text()) if args.before else {}
     # the evaluator benchmark's JSON, or another run of this script (an earlier evaluator on the same GPU)
