@@ -324,17 +324,19 @@ def adversarial_uniform(rng, n: int, lo: float, hi: float):
 
 
 
-def adversarial_uniform_torch(gen, n: int, lo: float, hi: float, dtype, device):
+def adversarial_uniform_torch(gen, n: int, lo: float, hi: float, dtype, device, host=None):
     """`adversarial_uniform`'s draw made by torch on `device` with the Generator `gen` (the timed rounds' inputs,
     made on the GPU every round): the same secret centre, heavy tails, blocks of a secret length with scales of
     their own, a pattern of a secret period, and values near both ends at secret positions, within a secret
-    sub-range of [lo, hi)."""
+    sub-range of [lo, hi). Its few secret scalars come from `host` (a numpy Generator; by default one seeded from
+    `gen`'s seed), so the draw queues its work on the device without waiting for it."""
     import torch
     width = hi - lo
     work = torch.float32  # every round's inputs: float32 temporaries (time and memory)
     z = torch.randn(n, generator=gen, device=device, dtype=work)
     z.mul_(torch.randn(n, generator=gen, device=device, dtype=work).mul_(0.75).exp_())
-    r = torch.rand(6, generator=gen, device=device, dtype=torch.float64).tolist()
+    host = host if host is not None else np.random.default_rng(gen.initial_seed())
+    r = host.random(7).tolist()
     block = 2 + int(r[0] * (max(3, n // 4 + 1) - 2))
     scales = torch.empty(-(-n // block), device=device, dtype=work).uniform_(-1.4, 1.4, generator=gen).exp_()
     z.mul_(scales.repeat_interleave(block)[:n])
@@ -342,7 +344,7 @@ def adversarial_uniform_torch(gen, n: int, lo: float, hi: float, dtype, device):
     period = 2 + int(r[4] * (MAX_PERIOD - 1))
     weight = PERIODIC_WEIGHT[0] + (PERIODIC_WEIGHT[1] - PERIODIC_WEIGHT[0]) * r[5]
     pattern = torch.empty(period, device=device, dtype=work).uniform_(-1, 1, generator=gen)
-    phase = int(torch.randint(period, (1,), generator=gen, device=device))
+    phase = int(r[6] * period)
     index = torch.arange(n, device=device).add_(phase).remainder_(period)
     u = z.mul_(0.5).tanh_().mul_(1 - weight).add_(pattern[index], alpha=weight)
     u.mul_(0.5 - abs(centre - 0.5)).add_(centre)

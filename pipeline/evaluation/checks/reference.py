@@ -356,12 +356,13 @@ def _c2cuda_fresh(task: Task, params: dict, bufs: list[Buffer], device: str = "c
         import torch
         gen = torch.Generator(device=device)
         gen.manual_seed(seed)
+        host = np.random.default_rng([seed, 0xADE])  # the adversarial draw's secret scalars, with no device sync
         out = {}
         for j, (buf, init) in inits.items():
             n = int(np.prod(buf.shape))
             if draw != "task" and init[0] == "uniform" and np.dtype(buf.dtype).kind == "f":
                 out[j] = adversarial_uniform_torch(gen, n, float(init[1]), float(init[2]), torch_dtype(buf.dtype),
-                                                   device).reshape(buf.shape)
+                                                   device, host).reshape(buf.shape)
             else:
                 out[j] = draw_on_device(gen, buf.dtype, n, init, device).reshape(buf.shape)
         return out
