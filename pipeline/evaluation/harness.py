@@ -69,8 +69,9 @@ class GroupHarness(Protocol):
         """A fresh sandboxed child process (sandbox.ChildProcess), one per candidate or trusted baseline."""
 
     def load_into_child(self, child, group: GroupData, fmt: str, comp, entry: str, source: str = "",
-                        trusted: bool = False) -> dict:
-        """Map the group's buffers in the child and load a compiled artefact there; the child's reply."""
+                        trusted: bool = False, calls: str = "") -> dict:
+        """Map the group's buffers in the child and load a compiled artefact there; the child's reply. `calls`:
+        whose call specs the child gets (default `fmt`'s; the float64 baseline's: reference.ANCHOR_CALLS)."""
 
     def timer(self, trials: int) -> Callable[[Callable[[], None]], list[float]]:
         """Per-trial milliseconds of a trusted call in this process (dataset measurement's timing)."""
