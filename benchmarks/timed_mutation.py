@@ -281,13 +281,24 @@ def timed_torch(task, seed: int, max_bytes: int) -> dict:
                         args = M._args_of(cd, cd.reference_copy(fresh_of[call]))
                         got = M.honest_variants(cd, args).get(name)
                         return dict(zip(outs, got)) if got is not None else None
-                    why = rounds.judge(lambda r, place, call, slot, f=honest_at: f(call))
-                    honest[f"timed:{name}"] = honest[f"timed:{name}"] and not why
-                    if why:
-                        notes.append(f"{cfg.name}: honest {name} rejected: {why[:200]}")
+                    _judge_honest(rounds, honest_at, name, cfg.name, honest, notes)
             per_call.clear()
-        for b in group.buffers:
-            b.view = None
+    return _finished(group, rows, honest, scaled, notes)
+
+
+def _judge_honest(rounds, outputs_of, name: str, config: str, honest: dict, notes: list) -> None:
+    """An honest variant (`outputs_of(call) -> {position: tensor}`, None for the reference's own) through the same
+    rounds as the mutants: recorded in `honest` (a rejection is kept) and, when rejected, in `notes`."""
+    why = rounds.judge(lambda r, place, call, slot: outputs_of(call))
+    honest[f"timed:{name}"] = honest[f"timed:{name}"] and not why
+    if why:
+        notes.append(f"{config}: honest {name} rejected: {why[:200]}")
+
+
+def _finished(group, rows: dict, honest: dict, scaled: dict, notes: list) -> dict:
+    """A task's timed rows, with the group's CPU tensors let go."""
+    for b in group.buffers:
+        b.view = None
     return {"mutants": {k: dict(v) for k, v in rows.items()}, "honest_passed": dict(honest), "scaled": scaled,
             "notes": notes}
 
@@ -443,12 +454,6 @@ def timed_c(task, seed: int, max_bytes: int) -> dict:
                     variants["float64_rounded"] = lambda call: {j: v.float() for j, v in as_positions(
                         R.run_c(group, cd, libs["f64"], host(fresh_of[call]), "float64")).items()}
                 for name, f in variants.items():
-                    why_not = rounds.judge(lambda r, place, call, slot, f=f: f(call))
-                    honest[f"timed:{name}"] = honest[f"timed:{name}"] and not why_not
-                    if why_not:
-                        notes.append(f"{cfg.name}: honest {name} rejected: {why_not[:200]}")
+                    _judge_honest(rounds, f, name, cfg.name, honest, notes)
             per_call.clear()
-        for b in group.buffers:
-            b.view = None
-    return {"mutants": {k: dict(v) for k, v in rows.items()}, "honest_passed": dict(honest), "scaled": scaled,
-            "notes": notes}
+    return _finished(group, rows, honest, scaled, notes)
