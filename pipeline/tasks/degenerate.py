@@ -99,10 +99,11 @@ def source_hint(task_ids: list[str]) -> str:
     return "--source generated" if first.count("/") >= 2 else "--source builtin (or the task directory)"
 
 
-def refusal(missing: list[tuple[str, str]], what: str) -> str:
-    """One sentence refusing `what` (training, a benchmark) on tasks the registry does not vouch for."""
+def refusal(missing: list[tuple[str, str]], what: str, verb: str = "refuses") -> str:
+    """One sentence refusing `what` (training, a benchmark) on tasks the registry does not vouch for (`verb`:
+    "leaves out" where the others go on)."""
     named = ", ".join(f"{i} ({why})" for i, why in missing[:3]) + (f" and {len(missing) - 3} more"
                                                                     if len(missing) > 3 else "")
-    return (f"{what} refuses {len(missing)} task(s) the degeneracy registry does not vouch for: {named}; check them "
+    return (f"{what} {verb} {len(missing)} task(s) the degeneracy registry does not vouch for: {named}; check them "
             f"with `cudaperf data degeneracy {source_hint([i for i, _ in missing])} --update`, or set "
             f"data.allow_unchecked_tasks=true to use them unchecked")

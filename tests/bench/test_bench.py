@@ -99,3 +99,21 @@ def test_bench_refuses_tasks_the_degeneracy_registry_does_not_vouch_for(tmp_path
     err = capsys.readouterr().err
     assert "c2cuda/saxpy_copy (not in the registry)" in err and "data.allow_unchecked_tasks=true" in err
     assert cudaperf(args + ["data.allow_unchecked_tasks=true"]) == 0  # the user's explicit choice
+
+
+def test_bench_leaves_out_unvouched_tasks_and_runs_the_rest_of_its_suite(tmp_path, capsys):
+    import shutil
+    from pipeline.core.assets import BUILTIN_DIR
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    shutil.copy(BUILTIN_DIR / "c2cuda" / "saxpy.yaml", tasks / "saxpy.yaml")  # in the registry as it is
+    text = (tasks / "saxpy.yaml").read_text().replace("id: c2cuda/saxpy", "id: c2cuda/saxpy_copy")
+    (tasks / "saxpy_copy.yaml").write_text(text)
+    answers = tmp_path / "answers"
+    answers.mkdir()
+    assert cudaperf(["bench", "--answers", str(answers), "--suite", "c2cuda", "--tasks", str(tasks),
+                     "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "leaves out 1 task(s)" in out and "c2cuda/saxpy_copy (not in the registry)" in out
+    report = (tmp_path / "out" / "report.json").read_text()
+    assert "c2cuda/saxpy\"" in report and "saxpy_copy" not in report

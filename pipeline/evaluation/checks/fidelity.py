@@ -41,6 +41,8 @@ EDGE_SCALE = 4.0  # the first and last element of every row, this many times the
 MAX_SPIKE_PAIRS = 16
 MAX_PERIOD = 16  # a uniform(lo, hi) input's adversarial draw adds a pattern of a secret period in [2, MAX_PERIOD]
 PERIODIC_WEIGHT = (0.3, 0.6)  # ... with this share of the draw's spread
+TIE_JITTER = 1e-3  # ... and a jitter of this share: tanh saturates for heavy-tailed z, and values that round to one
+# float32 would tie for a maximum (an argmax, a column's maximum made constant)
 SUB_RANGE = 0.25  # a uniform(lo, hi) input's adversarial draw stays within [lo + a*w, hi - b*w], a and b secret in
 # [0, SUB_RANGE), w = hi - lo
 
@@ -314,7 +316,8 @@ def adversarial_uniform(rng, n: int, lo: float, hi: float):
     centre = rng.uniform(0.2, 0.8)
     period, weight = int(rng.integers(2, MAX_PERIOD + 1)), rng.uniform(*PERIODIC_WEIGHT)
     pattern = rng.uniform(-1, 1, period)[(np.arange(n) + int(rng.integers(period))) % period]
-    u = centre + (0.5 - abs(centre - 0.5)) * ((1 - weight) * np.tanh(0.5 * z) + weight * pattern)
+    t = (1 - weight) * np.tanh(0.5 * z) + weight * pattern
+    u = centre + (0.5 - abs(centre - 0.5)) * ((1 - TIE_JITTER) * t + TIE_JITTER * rng.uniform(-1, 1, n))
     spikes = min(2 * MAX_SPIKE_PAIRS, max(2, n // 1024), n)
     at = rng.permutation(n)[:spikes]
     u[at[: spikes // 2]] = 1 - 0.01 * rng.random(spikes // 2)
@@ -346,7 +349,8 @@ def adversarial_uniform_torch(gen, n: int, lo: float, hi: float, dtype, device, 
     pattern = torch.empty(period, device=device, dtype=work).uniform_(-1, 1, generator=gen)
     phase = int(r[6] * period)
     index = torch.arange(n, device=device).add_(phase).remainder_(period)
-    u = z.mul_(0.5).tanh_().mul_(1 - weight).add_(pattern[index], alpha=weight)
+    u = z.mul_(0.5).tanh_().mul_(1 - weight).add_(pattern[index], alpha=weight).mul_(1 - TIE_JITTER)
+    u.add_(torch.empty(n, device=device, dtype=work).uniform_(-TIE_JITTER, TIE_JITTER, generator=gen))
     u.mul_(0.5 - abs(centre - 0.5)).add_(centre)
     spikes = min(2 * MAX_SPIKE_PAIRS, max(2, n // 1024), n)
     at = torch.randperm(n, generator=gen, device=device)[:spikes] if n <= 1 << 16 else \
