@@ -346,9 +346,9 @@ class Evaluator:
     def _c2cuda_timed_anchors(self, group: GroupData, baseline_code: str) -> None:
         """The float64 anchor of timed calls (ConfigData.timed_anchor): the naive baseline built in float64
         (fidelity.C_FLOAT64_PRELUDE) in a trusted child of its own, on the buffers `add_anchor_slot` made. It must
-        agree with the float32 baseline on each timing configuration's first check set at the task's tolerance;
-        where it does not build or does not agree (float bit tricks, float4 loads), the timed calls keep the
-        tolerance alone and `timed_anchor_note` says why."""
+        agree with the float32 baseline on both check sets of each timing configuration at the task's tolerance;
+        where it does not build, load, run or agree (float bit tricks, float4 loads), its child is closed, the timed
+        calls keep the tolerance alone and `timed_anchor_note` says why: never the group's failure."""
         import torch
         task, timed = group.task, [(ci, cd) for ci, cd in enumerate(group.configs) if cd.time and cd.anchor_slot]
         if not timed:
@@ -357,12 +357,14 @@ class Evaluator:
         def without(why: str) -> None:
             for _, cd in timed:
                 cd.timed_anchor, cd.timed_anchor_note = None, why
+            if group.anchor_child is not None:
+                group.anchor_child.close()
+                group.anchor_child = None
         built = self.compiler.compile_cuda(C_FLOAT64_PRELUDE + baseline_code)
         if not built.ok:
             return without("the naive baseline does not build in float64")
         child = self.start_child(False)
         group.anchor_child = child
-        self.load_into_child(child, group, "c2cuda", built, task.function, trusted=True, calls=ANCHOR_CALLS)
 
         def run64(ci: int, cd, inputs: dict) -> dict:
             """{position: float64 output} of one float64 baseline call on `inputs` ({position: tensor})."""
@@ -372,20 +374,28 @@ class Evaluator:
                     buf.view.copy_(inputs[j].reshape(buf.view.shape))  # float32 -> float64 is exact
                 elif buf.role == "out":
                     self.driver.memset_async(buf.ptr, poison_byte(buf.dtype), buf.nbytes)
+            self.driver.synchronize()  # staged before the other process reads them
             reply = child.request({"op": "call", "config": ci}, self.cfg.run_timeout_s)
             if not reply.get("ok"):
                 raise TaskBroken(f"task {task.id}: the float64 naive baseline failed on {cd.name}: {reply.get('error')}")
             return {j: group.buffers[b].view.clone() for j, b in enumerate(cd.anchor_slot)
                     if group.buffers[b].role in ("out", "inout")}
-        for ci, cd in timed:
-            inputs = {j: cd.input_sets[0][b] for j, b in enumerate(cd.buffers) if b in cd.input_sets[0]}
-            got = run64(ci, cd, inputs)
-            for j, b in enumerate(cd.buffers):
-                if j in got:
-                    ok, _, why = compare(cd.expected[0][b].reshape(-1), got[j].reshape(-1), task.tolerance)
-                    if not ok:
-                        return without(f"the naive baseline in float64 disagrees with itself in float32 on {cd.name} "
-                                       f"({why})")
+        try:
+            reply = self.load_into_child(child, group, "c2cuda", built, task.function, trusted=True,
+                                         calls=ANCHOR_CALLS)
+            if not reply.get("ok"):
+                return without(f"the naive baseline built in float64 does not load: {str(reply.get('error'))[:200]}")
+            for ci, cd in timed:
+                for si, inputs in enumerate(cd.input_sets):
+                    got = run64(ci, cd, {j: inputs[b] for j, b in enumerate(cd.buffers) if b in inputs})
+                    for j, b in enumerate(cd.buffers):
+                        ok, _, why = compare(cd.expected[si][b].reshape(-1), got[j].reshape(-1), task.tolerance) \
+                            if j in got else (True, 0.0, "")
+                        if not ok:
+                            return without(f"the naive baseline in float64 disagrees with itself in float32 on "
+                                           f"{cd.name}, check set {si + 1} ({why})")
+        except (ChildFailed, TaskBroken, CudaError) as e:
+            return without(f"the naive baseline in float64 failed: {str(e)[:200]}")
 
         def anchor_of(ci: int, cd):
             def anchor(fresh_set: dict, expected: dict) -> dict:

@@ -122,7 +122,7 @@ def _check_all(ev: EvaluatorParts, group: GroupData, child: ChildProcess, config
                     raise Stop("rejected", f"config {cd.name}: {why}", ["input-mutation"])
                 if not ok:
                     second = {0: "", 1: " on the second call with new inputs in the same buffers",
-                              2: " on a third call with wide-range inputs (large logits or a large offset)"}[si]
+                              2: " on a third call with wide-range inputs (large logits)"}[si]
                     configs[ci].error = why
                     raise Stop("incorrect", f"config {cd.name}{second}: {why}")
         finally:

@@ -313,3 +313,18 @@ def test_an_honest_serial_float32_sum_passes_and_a_left_out_large_term_fails():
     left_out = (1.0 / (exact - terms[0].double())).float().reshape(1)
     assert not compare(left_out, ref, serial_tolerance(tol, n))[0]
     assert serial_tolerance(tol, 10) is tol  # short sums keep the task's rtol
+    assert serial_tolerance(tol, 1 << 22) is tol  # so do sums of millions: a stride-2 read would pass a widened one
+
+
+def test_no_widening_where_the_float64_twin_does_not_run(tmp_path):
+    """A module that makes float32 tensors of its own in forward has no float64 anchor: its configurations keep the
+    task's rtol however long their sums."""
+    long_rows = SOFTMAX.replace("torch.randn(16, 1000)", "torch.randn(16, 4099)")
+    widened = build_torch2cuda(_task(tmp_path, long_rows, "softmax_long"), 3, init_seed=4)
+    assert all(cd.anchor_works and cd.tolerance(widened.task.tolerance).rtol > widened.task.tolerance.rtol
+               for cd in widened.configs)  # the control: a serial row sum of 4,099 widens where the twin runs
+    source = long_rows.replace("torch.softmax(x, dim=-1)", "torch.mv(x, torch.ones(x.shape[-1]))")
+    group = build_torch2cuda(_task(tmp_path, source, "mv"), 3, init_seed=4)
+    for cd in group.configs:
+        assert not cd.anchor_works and cd.summed == 4099
+        assert cd.tolerance(group.task.tolerance) is group.task.tolerance

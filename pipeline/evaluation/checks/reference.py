@@ -98,6 +98,7 @@ class ConfigData:
     anchor_slot: list[int] = field(default_factory=list)  # c2cuda: the float64 baseline's own buffers (never mapped
     # into a candidate's process), in the order of `buffers`
     summed: int = 0  # torch2cuda with a float64 twin: the longest sum one output element takes (run_measuring_sums)
+    anchor_works: bool = False  # the float64 twin ran on this configuration's inputs and gave every output
     wide: bool = False  # torch2cuda: a third check set on the wide draw (fidelity.wide_like), where the reference is
     # stable there (`stable_on_wide`)
 
@@ -109,10 +110,9 @@ class ConfigData:
 
     def tolerance(self, task_tol: Tolerance) -> Tolerance:
         """The elementwise criterion of this configuration's outputs: the task's, widened where the reference sums
-        many terms and the float64 anchor holds the output as a whole (fidelity.serial_tolerance), so an honest
-        serial float32 sum passes while work left out still fails the anchor."""
-        return serial_tolerance(task_tol, self.summed) if self.summed > 1 and self.run_reference64 is not None \
-            else task_tol
+        many terms and the float64 anchor holds the output as a whole (fidelity.serial_tolerance, capped), so an
+        honest serial float32 sum passes while work left out still fails; never where the anchor does not run."""
+        return serial_tolerance(task_tol, self.summed) if self.summed > 1 and self.anchor_works else task_tol
 
     def timed_inputs(self, seed: int) -> dict:
         """A timed call's fresh inputs under `seed`: the draw the configuration's check set 1 uses where the
@@ -301,8 +301,9 @@ def _work(task: Task, params: dict) -> tuple[float, float]:
 def build_c2cuda(task: Task, seed: int, fidelity: bool = True) -> GroupData:
     """Buffers and inputs for a c2cuda task; outputs of check configs from the C reference are
     filled by `run_c_reference`, those of timing configs by the baseline (see evaluator). With `fidelity`,
-    the second input set of a check configuration that is not timed is adversarial where an input is declared
-    uniform(lo, hi) (fidelity.adversarial_uniform; other draws, indices and records, stay the task's own)."""
+    the second input set of every check configuration is adversarial where an input is declared uniform(lo, hi)
+    (fidelity.adversarial_uniform; other draws, indices and records, stay the task's own), and timing
+    configurations draw their timed calls the same way (`timed_draw`)."""
     rng = np.random.default_rng(seed)
     buffers: list[Buffer] = []
     configs: list[ConfigData] = []
@@ -696,12 +697,13 @@ def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = Fal
         cd.adversarial, cd.module, cd.module64, cd.summed = fidelity, model, twin, summed
         if comp is not None:
             cd.run_compiled = _torch_fresh(None, comp, cd.calls["kernelbench"]["inputs"], 0, [])[1]
-        if cfg.check and twin is not None:
+        cd.anchor_works = twin is not None and twin_runs(cd, seeds[0])
+        if cfg.check and cd.anchor_works:
             cd.wide = stable_on_wide(cd, task.tolerance, seeds[2] ^ 0x1D3)
         if cfg.time and fidelity:
             cd.timed_draw = finite_draw(cd, seeds[0] ^ 0x71ED)
-            cd.timed_anchor = twin_anchor(cd) if twin is not None else None
-            cd.timed_anchor_note = "" if twin is not None else "no float64 twin of the reference module"
+            cd.timed_anchor = twin_anchor(cd) if cd.anchor_works else None
+            cd.timed_anchor_note = "" if cd.anchor_works else "the float64 twin of the reference module does not run"
         configs.append(cd)
         calls_of.append((cd.fresh, cd.run_reference, seeds[0]))
         compiled_of.append(comp)
@@ -752,6 +754,19 @@ def stable_on_wide(cd: ConfigData, tol: Tolerance, seed: int) -> bool:
     return True
 
 
+def twin_runs(cd: ConfigData, seed: int) -> bool:
+    """Whether the float64 twin runs on the configuration's own draw and gives a float64 output of each output's
+    size (a module that makes float32 tensors of its own in forward does not)."""
+    import torch
+    try:
+        fresh = cd.fresh(seed)
+        outs, outs64 = cd.run_reference(cd.reference_copy(fresh)), cd.run_reference64(cd.reference_copy(fresh))
+    except Exception:  # noqa: BLE001 - no anchor: the task's tolerance alone judges this configuration
+        return False
+    return len(outs) == len(outs64) and all(o64.dtype == torch.float64 and o64.numel() == o.numel()
+                                            for o, o64 in zip(outs, outs64) if o.is_floating_point())
+
+
 def twin_anchor(cd: ConfigData):
     """`ConfigData.timed_anchor` from the float64 twin: (fresh set, {position: expected output}) -> {position:
     (float64 output, allowance)}, empty where the twin fails or gives other shapes or types."""
@@ -759,7 +774,9 @@ def twin_anchor(cd: ConfigData):
         import torch
         try:
             outs64, summed = run_measuring_sums(cd.run_reference64, cd.reference_copy(fresh_set))
-        except Exception:  # noqa: BLE001 - the float64 twin cannot run on these inputs: the tolerance alone judges
+        except Exception as e:  # noqa: BLE001 - the twin cannot run on these inputs: the task's tolerance alone
+            cd.anchor_works = False  # judges from here on, unwidened
+            cd.timed_anchor_note = f"the float64 twin failed on a timed call ({type(e).__name__})"
             return {}
         anchors = {}
         for j, o64 in zip(sorted(expected), outs64):
@@ -890,8 +907,8 @@ def check_outputs(group: GroupData, cd: ConfigData, si: int, now: dict) -> tuple
     a candidate's buffers with it; the mutation campaign (benchmarks/mutation.py) checks mutants' outputs."""
     import torch
     from pipeline.evaluation.checks.fidelity import anchored
-    tol = cd.tolerance(group.task.tolerance)
     inputs, expected = cd.check_set(si)
+    tol = cd.tolerance(group.task.tolerance) if cd.anchor_set(si) else group.task.tolerance  # widened under the anchor
     for b, before in inputs.items():
         if group.buffers[b].role in ("in", "param"):
             if not torch.equal(now[b], before.reshape(now[b].shape)):
@@ -980,6 +997,9 @@ def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_by
     held += 2 * max((c.outputs for c in sizes if not c.stored), default=0)  # the float64 anchor of the set in use
     held += sum(4 * c.outputs for c in sizes if c.stored and not c.time)  # c2cuda: both sets' float64 anchors
     held += sum(2 * (c.inputs + c.outputs) for c in sizes if c.stored and c.time)  # c2cuda: the float64 baseline's slot
+    held += (512 << 20) if any(c.stored and c.time for c in sizes) else 0  # ... and its child's CUDA context
+    # torch2cuda: the float64 twin of an anchored timed call, its inputs and outputs in float64
+    held += 2 * max((c.inputs + c.outputs for c in sizes if c.time and not c.stored), default=0)
     largest = 0
     for c in sizes:
         one = c.inputs + c.outputs + c.params
