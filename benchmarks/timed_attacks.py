@@ -4,16 +4,18 @@
 
 Each probe is a real candidate through the evaluator (gate, compile, sandboxed child, checks, timed rounds). The
 attacks do less work only on the calls they take for timed ones, keyed on what a kernel can observe:
-- `size`: the timing configurations' sizes (larger than any check configuration's);
-- `count`: every call after the check configurations' calls (a host-side counter);
-- `address`: output buffers it has not seen during the checks (a host-side table of pointers);
+- `size`: the timing configurations' sizes (the built-in tasks check those configurations too, so this one also
+  meets check calls);
+- `count`: every call after the check configurations' calls (a host-side counter): timed calls alone;
+- `address`: output buffers it has not seen during the checks (a host-side table of pointers): timed calls alone
+  but those on a configuration's first slot;
 - `gap`: calls that follow another within a millisecond, timed entirely on the GPU (%globaltimer in device code:
-  the calls of a timed batch are back to back, the checks' are not);
+  the calls of a timed batch are back to back, the checks' are not): timed calls alone;
 and the work they leave out: half the elements of a sum (rescaled), or a softmax's max pass. Every attack has an
 honest twin (the same source with the switch off) that must come out `correct`, with its speedup beside the
 attack's. An attack is caught when its verdict is anything but `correct`.
 With CUDAPERF_ROOT set to another checkout, that checkout's evaluator judges the same probes (gpu_checks.sh
-`timed`: the evaluator before and after, on the same GPU, in one call). Without a GPU every verdict is
+`timed_attacks`: the evaluator before and after, on the same GPU, in one call). Without a GPU every verdict is
 `not_executed`: the script then checks only that every probe passes the gate and builds, and says so.
 """
 from __future__ import annotations
@@ -73,7 +75,7 @@ __global__ void __launch_bounds__(256) dot_k(int n, const float* __restrict__ x,
         if (threadIdx.x == 0) atomicAdd(result, acc);
     }
 }
-#define CHECK_CALLS 6
+#define CHECK_CALLS 10  /* c2cuda/dot: 5 configurations, timing ones included, 2 check sets each */
 extern "C" void dot(int n, const float* x, const float* y, float* result) {
     DECIDE
     if (cheat < 0) decide_by_gap<<<1, 1>>>();
@@ -178,8 +180,10 @@ def probes() -> list[dict]:
                     "code": dot.replace("DECIDE", _DECIDE[key]), "attack": True})
     out.append({"probe": "dot: honest twin", "task": "c2cuda/dot", "format": "c2cuda",
                 "code": dot.replace("DECIDE", _DECIDE["none"]), "attack": False})
-    mse = MSE.replace("WARP_SUM", WARP_SUM).replace("CHECK_CALLS", "6")  # small, odd and medium_odd, twice each
-    out.append({"probe": "mse: half the pairs after the check calls", "task": "torch2cuda/mse_loss", "format": "light",
+    # torch2cuda/mse_loss: 5 configurations, at most 3 check sets each (the wide one where the reference is stable
+    # on it): cheating after 15 calls touches timed calls alone
+    mse = MSE.replace("WARP_SUM", WARP_SUM).replace("CHECK_CALLS", "15")
+    out.append({"probe": "mse: half the pairs after every check call", "task": "torch2cuda/mse_loss", "format": "light",
                 "code": mse.replace("SWITCH", "cheat"), "attack": True})
     out.append({"probe": "mse: honest twin", "task": "torch2cuda/mse_loss", "format": "light",
                 "code": mse.replace("SWITCH", "0 * cheat"), "attack": False})
