@@ -177,22 +177,30 @@ class ConfigData:
     def _draw(self, si: int) -> tuple[dict, list, str]:
         """(fresh set, reference outputs, which draw): set 1 adversarial where the reference runs and stays
         finite on it, else milder, else the task's own draw."""
-        import torch
         if si == 2:  # the wide draw: only where `stable_on_wide` found the reference stable on it
             fresh = self.fresh(self.seeds[si], "wide")
             return fresh, self.run_reference(self.reference_copy(fresh)), "wide"
-        tried = ("adversarial", "mild") if si == 1 and self.adversarial else ()
-        for kind in tried:
-            fresh = self.fresh(self.seeds[si], kind)
+        tried = si == 1 and self.adversarial
+        found = self.finite_draw(self.seeds[si]) if tried else None
+        if found is not None:
+            return found
+        fresh = self.fresh(self.seeds[si])
+        return fresh, self.run_reference(self.reference_copy(fresh)), "task" if not tried else "task (the reference "\
+            "fails or is not finite on adversarial draws)"
+
+    def finite_draw(self, seed: int) -> tuple[dict, list, str] | None:
+        """(fresh set, reference outputs, "adversarial" or "mild") under `seed`: the first of the two draws the
+        reference runs on and stays finite on, or None (check set 1 and the timed rounds then take the task's own)."""
+        import torch
+        for kind in ("adversarial", "mild"):
+            fresh = self.fresh(seed, kind)
             try:
                 outs = self.run_reference(self.reference_copy(fresh))
             except Exception:  # noqa: BLE001 - values the reference refuses (an index, a domain): a milder draw
                 continue
             if all(bool(torch.isfinite(o).all()) for o in outs if o.is_floating_point()):
                 return fresh, outs, kind
-        fresh = self.fresh(self.seeds[si])
-        return fresh, self.run_reference(self.reference_copy(fresh)), "task" if not tried else "task (the reference "\
-            "fails or is not finite on adversarial draws)"
+        return None
 
     def reference_copy(self, fresh_set: dict) -> dict:
         """A fresh set whose inputs are copies, for the reference (or its compiled twin) to run on: a
@@ -697,11 +705,13 @@ def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = Fal
         cd.adversarial, cd.module, cd.module64, cd.summed = fidelity, model, twin, summed
         if comp is not None:
             cd.run_compiled = _torch_fresh(None, comp, cd.calls["kernelbench"]["inputs"], 0, [])[1]
-        cd.anchor_works = twin is not None and twin_runs(cd, seeds[0])
+        cd.anchor_works = twin is not None and twin_runs(cd, seeds[0], [buffers[b] for b in out_idx])
         if cfg.check and cd.anchor_works:
             cd.wide = stable_on_wide(cd, task.tolerance, seeds[2] ^ 0x1D3)
         if cfg.time and fidelity:
-            cd.timed_draw = finite_draw(cd, seeds[0] ^ 0x71ED)
+            found = cd.finite_draw(seeds[0] ^ 0x71ED)
+            cd.timed_draw = found[2] if found else "task"
+            del found
             cd.timed_anchor = twin_anchor(cd) if cd.anchor_works else None
             cd.timed_anchor_note = "" if cd.anchor_works else "the float64 twin of the reference module does not run"
         configs.append(cd)
@@ -717,25 +727,11 @@ def build_torch2cuda(task: Task, seed: int, init_seed: int, compiled: bool = Fal
                      compiled_calls=compiled_of if compiled else [])
 
 
-def finite_draw(cd: ConfigData, seed: int) -> str:
-    """The draw a timing configuration's rounds use: "adversarial" where the reference's outputs on it are finite,
-    else "mild", else the task's own (as check set 1 chooses, once per configuration)."""
-    import torch
-    for kind in ("adversarial", "mild"):
-        try:
-            outs = cd.run_reference(cd.reference_copy(cd.fresh(seed, kind)))
-        except Exception:  # noqa: BLE001 - values the reference refuses (an index, a domain): a milder draw
-            continue
-        if all(bool(torch.isfinite(o).all()) for o in outs if o.is_floating_point()):
-            return kind
-    return "task"
-
-
 def stable_on_wide(cd: ConfigData, tol: Tolerance, seed: int) -> bool:
     """Whether the reference is stable on the wide draw (fidelity.wide_like): its float32 outputs finite and within
     a WIDE_MARGIN-th of the task's tolerance of its float64 twin's (room for honest kernels that round otherwise).
-    Then the task asks for stability over that range (a softmax, a
-    norm), and a kernel that loses it (an exponential without its max shift, a one-pass variance) must fail."""
+    Then the task asks for stability over that range (a softmax, a log-sum-exp), and a kernel that loses it (an
+    exponential without its max shift) must fail."""
     import torch
     margin = tol.model_copy(update={k: getattr(tol, k) / WIDE_MARGIN for k in ("rtol", "atol", "atol_abs", "rel_l2")})
     try:
@@ -754,17 +750,18 @@ def stable_on_wide(cd: ConfigData, tol: Tolerance, seed: int) -> bool:
     return True
 
 
-def twin_runs(cd: ConfigData, seed: int) -> bool:
-    """Whether the float64 twin runs on the configuration's own draw and gives a float64 output of each output's
-    size (a module that makes float32 tensors of its own in forward does not)."""
+def twin_runs(cd: ConfigData, seed: int, outputs: list[Buffer]) -> bool:
+    """Whether the float64 twin runs on the configuration's own draw and gives a float64 output of the size of each
+    floating output of the reference (`outputs`, the buffers its layout run made; a module that makes float32
+    tensors of its own in forward does not)."""
     import torch
     try:
-        fresh = cd.fresh(seed)
-        outs, outs64 = cd.run_reference(cd.reference_copy(fresh)), cd.run_reference64(cd.reference_copy(fresh))
+        outs64 = cd.run_reference64(cd.reference_copy(cd.fresh(seed)))
     except Exception:  # noqa: BLE001 - no anchor: the task's tolerance alone judges this configuration
         return False
-    return len(outs) == len(outs64) and all(o64.dtype == torch.float64 and o64.numel() == o.numel()
-                                            for o, o64 in zip(outs, outs64) if o.is_floating_point())
+    floating = [(b, o64) for b, o64 in zip(outputs, outs64) if torch_dtype(b.dtype).is_floating_point]
+    return len(outs64) == len(outputs) and all(o64.dtype == torch.float64 and o64.numel() == int(np.prod(b.shape))
+                                               for b, o64 in floating)
 
 
 def twin_anchor(cd: ConfigData):
