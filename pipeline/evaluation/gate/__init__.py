@@ -3,9 +3,12 @@
     check_candidate(candidate, task, profile) -> list[Finding]   # severity "error" means rejected
     extract_load_inline(py_source) -> list[dict]                 # what the compile step builds
     cuda_sources_of(candidate) -> list[(text, line_offset)]
+    gated_sources(candidate) -> list[(text, line_offset, host_only)]
     gate_profile(name) -> GateProfile                            # what eval.gate_profile accepts (PROFILES)
 
-A candidate over MAX_CANDIDATE_BYTES is refused before any rule reads it. Every format's CUDA/C++
+A candidate over MAX_CANDIDATE_BYTES is refused before any rule reads it. Every rule reads, and the compile step
+builds, the text of source_text.compiler_text (CRLF made LF); characters with no single meaning are refused
+(`source-text`), in the candidate file and in each extracted source. Every format's CUDA/C++
 text goes through the tree-sitter rules of cuda.py. A kernelbench candidate is Python, read by
 the allow-list rules of python.py; its `load_inline` sources must be constants, which are then
 extracted and checked as CUDA with their lines mapped back into the Python file, and their compiler
@@ -22,6 +25,7 @@ import re
 from pipeline.core.records import Candidate, Finding, Task
 from pipeline.evaluation import light_abi
 from pipeline.evaluation.gate.cuda import finding, scan_cuda
+from pipeline.evaluation.gate.source_text import compiler_text, unreadable_findings
 from pipeline.evaluation.gate.profile import PROFILES, GateProfile, gate_profile
 from pipeline.evaluation.gate.python import (
     DynamicCode,
@@ -32,20 +36,13 @@ from pipeline.evaluation.gate.python import (
 from pipeline.evaluation.gate.python_names import ADVICE, LOAD_INLINE, rule_finding
 
 __all__ = ["ADVICE", "LOAD_INLINE", "MAX_CANDIDATE_BYTES", "PROFILES", "GateProfile", "check_candidate",
-           "cuda_sources_of", "extract_load_inline", "gate_profile", "task_is_float32"]
+           "cuda_sources_of", "extract_load_inline", "gated_sources", "gate_profile", "task_is_float32"]
 MAX_CANDIDATE_BYTES = 256 * 1024  # larger candidates are refused unread (a policy answer is a few KB)
-
-
-                                        # that calls cuBLAS) is an answer too
-
-
-
-
 
 
 # --- load_inline build options (flags, linker flags, include paths) under a profile ----------------
 _SAFE_FLAG = re.compile(r"-O[0-3s]|-?-use_fast_math|--?std=c\+\+\d\d|-lineinfo|--extended-lambda|--expt-relaxed-constexpr"
-                        r"|--expt-extended-lambda|-w|-Wall|-Wno-[\w-]+|-D[A-Za-z_]\w*(=[0-9.]+)?|-U\w+|-?-maxrregcount=\d+"
+                        r"|--expt-extended-lambda|-w|-Wall|-Wno-[\w-]+|-D(?!_[_A-Z])[A-Za-z_]\w*(=[0-9.]+)?|-U(?!_[_A-Z])\w+|-?-maxrregcount=\d+"
                         r"|-Xptxas=?-v|--ptxas-options=-v|-v|-?-restrict")
 # absolute extra_include_paths a profile with include_paths accepts: the CUDA toolkit's and torch's own
 _INCLUDE_DIRS = re.compile(r"/usr/local/cuda[\w.-]*/(targets/[\w-]+/)?include(/[\w.+-]+)*"
@@ -108,6 +105,9 @@ def check_candidate(candidate: Candidate, task: Task, profile: str = "strict") -
     if candidate.format != "kernelbench":
         scan = scan_cuda(candidate.code, 0, fmt=candidate.format, float32=float32, profile=rules)
         return _dedupe(scan.findings + _entry_findings(scan, candidate.format, task))
+    unreadable = unreadable_findings(candidate.code, 0, cpp=False)
+    if unreadable:  # Python and the gate's line counts would differ: nothing further is read
+        return unreadable
     try:
         findings, calls = check_python(candidate.code, float32, rules)
     except (RecursionError, MemoryError):
@@ -119,7 +119,8 @@ def check_candidate(candidate: Candidate, task: Task, profile: str = "strict") -
             for text, offset in call[kind]:
                 if re.search(r"\\[ \t]*$", text):
                     findings.append(rule_finding("dynamic-build", call["line"], "a load_inline source ends with a line continuation"))
-                scan = scan_cuda(text, offset, fmt="kernelbench", float32=float32, profile=rules)
+                scan = scan_cuda(text, offset, fmt="kernelbench", float32=float32, profile=rules,
+                                 host_only=kind == "cpp_sources")  # the host compiler builds all of it
                 findings += scan.findings
                 kernels += scan.kernels if kind == "cuda_sources" else []
                 declared += scan.declared
@@ -153,15 +154,22 @@ def extract_load_inline(py_source: str) -> list[dict]:
     for info in evaluated_load_inline_calls(tree, import_aliases(tree)):
         if isinstance(info, DynamicCode):
             raise ValueError(f"line {info.line}: {info.what}")
-        out.append({**info, "cpp_sources": [t for t, _ in info["cpp_sources"]],
-                    "cuda_sources": [t for t, _ in info["cuda_sources"]]})
+        out.append({**info, "cpp_sources": [compiler_text(t) for t, _ in info["cpp_sources"]],
+                    "cuda_sources": [compiler_text(t) for t, _ in info["cuda_sources"]]})
     return out
 
 
 def cuda_sources_of(candidate: Candidate) -> list[tuple[str, int]]:
-    """The CUDA/C++ texts of a candidate, each with the number of file lines before its first line."""
+    """The CUDA/C++ texts of a candidate as the compiler reads them, each with the number of file lines before its
+    first line."""
+    return [(text, offset) for text, offset, _ in gated_sources(candidate)]
+
+
+def gated_sources(candidate: Candidate) -> list[tuple[str, int, bool]]:
+    """(compiler text, file lines before its first line, host_only) of each CUDA/C++ source of a candidate;
+    host_only marks a kernelbench cpp_sources string, which the host compiler builds whole."""
     if candidate.format != "kernelbench":
-        return [(candidate.code, 0)]
+        return [(compiler_text(candidate.code), 0, False)]
     try:
         tree = ast.parse(candidate.code)
     except (SyntaxError, ValueError):
@@ -169,7 +177,8 @@ def cuda_sources_of(candidate: Candidate) -> list[tuple[str, int]]:
     out = []
     for info in evaluated_load_inline_calls(tree, import_aliases(tree)):
         if not isinstance(info, DynamicCode):
-            out += info["cpp_sources"] + info["cuda_sources"]
+            out += [(compiler_text(t), o, True) for t, o in info["cpp_sources"]]
+            out += [(compiler_text(t), o, False) for t, o in info["cuda_sources"]]
     return out
 
 

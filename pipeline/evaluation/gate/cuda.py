@@ -19,7 +19,10 @@ from functools import lru_cache
 from tree_sitter import Node
 
 from pipeline.core.records import Finding
+from pipeline.evaluation.gate import source_text
+from pipeline.evaluation.gate.load_time import global_init_findings
 from pipeline.evaluation.gate.profile import GateProfile
+from pipeline.evaluation.gate.text_rules import text_findings
 from pipeline.structure import cuda_ast
 
 ADVICE = {
@@ -42,6 +45,9 @@ ADVICE = {
     "line-directive": "remove #line directives and line markers; the gate reports your file's own lines",
     "torch-state": "leave torch's global settings alone (precision switches, the caching allocator)",
     "undefined-function": "define every function you declare; call no library's compute by declaring it yourself",
+    "source-text": source_text.ADVICE,
+    "directive": "use only #include, #define, #undef, #if/#ifdef/#ifndef/#elif/#else/#endif, #pragma, #error and #warning",
+    "pragma": "use only #pragma unroll, once, pack and diagnostic pragmas",
 }
 
 
@@ -126,9 +132,10 @@ _NAME_RULES = [
      "changes torch's dispatcher state (hides operators from the runtime check)"),
     ("introspection", ANY, r"Py[A-Z][A-Za-z]*_\w+|(::)?(py|pybind11)::(module_?::import|eval|exec|eval_file|globals)\b.*",
      "calls into the Python interpreter"),
-    ("load-time-code", ANY, r"(__)?(constructor|destructor)(__)?", "runs code when the library loads"),
-    ("load-time-code", frozenset({"attr"}), r"(__)?(init_priority|section)(__)?", "runs code when the library loads"),
-    ("symbol-alias", frozenset({"attr"}), r"(__)?(alias|weakref|ifunc|symver)(__)?", "renames a symbol with an attribute"),
+    ("load-time-code", ANY, r"(__)?(constructor|destructor|init_priority)(__)?", "runs code when the library loads"),
+    ("load-time-code", frozenset({"attr"}), r"(__)?section(__)?", "runs code when the library loads"),
+    ("symbol-alias", ANY, r"(__)?(weakref|ifunc|symver)(__)?", "renames a symbol with an attribute"),
+    ("symbol-alias", frozenset({"attr"}), r"(__)?alias(__)?", "renames a symbol with an attribute"),
     ("precision-downgrade", ANY,
      r"__\w*(half|bfloat|bf16|fp8|fp6|fp4|tf32|e4m3|e5m2)\w*|nv_bfloat162?|half2|tf32|k(Half|BFloat16|Float16|Float8\w*)"
      r"|BFloat16|Float8_\w+|__h(add|sub|mul|div|fma|max|min|neg|abs|eq|ne|lt|le|gt|ge|equ|neu|ltu|leu|gtu|geu|isnan|isinf)\w*",
@@ -293,11 +300,14 @@ def _c_linkage(node: Node) -> bool:
                for a in _ancestors(node, 4))
 
 
-def _device_context(node: Node) -> bool:
+def _device_context(node: Node, host_only: bool = False) -> bool:
     """Whether `node` is compiled for the GPU only: inside a __device__ or __global__ function (or lambda) that is
     not also __host__, and in no preprocessor branch taken only without __CUDA_ARCH__ (the host pass). A
     __host__ __device__ function is host code: its host copy runs whatever it holds (a syscall asm under
-    `#ifndef __CUDA_ARCH__`), and a candidate could define __CUDA_ARCH__ itself."""
+    `#ifndef __CUDA_ARCH__`), and a candidate could define __CUDA_ARCH__ itself. With `host_only` (a source the
+    host compiler builds, a kernelbench cpp_sources string, where `__device__` means nothing) nothing is."""
+    if host_only:
+        return False
     child = node
     for a in _ancestors(node, 10_000):
         if a.type in ("preproc_ifdef", "preproc_if", "preproc_elif") and _host_branch(a, child):
@@ -390,9 +400,15 @@ def _asm_text(asm: Node | None, macros: dict[str, str]) -> str:
     return "".join(out)
 
 
-def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool, profile: GateProfile) -> CudaScan:
-    """Apply the per-source CUDA/C++ rules of `profile` to `text`, whose line 1 is file line `line_offset + 1`."""
-    scan = CudaScan()
+def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool, profile: GateProfile,
+              host_only: bool = False) -> CudaScan:
+    """Apply the per-source CUDA/C++ rules of `profile` to `text`, whose line 1 is file line `line_offset + 1`.
+
+    The rules read `source_text.compiler_text(text)`, the text the compile step builds; what in `text` has no
+    single meaning is refused (`source-text`). `host_only`: the host compiler builds all of `text` (kernelbench
+    cpp_sources), so no function in it is device code, whatever its annotations."""
+    scan = CudaScan(findings=source_text.unreadable_findings(text, line_offset))
+    text = source_text.compiler_text(text)
     seen: set[tuple[str, int]] = set()
 
     def add(rule: str, text_line: int, what: str) -> None:
@@ -435,11 +451,8 @@ def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool, profi
                     add("token-paste", line, "pastes tokens together with ## in a macro")
                 for name, qual, _ in _tokens(body_text):
                     name_rule(name, qual, "macro", line)
-        elif t == "preproc_call" and re.fullmatch(r"#\s*pragma", _text(node.child_by_field_name("directive") or node)):
-            if re.match(r"\s*omp\b", _text(node.child_by_field_name("argument") or node)):
-                add("threads", line, "uses an OpenMP pragma")
         elif t == "gnu_asm_expression":
-            if not _device_context(node):
+            if not _device_context(node, host_only):
                 add("inline-asm-host", line, "has an asm statement in host code (outside a __device__ or __global__ "
                                              "function, in a __host__ __device__ one, or under #ifndef __CUDA_ARCH__)")
             m = _PTX_LOW.search(_asm_text(node.child_by_field_name("assembly_code"), macros))
@@ -465,6 +478,7 @@ def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool, profi
             and not any(f.name.split("::")[-1] == "launch" for f in scan.functions):
         for line in unqualified_launch:
             add("threads", line, "calls launch, which the source does not define (at::launch runs it on another thread)")
+    global_init_findings(tree.root_node, add)
     _supplement(text, add, fmt, float32, profile)
     return scan
 
@@ -472,7 +486,6 @@ def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool, profi
 # --- supplementary regex pass over comment- and string-free text ----------------------------------
 _LEXEME = re.compile(r"""//[^\n]*|/\*.*?\*/|\b[0-9][\w'.]*|R"([^(\s"\\]{0,16})\(.*?\)\1"|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'""",
                      re.S)
-_DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(include_next|include|import|embed)\b[ \t]*(.*)$", re.M)
 # A cast to a stream handle: C-style, named (static_cast, reinterpret_cast, bit_cast), functional (cudaStream_t(v)),
 # __builtin_bit_cast, to the handle's pointer or reference type or to decltype of a stream variable. Only a null
 # handle or torch's current (or default) stream may be cast: any other value names a stream the harness did not
@@ -545,21 +558,7 @@ def _supplement(text: str, add, fmt: str, float32: bool, profile: GateProfile) -
         hit = classify_name(name, qual, "text", fmt, float32, profile)
         if hit:
             add(hit[0], line_of(off), hit[1])
-    kept = _strip(spliced, keep_strings=True)
-    for m in re.finditer(r'^[ \t]*(?:#|%:)[ \t]*pragma[ \t]+omp\b|_Pragma\s*\(\s*"\s*omp\b', kept, re.M):
-        add("threads", line_of(m.start()), "uses an OpenMP pragma")
-    for m in re.finditer(r"^[ \t]*(?:#|%:)[ \t]*(line\b|[0-9])", kept, re.M):
-        add("line-directive", line_of(m.start()), "has a #line directive or line marker")
-    for m in re.finditer(r"^[ \t]*%:", kept, re.M):
-        add("digraph", line_of(m.start()), "writes a preprocessor directive with the %: digraph")
-    for m in _DIRECTIVE.finditer(kept):
-        target = re.match(r"""\s*(<([^>]*)>|"([^"]*)")""", m.group(2))
-        path = target and (target.group(2) or target.group(3))
-        if m.group(1) != "include" or not path or not include_allowed(path, fmt, profile):
-            add("forbidden-include", line_of(m.start()), f"has the directive #{m.group(1)} {m.group(2).strip()}")
-    for m in re.finditer(r"\b__has_(include|include_next|embed)\b", code):
-        add("forbidden-include", line_of(m.start()), f"asks __has_{m.group(1)} whether a file exists, which turns "
-                                                     f"the compile machine's files into compile results")
+    text_findings(code, _strip(spliced, keep_strings=True), line_of, add, fmt, profile)
     if "##" in code:
         add("token-paste", line_of(code.index("##")), "pastes tokens together with ##")
     for m in _STREAM_CAST.finditer(code):

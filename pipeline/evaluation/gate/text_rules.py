@@ -1,0 +1,122 @@
+"""Static gate, CUDA/C++ half: the rules read off a source's text rather than its syntax tree.
+
+    text_findings(code, kept, line_of, add, fmt, profile)   # `add(rule, text_line, what)` reports a finding
+
+`code` is the spliced source with comments, strings and char literals blanked, `kept` the same with strings kept
+(both of one length, so an offset means the same place in each); `line_of(offset)` is the source line of an offset.
+The rules:
+- directives by allow-list (DIRECTIVES): `#line` and line markers are line-directive; `#include_next`, `#import`,
+  `#embed` and an #include that names a header by macro or one off the allow-list are forbidden-include; any other
+  directive (`#ident`, `#assert`, `#sccs`, ...) is `directive`;
+- pragmas by allow-list (PRAGMAS) in every form: `#pragma`, `_Pragma("...")` (whose argument must be one string
+  literal, not a macro or a stringised parameter) and `__pragma(...)`; `omp` is threads, `GCC dependency`
+  (which tells whether a file exists and how old it is) forbidden-include, any other `pragma`;
+- file-existence probes: `__has_include`, `__has_include_next`, `__has_embed` in any spelling are forbidden-include;
+- digraphs (`%:`, `<%`, `%>`, `<:`, `:>`) anywhere in code: `digraph`;
+- thread-local storage (`thread_local`, `__thread`, `_Thread_local`), whose objects are built by code that runs
+  when a thread first touches them (or the library loads): load-time-code;
+- the assembly text of every asm statement (string literals concatenated and unescaped), wherever it stands: an
+  assembler directive that places bytes, sections or symbols (`.byte`, `.long`, `.quad`, `.inst`, `.incbin`,
+  `.section`, `.pushsection`, ...) is inline-asm-host (PTX has none of them: only host assembly can use them), and
+  an instruction that enters the kernel (`syscall`, `sysenter`, `int $0x80`) is process-or-file-or-network.
+"""
+from __future__ import annotations
+
+import re
+
+from pipeline.evaluation.gate.profile import GateProfile
+
+DIRECTIVES = {"if", "ifdef", "ifndef", "elif", "elifdef", "elifndef", "else", "endif", "define", "undef", "include",
+              "pragma", "error", "warning", ""}
+_PRAGMAS = re.compile(r"(unroll|nounroll|once|pack|GCC\s+(unroll|ivdep|diagnostic)|clang\s+diagnostic"
+                      r"|(nv_)?diag_(suppress|default|warning|error|once)|nv_diagnostic|nv_exec_check_disable"
+                      r"|hd_warning_disable)\b.*|(unroll|pack)\s*\(.*", re.S)
+_DIRECTIVE_LINE = re.compile(r"^[ \t]*(#|%:)[ \t]*(\w*)(.*)$", re.M)
+_PRAGMA_OPERATOR = re.compile(r"""_Pragma\s*\(\s*(?:L|u8|u|U)?"((?:\\.|[^"\\\n])*)"\s*\)""")
+_ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b(?:\s|\bvolatile\b|\b__volatile__\b|\bgoto\b|\binline\b)*\(")
+_ASM_LITERAL = re.compile(r"""(?:u8|u|U|L)?R"([^(\s"\\]{0,16})\((.*?)\)\1"|(?:u8|u|U|L)?"((?:\\.|[^"\\\n])*)\"""", re.S)
+_HOST_ASM_DIRECTIVE = re.compile(
+    r"(?:^|[\s;{}:])\.(byte|2byte|4byte|8byte|word|hword|short|int|long|quad|octa|inst\w*|incbin|insn|reloc"
+    r"|ascii|asciz|string\w*|fill|skip|space|zero|org|section|pushsection|popsection|previous|subsection|text|data"
+    r"|bss|init_array|fini_array|preinit_array|symver|set|equ|equiv|type|size|uleb128|sleb128|dc\.\w+)\b")
+_SYSCALL_WORD = re.compile(r"\b(syscall|sysenter|int\s*\$?0x80|int\s*\$?128)\b", re.I)
+
+
+def _pragma_rule(body: str) -> tuple[str, str] | None:
+    """(rule, what) for the text of a pragma that is not on the allow-list, else None."""
+    body = " ".join(body.split())
+    if re.match(r"omp\b", body):
+        return "threads", "uses an OpenMP pragma"
+    if re.match(r"GCC\s+dependency\b", body):
+        return "forbidden-include", (f"has the pragma {body[:60]!r}, which tells whether a file of the compile "
+                                     f"machine exists and how old it is")
+    if _PRAGMAS.fullmatch(body):
+        return None
+    return "pragma", f"has the pragma {body[:60]!r}, which is not on the allow-list"
+
+
+def _unescape(body: str) -> str:
+    simple = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", '"': '"', "'": "'"}
+    return re.sub(r"\\([xX][0-9a-fA-F]+|[0-7]{1,3}|.)", lambda m: (
+        chr(int(m.group(1)[1:], 16) % 0x110000) if m.group(1)[0] in "xX" else
+        chr(int(m.group(1), 8)) if m.group(1)[0] in "01234567" else simple.get(m.group(1), m.group(1))), body)
+
+
+def _closing(code: str, open_at: int) -> int:
+    """The offset just past the parenthesis that closes the one at `open_at` (the text's end if none)."""
+    depth = 0
+    for i in range(open_at, len(code)):
+        depth += {"(": 1, ")": -1}.get(code[i], 0)
+        if depth == 0:
+            return i + 1
+    return len(code)
+
+
+def text_findings(code: str, kept: str, line_of, add, fmt: str, profile: GateProfile) -> None:
+    """Apply the text rules (module docstring) to one source; each finding goes to `add(rule, line, what)`."""
+    from pipeline.evaluation.gate.cuda import include_allowed
+    for m in _DIRECTIVE_LINE.finditer(kept):
+        name, rest, line = m.group(2), m.group(3).strip(), line_of(m.start())
+        if name == "line" or name[:1].isdigit():
+            add("line-directive", line, "has a #line directive or line marker")
+        elif name in ("include", "include_next", "import", "embed"):
+            target = re.match(r"""(<([^>]*)>|"([^"]*)")\s*$""", rest)
+            path = target and (target.group(2) or target.group(3))
+            if name != "include" or not path or not include_allowed(path, fmt, profile):
+                add("forbidden-include", line, f"has the directive #{name} {rest[:60]}")
+        elif name == "pragma":
+            hit = _pragma_rule(rest)
+            if hit:
+                add(hit[0], line, hit[1])
+        elif name not in DIRECTIVES:
+            add("directive", line, f"has the directive #{name}, which is not on the allow-list")
+    for m in re.finditer(r"\b(_Pragma|__pragma)\b", code):
+        if m.group(1) == "__pragma":
+            add("pragma", line_of(m.start()), "uses __pragma(...), which is not on the allow-list")
+            continue
+        literal = _PRAGMA_OPERATOR.match(kept, m.start())
+        hit = _pragma_rule(_unescape(literal.group(1))) if literal else \
+            ("pragma", "uses _Pragma with an argument that is not one string literal (a macro or a stringised "
+                       "parameter hides the pragma)")
+        if hit:
+            add(hit[0], line_of(m.start()), hit[1])
+    for m in re.finditer(r"\b__has_(include|embed)\w*", code):
+        add("forbidden-include", line_of(m.start()), f"asks {m.group()} whether a file exists, which turns the "
+                                                     f"compile machine's files into compile results")
+    for m in re.finditer(r"%:|<%|%>|<:(?!:[^:>])|:>", code):
+        add("digraph", line_of(m.start()), f"writes the digraph {m.group()}")
+    for m in re.finditer(r"\b(thread_local|__thread|_Thread_local)\b", code):
+        add("load-time-code", line_of(m.start()), f"declares {m.group()} storage, whose objects are built by code "
+                                                  f"that runs outside the entry point")
+    for m in _ASM.finditer(code):
+        end = _closing(code, m.end() - 1)
+        asm = "".join(lit.group(2) if lit.group(2) is not None else _unescape(lit.group(3) or "")
+                      for lit in _ASM_LITERAL.finditer(kept, m.end(), end))
+        directive, syscall = _HOST_ASM_DIRECTIVE.search(asm), _SYSCALL_WORD.search(asm)
+        if directive:
+            add("inline-asm-host", line_of(m.start()), f"has an asm statement with the assembler directive "
+                                                       f".{directive.group(1)}, which places host bytes, sections "
+                                                       f"or symbols")
+        if syscall:
+            add("process-or-file-or-network", line_of(m.start()), f"has an asm statement with the instruction "
+                                                                  f"{syscall.group(1)}, a direct system call")
