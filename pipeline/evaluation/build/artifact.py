@@ -25,7 +25,9 @@ c2cuda and light candidates (one .cu file), three checks, each in a scratch dire
    and any .init/.fini section is resolved to its function; only nvcc's own registration
    constructor is allowed (`__sti____cudaRegisterAll`, one entry in every known-good build), so
    `__attribute__((constructor))`, a constructor pointer placed in .init_array, and C++ globals
-   with dynamic initialisers (g++'s `_GLOBAL__sub_I_*`) are `load-time-code`.
+   with dynamic initialisers (g++'s `_GLOBAL__sub_I_*`) are `load-time-code`. So are code that runs without an
+   entry there (`resolver_findings`): an ifunc the object defines (nm `i`: the loader calls its resolver while
+   relocating), a thread-local initialiser (`_ZTH*`, `_ZTW*`, `__tls_init`) and thread-local data (.tdata, .tbss).
 4. System calls. `objdump -d` of the object's host code: a syscall, sysenter or int 0x80 instruction
    (inline asm in a `__host__ __device__` function, bytes placed in code) enters the kernel without a
    symbol the checks above would see; it is `process-or-file-or-network`. Host-only branches
@@ -36,8 +38,12 @@ kernelbench candidates (where the extension .so exists, i.e. on GPU hosts): the 
 libc10 and Python dynamically, so no allow-list was measured for it; its undefined dynamic symbols
 are checked against DENIED_IN_EXTENSION, names a torch extension never needs (cuBLAS, which the
 kernelbench gate profile lets it link, is not among them), and against THREADS_IN_EXTENSION (torch's thread
-pools: at::launch, at::parallel_for), and its code against system-call instructions (step 4). The CUDA rules of step 1 are those of the
+pools: at::launch, at::parallel_for), its code against system-call instructions (step 4, every executable section
+of the .so) and its defined symbols against ifuncs (step 3). Step 1 reads each cpp_sources string as host code
+(the host compiler builds all of it). The CUDA rules of step 1 are those of the
 gate profile (gate.GateProfile), which is part of the cache key of the findings.
+
+Every step reads `source_text.compiler_text` of the candidate, the text the gate read and the compile step built.
 
 What this does not protect against: code reached through data (a function pointer to a libc symbol
 obtained at run time without naming it needs dlsym or a raw syscall, both refused, or an
@@ -58,13 +64,14 @@ from pathlib import Path
 from pipeline.core.config import CompileSection
 from pipeline.evaluation.build.compile import (CompileBudget, CompileResult, object_flags, own_lines, run_build,
                                          run_limited, tool_env, toolchain_id)
-from pipeline.evaluation.gate import GateProfile, cuda_sources_of, gate_profile, task_is_float32
+from pipeline.evaluation.gate import GateProfile, gate_profile, gated_sources, task_is_float32
+from pipeline.evaluation.gate.source_text import compiler_text
 from pipeline.evaluation.gate.cuda import classify_name, finding, scan_cuda
 from pipeline.core.records import Candidate, Finding, Task
 
-CHECK_VERSION = "5"  # part of the cache key of a check's findings: bump when the rules change (2: gate profiles,
+CHECK_VERSION = "6"  # part of the cache key of a check's findings: bump when the rules change (2: gate profiles,
                      # 3: system-call instructions, torch's thread pools in extensions, 4: torch compute in strict
-                     # extensions)
+                     # extensions, 6: ifunc and thread-local initialisers, cpp_sources as host code)
 ADVICE = {
     "unlisted-symbol": "call only CUDA runtime launch, memory, error and occupancy functions, libm and the C++ "
                        "runtime basics",
@@ -239,12 +246,12 @@ def init_functions(obj: str, scratch: str) -> list[str]:
 # --- 1. the candidate's own lines after preprocessing --------------------------------------------
 def preprocessed_findings(source: str, cfg: CompileSection, scratch: str, fmt: str, float32: bool,
                           profile: GateProfile, drop_includes: bool = False, line_offset: int = 0,
-                          budget: CompileBudget | None = None) -> list[Finding]:
+                          budget: CompileBudget | None = None, host_only: bool = False) -> list[Finding]:
     """gate/cuda.py's rules on the macro-expanded candidate lines (`nvcc -E`: the device pass), at the candidate's
     line numbers; for a source the compile step did not expand (`CompileResult.expanded`).
 
     drop_includes (kernelbench sources): #include lines are blanked first, so torch's headers are not
-    needed; the candidate's own macros still expand.
+    needed; the candidate's own macros still expand. host_only: a kernelbench cpp_sources string (all host code).
     """
     if drop_includes:
         source = re.sub(r"(?m)^[ \t]*#[ \t]*include\b.*$", "", source)
@@ -255,18 +262,18 @@ def preprocessed_findings(source: str, cfg: CompileSection, scratch: str, fmt: s
         why = proc if isinstance(proc, str) else (proc.stderr or proc.stdout)[-300:]
         return [rule_finding("artifact-check", line_offset + 1, f"the source does not preprocess on its own ({why})")]
     lines = own_lines(Path(scratch, "pre.ii").read_text(errors="replace"), "pre.cu")
-    return expanded_findings(lines, fmt, float32, profile, line_offset)
+    return expanded_findings(lines, fmt, float32, profile, line_offset, host_only)
 
 
 def expanded_findings(lines: list[tuple[int, str]], fmt: str, float32: bool, profile: GateProfile,
-                      line_offset: int = 0) -> list[Finding]:
+                      line_offset: int = 0, host_only: bool = False) -> list[Finding]:
     """gate/cuda.py's rules on (candidate line, text) pairs of one preprocessing pass, at the candidate's lines."""
     if not lines:
         return []
     text = "\n".join(t for _, t in lines) + "\n"
     out = []
-    for f in scan_cuda(text, 0, fmt=fmt, float32=float32, profile=profile).findings:
-        if f.rule in ("forbidden-include", "token-paste", "digraph"):
+    for f in scan_cuda(text, 0, fmt=fmt, float32=float32, profile=profile, host_only=host_only).findings:
+        if f.rule in ("forbidden-include", "token-paste", "digraph", "directive", "pragma", "line-directive"):
             continue  # no directives survive preprocessing; the gate checked them on the source
         line = line_offset + lines[min(max((f.line or 1) - 1, 0), len(lines) - 1)][0]
         message = re.sub(r"^line \d+:", f"line {line}:", f.message)
@@ -323,7 +330,40 @@ def object_findings(source: str, obj: str, scratch: str, fmt: str, float32: bool
         needle = next((w for w in ("constructor", "destructor", "init_array", "section") if w in source),
                       re.sub(r"\(.*$", "", readable).split("::")[-1])
         out.append(rule_finding("load-time-code", _line_of(source, needle), f"the built object {what}"))
-    return out + syscall_findings(source, obj, scratch)
+    return out + resolver_findings(source, symbols, obj, scratch) + syscall_findings(source, obj, scratch)
+
+
+# Code that runs before the entry point without an init-array entry: an ifunc's resolver (nm `i`, STT_GNU_IFUNC; the
+# dynamic loader calls it while relocating), a thread-local variable's initialiser (`_ZTH*`, reached through the
+# `_ZTW*` wrapper, and `__tls_init`), and thread-local data itself (.tdata/.tbss: an honest kernel's host code keeps
+# no per-thread state).
+_TLS_INIT = re.compile(r"_ZTH\w+|_ZTW\w+|__tls_init|__tls_guard")
+
+
+def resolver_findings(source: str, symbols: list[tuple[str, str, str, bool]], binary: str, scratch: str,
+                      tls: bool = True) -> list[Finding]:
+    """load-time-code for each ifunc `binary` defines (`symbols`: nm_symbols of it) and, with `tls` (the candidate's
+    own object; a torch extension also holds the thread-local state of torch's and pybind11's inline header code,
+    so there the gate's thread-local rule stands alone), each thread-local initialiser and thread-local section."""
+    out = []
+    for kind, name, demangled, has_address in symbols:
+        if not has_address:
+            continue
+        if kind == "i":
+            out.append(rule_finding("load-time-code", _line_of(source, _base_name(demangled).split("::")[-1]),
+                                    f"the built code defines {demangled} as an ifunc, whose resolver runs when the "
+                                    f"library loads"))
+        elif tls and _TLS_INIT.fullmatch(name):
+            out.append(rule_finding("load-time-code", _line_of(source, "thread_local"),
+                                    f"the built code initialises thread-local storage ({demangled})"))
+    if tls:
+        proc = _run(["readelf", "-W", "-S", binary], scratch, 60)
+        if isinstance(proc, str) or proc.returncode:
+            raise RuntimeError(f"readelf -S {binary} failed: {proc if isinstance(proc, str) else proc.stderr}")
+        for name in re.findall(r"^\s*\[\s*\d+\]\s+(\.tdata|\.tbss)\S*", proc.stdout, re.M):
+            out.append(rule_finding("load-time-code", _line_of(source, "thread_local"),
+                                    f"the built code holds thread-local data ({name})"))
+    return out
 
 
 # Under a profile where torch may not compute (strict), what an extension may not reach in torch's C++. Decided
@@ -361,8 +401,8 @@ def torch_compute_symbol(demangled: str) -> str:
 def extension_findings(source: str, so_path: str, scratch: str, profile: GateProfile) -> list[Finding]:
     """A kernelbench extension .so: its undefined dynamic symbols against DENIED_IN_EXTENSION and
     THREADS_IN_EXTENSION, under a strict profile against `torch_compute_symbol`, and its code against
-    system-call instructions."""
-    out = []
+    system-call instructions (every executable section), and the ifuncs and thread-local initialisers it defines."""
+    out = resolver_findings(source, nm_symbols(so_path, scratch), so_path, scratch, tls=False)
     for kind, name, demangled, _ in nm_symbols(so_path, scratch, "-D", "--undefined-only"):
         why = "" if profile.torch_compute else torch_compute_symbol(demangled.split("@")[0])
         if why:
@@ -422,7 +462,8 @@ def check_built(candidate: Candidate, task: Task, comp: CompileResult, cfg: Comp
     cached = Path(os.path.expanduser(cfg.cache_dir), "artifact-checks", f"{key}.json")
     if cached.is_file():
         return [Finding.model_validate(f) for f in json.loads(cached.read_text())]
-    findings = _check_built(candidate, comp, cfg, float32, rules, budget)
+    findings = _check_built(candidate.model_copy(update={"code": compiler_text(candidate.code)}), comp, cfg, float32,
+                            rules, budget)
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps([f.model_dump() for f in findings]))
@@ -436,9 +477,10 @@ def _check_built(candidate: Candidate, comp: CompileResult, cfg: CompileSection,
     try:
         if candidate.format == "kernelbench":
             out = []
-            for text, offset in cuda_sources_of(candidate):
+            for text, offset, host_only in gated_sources(candidate):
                 out += preprocessed_findings(text, cfg, scratch, "kernelbench", float32, profile,
-                                             drop_includes=True, line_offset=offset, budget=budget)
+                                             drop_includes=True, line_offset=offset, budget=budget,
+                                             host_only=host_only)
             for so in comp.extensions.values():
                 if so and Path(so).is_file():
                     out += extension_findings(candidate.code, so, scratch, profile)

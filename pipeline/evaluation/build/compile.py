@@ -407,10 +407,11 @@ class Compiler:
     # --- public ---------------------------------------------------------------------------
     def compile(self, candidate: Candidate, task: Task, budget: CompileBudget | None = None) -> CompileResult:
         """Build a candidate within `budget` (a fresh one of its format when None), which is charged."""
+        from pipeline.evaluation.gate.source_text import compiler_text
         budget = budget or CompileBudget.of(candidate.format, self.cfg)
         if candidate.format == "kernelbench":
             return self.compile_kernelbench(candidate.code, budget)
-        return self.compile_cuda(candidate.code, budget)
+        return self.compile_cuda(compiler_text(candidate.code), budget)  # the text the gate read
 
     def nvcc_flags(self) -> list[str]:
         return [f"-arch={self.cfg.arch}", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-Xptxas", "-v",

@@ -25,7 +25,7 @@ import re
 from pipeline.core.records import Candidate, Finding, Task
 from pipeline.evaluation import light_abi
 from pipeline.evaluation.gate.cuda import finding, scan_cuda
-from pipeline.evaluation.gate.source_text import compiler_text, unreadable_findings
+from pipeline.evaluation.gate.source_text import compiler_text, unreadable, unreadable_findings
 from pipeline.evaluation.gate.profile import PROFILES, GateProfile, gate_profile
 from pipeline.evaluation.gate.python import (
     DynamicCode,
@@ -102,12 +102,11 @@ def check_candidate(candidate: Candidate, task: Task, profile: str = "strict") -
         return [finding("too-large", 1, f"the candidate is {size:,} bytes, over the limit of {MAX_CANDIDATE_BYTES:,} "
                                         f"bytes ({MAX_CANDIDATE_BYTES // 1024} KB)", "send a shorter candidate")]
     float32 = task_is_float32(task)
+    if unreadable(candidate.code):  # the gate would read something else than the compiler (or Python): nothing more
+        return unreadable_findings(candidate.code, 0, cpp=candidate.format != "kernelbench")
     if candidate.format != "kernelbench":
         scan = scan_cuda(candidate.code, 0, fmt=candidate.format, float32=float32, profile=rules)
         return _dedupe(scan.findings + _entry_findings(scan, candidate.format, task))
-    unreadable = unreadable_findings(candidate.code, 0, cpp=False)
-    if unreadable:  # Python and the gate's line counts would differ: nothing further is read
-        return unreadable
     try:
         findings, calls = check_python(candidate.code, float32, rules)
     except (RecursionError, MemoryError):
@@ -132,7 +131,7 @@ def check_candidate(candidate: Candidate, task: Task, profile: str = "strict") -
                                                          f"answer defines it")
                      for name, line in declared if _last_name(name) not in defined and _last_name(name) in called]
     if not kernels and (rules.kernel_required or not calls) and \
-            not any(f.rule in ("syntax", "dynamic-build") for f in findings):
+            not any(f.rule in ("syntax", "dynamic-build", "source-text") for f in findings):
         line = calls[0]["line"] if calls else 1
         findings.append(rule_finding("no-device-code", line, "no load_inline call defines a __global__ kernel in its cuda_sources"))
     return _dedupe(findings)

@@ -134,8 +134,8 @@ _NAME_RULES = [
      "calls into the Python interpreter"),
     ("load-time-code", ANY, r"(__)?(constructor|destructor|init_priority)(__)?", "runs code when the library loads"),
     ("load-time-code", frozenset({"attr"}), r"(__)?section(__)?", "runs code when the library loads"),
-    ("symbol-alias", ANY, r"(__)?(weakref|ifunc|symver)(__)?", "renames a symbol with an attribute"),
-    ("symbol-alias", frozenset({"attr"}), r"(__)?alias(__)?", "renames a symbol with an attribute"),
+    ("symbol-alias", ANY, r"(__)?(ifunc|symver)(__)?", "renames a symbol with an attribute"),
+    ("symbol-alias", frozenset({"attr"}), r"(__)?(alias|weakref)(__)?", "renames a symbol with an attribute"),
     ("precision-downgrade", ANY,
      r"__\w*(half|bfloat|bf16|fp8|fp6|fp4|tf32|e4m3|e5m2)\w*|nv_bfloat162?|half2|tf32|k(Half|BFloat16|Float16|Float8\w*)"
      r"|BFloat16|Float8_\w+|__h(add|sub|mul|div|fma|max|min|neg|abs|eq|ne|lt|le|gt|ge|equ|neu|ltu|leu|gtu|geu|isnan|isinf)\w*",
@@ -408,6 +408,8 @@ def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool, profi
     single meaning is refused (`source-text`). `host_only`: the host compiler builds all of `text` (kernelbench
     cpp_sources), so no function in it is device code, whatever its annotations."""
     scan = CudaScan(findings=source_text.unreadable_findings(text, line_offset))
+    if source_text.unreadable(text):  # the gate would read something else than the compiler: nothing more is read
+        return scan
     text = source_text.compiler_text(text)
     seen: set[tuple[str, int]] = set()
 

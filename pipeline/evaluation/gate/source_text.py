@@ -3,6 +3,7 @@ and another to the compiler.
 
     compiler_text(raw) -> str                                 # what the gate scans and the compile step builds
     unreadable_findings(raw, line_offset, cpp) -> list[Finding]   # refused: no single meaning
+    unreadable(raw) -> bool                                   # a character no rule can read (nothing else is read)
 
 The only change `compiler_text` makes is CRLF -> LF (a Windows file reads the same to every tool after it). Every
 other byte sequence that tools read differently is refused, not rewritten, so the gate, the compile step and the
@@ -44,6 +45,12 @@ _LEXEME = re.compile(r"""/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|(//[^
 def compiler_text(raw: str) -> str:
     """The text every later step reads for a candidate's source `raw`: CRLF line ends made LF."""
     return raw.replace("\r\n", "\n")
+
+
+def unreadable(raw: str) -> bool:
+    """Whether `raw` holds a character of the first list above: no rule can read it as the compiler does (the
+    C/C++ forms of the second list are refused, but the rest of the text still reads one way)."""
+    return bool(_ODD.search(compiler_text(raw)))
 
 
 def _finding(line: int, what: str) -> Finding:
