@@ -19,10 +19,10 @@ nvidia-smi --query-gpu=name,driver_version,pci.bus_id --format=csv,noheader > "$
   timeout "${GPU_TESTS_S:-240}" python3 -m pytest -m gpu -q -x -p no:cacheprovider -rfE --durations=5 \
     tests/evaluation/test_evaluator_gpu.py > "$OUT/tests_gpu.log" 2>&1 ) &
 tests=$!
-timeout 120 python3 benchmarks/experiments/sandbox_gpu_probe.py > "$OUT/probe.txt" 2>&1
+timeout "${PROBE_S:-60}" python3 benchmarks/experiments/sandbox_gpu_probe.py > "$OUT/probe.txt" 2>&1
 orig=(-E LD_LIBRARY_PATH); [ -n "${LD_LIBRARY_PATH+x}" ] && orig=(-E "LD_LIBRARY_PATH=$LD_LIBRARY_PATH")
 for v in wide built torch wide_torch; do
-  LD_LIBRARY_PATH=$PWD/.sandbox-tools/lib timeout 90 .sandbox-tools/bin/strace -f -qq -e trace=%file "${orig[@]}" \
+  LD_LIBRARY_PATH=$PWD/.sandbox-tools/lib timeout "${TRACE_S:-45}" .sandbox-tools/bin/strace -f -qq -e trace=%file "${orig[@]}" \
     -o "/tmp/trace-$v.txt" python3 benchmarks/experiments/sandbox_gpu_probe.py --only "$v" > "$OUT/probe-strace-$v.txt" 2>&1
   grep -E '"/(proc|sys|dev)' "/tmp/trace-$v.txt" > "$OUT/trace-$v.txt"
 done
