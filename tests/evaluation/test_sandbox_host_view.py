@@ -138,12 +138,8 @@ def test_only_the_gpus_pci_devices_are_shown(monkeypatch):
         pytest.skip("this host has fewer than two PCI devices")
     chosen = (devices[0], os.path.realpath(devices[0]))
     monkeypatch.setattr(sandbox, "gpu_pci_devices", lambda: [chosen])
-    sandbox._host_view_mounts.cache_clear()
-    try:
-        info, seen = _read_inside(["/sys/bus/pci/devices", f"{chosen[0]}/vendor", f"{chosen[1]}/vendor",
-                                   f"{devices[1]}/vendor"])
-    finally:
-        sandbox._host_view_mounts.cache_clear()
+    info, seen = _read_inside(["/sys/bus/pci/devices", f"{chosen[0]}/vendor", f"{chosen[1]}/vendor",
+                               f"{devices[1]}/vendor"])
     vendor = Path(chosen[0], "vendor").read_text()
     assert seen["/sys/bus/pci/devices"] in (["dir", [os.path.basename(chosen[0])]], ["error", "Permission denied"])
     assert seen[f"{chosen[0]}/vendor"] == ["file", vendor] and seen[f"{chosen[1]}/vendor"] == ["file", vendor]
@@ -159,3 +155,14 @@ def test_torch_sees_the_cpu_but_not_its_changing_clock():
     kind, text = seen["/proc/cpuinfo"]
     assert kind == "file" and "processor" in text and "cpu MHz" not in text, seen["/proc/cpuinfo"][:300]
     assert seen["torch_cpu"] == torch.backends.cpu.get_cpu_capability()
+
+
+def test_a_removed_cpuinfo_copy_is_made_again():
+    """A long-lived evaluator whose copy was removed (a /tmp cleaner) still starts sandboxes."""
+    first = sandbox.cpuinfo_snapshot()
+    if not first:
+        pytest.skip("/proc/cpuinfo is not readable here")
+    os.unlink(first)
+    again = sandbox.cpuinfo_snapshot()
+    assert again != first and os.path.exists(again)
+    assert "--ro-bind" in sandbox._host_view_mounts() and again in sandbox._host_view_mounts()

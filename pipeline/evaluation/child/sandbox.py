@@ -71,6 +71,7 @@ SYS_VISIBLE = ["/sys/devices/system/cpu/online", "/sys/devices/system/cpu/possib
                "/sys/devices/system/node/has_cpu", "/sys/devices/system/node/has_memory",
                "/sys/devices/system/node/has_normal_memory"]
 SYS_NODE_VISIBLE = ["cpumap", "cpulist", "distance"]  # of each /sys/devices/system/node/node<N>
+SYS_LISTED = ["/sys/devices/system/node", "/sys/bus/pci/devices"]  # the driver lists them to find NUMA nodes and GPUs
 NVIDIA_VENDOR = "0x10de"
 TMP_BYTES = 1 << 30  # size of a sandbox's private /tmp (it is memory); the compile step sets its own
 CHILD_TMP_BYTES = 256 << 20  # the candidate child's private /tmp, the only place it can write: its disk quota
@@ -207,10 +208,16 @@ def _cover_except(tree: str, visible: list[str], top: bool = True) -> list[str]:
     return args
 
 
-@lru_cache(maxsize=1)
+_CPUINFO: dict[int, str] = {}  # pid -> its snapshot: a forked process makes its own, its parent's may go first
+
+
 def cpuinfo_snapshot() -> str:
     """Path of a copy of /proc/cpuinfo without its CPUINFO_CHANGING lines, shown in its place ('' if unreadable):
-    torch reads it to choose its CPU kernels (without it, its slowest ones). Removed when this process exits."""
+    torch reads it to choose its CPU kernels (without it, its slowest ones). Made once per process (again if it
+    was removed), removed when the process exits."""
+    path = _CPUINFO.get(os.getpid(), "")
+    if path and os.path.exists(path):
+        return path
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines(keepends=True)
     except OSError:
@@ -219,11 +226,16 @@ def cpuinfo_snapshot() -> str:
     with os.fdopen(fd, "w") as f:
         f.writelines(line for line in lines if not line.startswith(CPUINFO_CHANGING))
     os.chmod(path, 0o444)
-    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    _CPUINFO[os.getpid()] = path
+    atexit.register(_remove_own, path, os.getpid())
     return path
 
 
-@lru_cache(maxsize=1)
+def _remove_own(path: str, pid: int) -> None:
+    if os.getpid() == pid and os.path.exists(path):
+        os.unlink(path)
+
+
 def _host_view_mounts() -> tuple[str, ...]:
     """A fresh /proc of the sandbox's pid namespace with the host-wide entries covered (PROC_VISIBLE kept, the
     cpuinfo snapshot in place of /proc/cpuinfo), and an empty read-only /sys with only `visible_sys()` bound
@@ -300,12 +312,14 @@ def child_access(scratch: str, env: dict[str, str], sandbox: str) -> dict[str, l
 
     Read: the Python installation and the package, the library trees, the directories the environment
     names, the loader's cache, its own process's /proc entries (/proc/self), /proc/cpuinfo, the parts of /proc
-    and /sys the sandbox shows (PROC_VISIBLE, `visible_sys`), and the scratch directory that holds the artefact. Write:
+    and /sys the sandbox shows (PROC_VISIBLE, `visible_sys`; under bwrap also SYS_LISTED, whose mounted copies
+    hold nothing else), and the scratch directory that holds the artefact. Write:
     its private /tmp under bwrap (the scratch stays read-only there), the scratch without bwrap."""
     devices = DEVICE_NODES + sorted(glob.glob("/dev/nvidia*"))
+    listed = SYS_LISTED if sandbox == "bwrap" else []  # there they hold only what `visible_sys` bound back
     read = [*python_trees(), *LIBRARY_TREES, *sorted(glob.glob("/usr/local/cuda-*")), *_env_trees(env),
             "/etc/ld.so.cache", "/proc/self", "/proc/cpuinfo", *[f"/proc/{p}" for p in PROC_VISIBLE], *visible_sys(),
-            scratch]
+            *listed, scratch]
     return {"read": read, "write": ["/tmp"] if sandbox == "bwrap" else [scratch], "devices": devices}
 
 
