@@ -2,7 +2,7 @@
 # On a GPU host: what the CUDA driver (and torch's CUDA runtime) reads of /proc and /sys inside the child's sandbox,
 # and whether the narrowed sandbox still works. One call of the device machine:
 #   bash benchmarks/experiments/sandbox_gpu_probe.sh     (carry .carry-site and .sandbox-tools; writes to $OUT;
-#   the device machine gets the checkout the session started in: run it from one that has this script)
+#   from a checkout that holds this script and the narrowed sandbox)
 # 1. the evaluator's sandbox tests and GPU tests (in the background, from the start: the KernelBench builds take
 #    most of the time); 2. sandbox_gpu_probe.py, every variant; 3. the "wide" (as before), "built" and "torch"
 #    variants under strace -f (.sandbox-tools/bin/strace): the /proc, /sys and /dev paths each process opened, and
