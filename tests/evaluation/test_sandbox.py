@@ -88,7 +88,11 @@ def other_processes():  # the child is pid 1 of its namespace: nothing else (no 
 attempt("other_process", other_processes)
 results["own_pid"] = f"pid {os.getpid()}"
 seen = ""
-for p in [p for p in os.listdir("/proc") if p.isdigit()]:
+try:
+    pids = [p for p in os.listdir("/proc") if p.isdigit()]
+except OSError:  # the allow-list does not let it list /proc: try the first pids by name
+    pids = [str(p) for p in range(1, 64)]
+for p in pids:
     try:
         seen += open(f"/proc/{p}/environ", "rb").read().decode(errors="replace")
     except OSError:

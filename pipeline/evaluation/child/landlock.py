@@ -5,9 +5,11 @@ imports and before any candidate code is loaded; like the seccomp filter it hold
 the process and every thread it starts, and only narrows further. `access` comes from the trusted
 side (sandbox.py `child_access`):
 - `read`: trees the child may read and list (the Python installation, the package, the library
-  directories the loader and the CUDA driver use, /proc and /sys of its own namespaces, and the
-  read-only scratch holding the artefact), nothing else: not /etc (but the loader's cache), /home,
-  /usr/bin, /usr/share, /opt or /var;
+  directories the loader and the CUDA driver use, its own process's /proc entries, the few /proc and
+  /sys files the CUDA driver and torch read, and the read-only scratch holding the artefact), nothing
+  else: not /etc (but the loader's cache), /home, /usr/bin, /usr/share, /opt, /var, nor the rest of
+  /proc and /sys. A rule's /proc path stays open (O_PATH) for the process's life: a process's /proc
+  inodes are made anew once their dentries are dropped, and a rule names an inode;
 - `write`: its private tmpfs (/tmp), where it may create, write and remove files;
 - `devices`: device nodes it may open for reading, writing and ioctl (/dev/nvidia*, /dev/null, ...).
 Where the kernel's Landlock ABI has them, TCP bind/connect are refused outright (ABI 4), and so are
@@ -34,6 +36,7 @@ REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 NET_BIND_TCP, NET_CONNECT_TCP = 1, 2
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1, 2
 
+_PINNED: list[int] = []  # O_PATH descriptors of the /proc paths given rules, open for the process's lifetime
 FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # the rights a rule on a single file may name
 
 
@@ -103,7 +106,8 @@ def restrict(access: dict) -> dict:
                     pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
                 except OSError:
                     continue  # not on this host
-                try:
+                pinned = path.startswith("/proc/")  # a process's /proc inode is made anew once its dentry is
+                try:                                 # dropped: the open descriptor keeps the one the rule names
                     allowed = rights & handled
                     if not os.path.isdir(path):
                         allowed &= FILE_RIGHTS
@@ -114,7 +118,10 @@ def restrict(access: dict) -> dict:
                                              f"{os.strerror(ctypes.get_errno())}")
                     rules += 1
                 finally:
-                    os.close(pfd)
+                    if pinned:
+                        _PINNED.append(pfd)
+                    else:
+                        os.close(pfd)
         if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise LandlockFailed(f"prctl(PR_SET_NO_NEW_PRIVS) failed: {os.strerror(ctypes.get_errno())}")
         if libc.syscall(SYS_RESTRICT_SELF, ctypes.c_int(fd), ctypes.c_uint32(0)) < 0:

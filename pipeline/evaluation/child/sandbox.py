@@ -5,19 +5,24 @@ directory and the GPU it may use in CUDA_VISIBLE_DEVICES. With `sandbox="bwrap"`
 it runs inside bubblewrap (`bwrap_command`):
 - user namespace: uid/gid 65534 inside, no capabilities, no further user namespaces; pid, net
   (no network, not even a route to the host), ipc, uts and cgroup namespaces of its own;
-- mount namespace: /usr, /etc, /lib*, /bin, /sbin, /opt, /sys, the Python installation and the
-  `pipeline/` package read-only; a fresh /dev with the /dev/nvidia* nodes, a fresh /proc, the
-  scratch directory read-only (the artefact is placed there) and a private /tmp, a tmpfs of
-  CHILD_TMP_BYTES: the only place it can write, so its disk use has a kernel-enforced quota. The home
-  directory, the project's other directories (runs/, outputs) and the compile and result
-  caches do not exist in there. Files of /etc that other users cannot read are hidden, and so
-  are /sys's debug, tracing, firmware and bpf trees;
+- mount namespace: /usr, /etc, /lib*, /bin, /sbin, /opt, the Python installation and the
+  `pipeline/` package read-only; a fresh /dev with the /dev/nvidia* nodes, the scratch directory
+  read-only (the artefact is placed there) and a private /tmp, a tmpfs of CHILD_TMP_BYTES: the only
+  place it can write, so its disk use has a kernel-enforced quota. The home directory, the
+  project's other directories (runs/, outputs) and the compile and result caches do not exist in
+  there. Files of /etc that other users cannot read are hidden;
+- /proc and /sys narrowed to an allow-list (`_host_view_mounts`): a fresh /proc of its pid namespace
+  whose host-wide files (load, memory, interrupts, CPU, disk and network counters, uptime, /proc/sys,
+  the NVIDIA driver's version and GPU list) are covered, keeping its own processes' entries, what the
+  CUDA driver reads (PROC_VISIBLE) and a copy of /proc/cpuinfo without each core's clock; an empty /sys
+  with only the CPU and NUMA node lists and the NVIDIA GPUs' PCI directories bound back (`visible_sys`);
 - the child is pid 1 of its pid namespace (`--as-pid-1`): no reaper of bwrap's beside it, which runs
   without the seccomp filter and whose memory (/proc/1/mem) a child could write to run code unfiltered;
 - a clean environment (bwrap itself gets only PATH and its libraries, so no process of the sandbox
   can read the evaluator's environment), a new session (no terminal), and death with its parent.
 The child then narrows what it can open to an allow-list the kernel enforces (landlock.py,
-`child_access`: the libraries, the package, the artefact, the devices CUDA needs and its /tmp) and
+`child_access`: the libraries, the package, the artefact, its own /proc entries and the few /proc and
+/sys files above, the devices CUDA needs and its /tmp) and
 installs a seccomp allow-list (seccomp.py) before it loads candidate code; once the candidate is
 loaded, a second filter refuses memfd_create and, in c2cuda/light children, new executable memory
 (`seccomp.lock_exec`). What held is reported in `sandbox_info` and in the load reply. `sandbox="none"` is an explicit opt-out for hosts without
@@ -34,6 +39,7 @@ set. The child's stdout/stderr go to a log file read only for diagnostics, never
 """
 from __future__ import annotations
 
+import atexit
 import glob
 import json
 import os
@@ -55,8 +61,18 @@ PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 TOOLS_DIR = Path(PACKAGE_ROOT) / ".sandbox-tools"
 SANDBOX_UID = 65534
 SYSTEM_TREES = ["/usr", "/etc", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/opt"]
-HIDDEN_SYS = ["/sys/kernel/debug", "/sys/kernel/tracing", "/sys/kernel/security", "/sys/firmware", "/sys/fs/bpf",
-              "/sys/fs/pstore"]
+# The host's /proc and /sys as a sandbox sees them (an allow-list: everything else is covered): its own
+# processes' /proc entries, and what the CUDA driver reads at cuInit. Host-wide state (load, memory, interrupts,
+# CPU and disk counters, uptime, other devices, the driver's version) is not there.
+PROC_VISIBLE = ["driver/nvidia/params", "driver/nvidia/capabilities"]  # relative to /proc
+CPUINFO_CHANGING = ("cpu MHz",)  # lines of /proc/cpuinfo that follow the host's load (each core's clock): left out
+SYS_VISIBLE = ["/sys/devices/system/cpu/online", "/sys/devices/system/cpu/possible", "/sys/devices/system/cpu/present",
+               "/sys/devices/system/node/online", "/sys/devices/system/node/possible",
+               "/sys/devices/system/node/has_cpu", "/sys/devices/system/node/has_memory",
+               "/sys/devices/system/node/has_normal_memory"]
+SYS_NODE_VISIBLE = ["cpumap", "cpulist", "distance"]  # of each /sys/devices/system/node/node<N>
+SYS_LISTED = ["/sys/devices/system/node", "/sys/bus/pci/devices"]  # the driver lists them to find NUMA nodes and GPUs
+NVIDIA_VENDOR = "0x10de"
 TMP_BYTES = 1 << 30  # size of a sandbox's private /tmp (it is memory); the compile step sets its own
 CHILD_TMP_BYTES = 256 << 20  # the candidate child's private /tmp, the only place it can write: its disk quota
 LIBRARY_TREES = ["/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/usr/local/lib", "/usr/local/cuda",
@@ -146,11 +162,93 @@ def _system_mounts() -> tuple[str, ...]:
             args += ["--ro-bind", tree, tree]
     for path, is_dir in _hidden_entries("/etc"):
         args += ["--tmpfs", path, "--remount-ro", path] if is_dir else ["--ro-bind", "/dev/null", path]
-    args += ["--ro-bind", "/sys", "/sys"]
-    for path in HIDDEN_SYS:
-        if os.path.isdir(path):
-            args += ["--tmpfs", path, "--remount-ro", path]
     return tuple(args)
+
+
+@lru_cache(maxsize=1)
+def gpu_pci_devices() -> list[tuple[str, str]]:
+    """(link under /sys/bus/pci/devices, the device directory it names) of each NVIDIA display or 3D controller."""
+    found = []
+    for link in sorted(glob.glob("/sys/bus/pci/devices/*")):
+        try:
+            vendor, cls = (Path(link, name).read_text().strip() for name in ("vendor", "class"))
+        except OSError:
+            continue
+        if vendor == NVIDIA_VENDOR and cls.startswith("0x03"):
+            found.append((link, os.path.realpath(link)))
+    return found
+
+
+def visible_sys() -> list[str]:
+    """The files and directories of /sys a sandbox sees (bound back on an empty /sys), where they exist."""
+    nodes = [os.path.join(node, name) for node in sorted(glob.glob("/sys/devices/system/node/node[0-9]*"))
+             for name in SYS_NODE_VISIBLE]
+    return [p for p in SYS_VISIBLE + nodes + [device for _, device in gpu_pci_devices()] if os.path.exists(p)]
+
+
+def _cover_except(tree: str, visible: list[str], top: bool = True) -> list[str]:
+    """bwrap args covering every entry of `tree` but the `visible` ones (paths relative to it) and the
+    directories on the way to them: files by /dev/null, directories by an empty read-only tmpfs. Symlinks
+    (/proc/self, /proc/net: into the sandbox's own process) and, at the top, numeric entries (its own
+    processes) stay."""
+    args: list[str] = []
+    try:
+        entries = sorted(os.scandir(tree), key=lambda e: e.name)
+    except OSError:
+        return args
+    for entry in entries:
+        if entry.is_symlink() or (top and entry.name.isdigit()) or entry.name in visible:
+            continue
+        below = [v.split("/", 1)[1] for v in visible if v.startswith(entry.name + "/")]
+        if entry.is_dir(follow_symlinks=False):
+            args += _cover_except(entry.path, below, top=False) if below else \
+                ["--tmpfs", entry.path, "--remount-ro", entry.path]
+        else:
+            args += ["--ro-bind", "/dev/null", entry.path]
+    return args
+
+
+_CPUINFO: dict[int, str] = {}  # pid -> its snapshot: a forked process makes its own, its parent's may go first
+
+
+def cpuinfo_snapshot() -> str:
+    """Path of a copy of /proc/cpuinfo without its CPUINFO_CHANGING lines, shown in its place ('' if unreadable):
+    torch reads it to choose its CPU kernels (without it, its slowest ones). Made once per process (again if it
+    was removed), removed when the process exits."""
+    path = _CPUINFO.get(os.getpid(), "")
+    if path and os.path.exists(path):
+        return path
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines(keepends=True)
+    except OSError:
+        return ""
+    fd, path = tempfile.mkstemp(prefix="cudaperf-cpuinfo-")
+    with os.fdopen(fd, "w") as f:
+        f.writelines(line for line in lines if not line.startswith(CPUINFO_CHANGING))
+    os.chmod(path, 0o444)
+    _CPUINFO[os.getpid()] = path
+    atexit.register(_remove_own, path, os.getpid())
+    return path
+
+
+def _remove_own(path: str, pid: int) -> None:
+    if os.getpid() == pid and os.path.exists(path):
+        os.unlink(path)
+
+
+def _host_view_mounts() -> tuple[str, ...]:
+    """A fresh /proc of the sandbox's pid namespace with the host-wide entries covered (PROC_VISIBLE kept, the
+    cpuinfo snapshot in place of /proc/cpuinfo), and an empty read-only /sys with only `visible_sys()` bound
+    back (and the links naming the GPUs)."""
+    args = ["--proc", "/proc", *_cover_except("/proc", PROC_VISIBLE + ["cpuinfo"])]
+    snapshot = cpuinfo_snapshot()
+    args += ["--ro-bind", snapshot, "/proc/cpuinfo"] if snapshot else ["--ro-bind", "/dev/null", "/proc/cpuinfo"]
+    args += ["--tmpfs", "/sys"]
+    for path in visible_sys():
+        args += ["--ro-bind", path, path]
+    for link, _ in gpu_pci_devices():
+        args += ["--symlink", os.readlink(link), link]
+    return tuple(args + ["--remount-ro", "/sys"])
 
 
 def _covered(path: str, trees: list[str]) -> bool:
@@ -186,7 +284,7 @@ def bwrap_command(bwrap: str, scratch: str, read_only: list[str], env: dict[str,
     for key, value in env.items():
         argv += ["--setenv", key, value]
     argv += list(_system_mounts())
-    argv += ["--dev", "/dev", "--proc", "/proc", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
+    argv += ["--dev", "/dev", *_host_view_mounts(), "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
     if devices:
         for node in sorted(glob.glob("/dev/nvidia*")):
             argv += ["--dev-bind", node, node]
@@ -213,11 +311,15 @@ def child_access(scratch: str, env: dict[str, str], sandbox: str) -> dict[str, l
     """The child's filesystem allow-list (landlock.restrict): what it may read, write and open as a device.
 
     Read: the Python installation and the package, the library trees, the directories the environment
-    names, the loader's cache, /proc and /sys, and the scratch directory that holds the artefact. Write:
+    names, the loader's cache, its own process's /proc entries (/proc/self), /proc/cpuinfo, the parts of /proc
+    and /sys the sandbox shows (PROC_VISIBLE, `visible_sys`; under bwrap also SYS_LISTED, whose mounted copies
+    hold nothing else), and the scratch directory that holds the artefact. Write:
     its private /tmp under bwrap (the scratch stays read-only there), the scratch without bwrap."""
     devices = DEVICE_NODES + sorted(glob.glob("/dev/nvidia*"))
+    listed = SYS_LISTED if sandbox == "bwrap" else []  # there they hold only what `visible_sys` bound back
     read = [*python_trees(), *LIBRARY_TREES, *sorted(glob.glob("/usr/local/cuda-*")), *_env_trees(env),
-            "/etc/ld.so.cache", "/proc", "/sys", scratch]
+            "/etc/ld.so.cache", "/proc/self", "/proc/cpuinfo", *[f"/proc/{p}" for p in PROC_VISIBLE], *visible_sys(),
+            *listed, scratch]
     return {"read": read, "write": ["/tmp"] if sandbox == "bwrap" else [scratch], "devices": devices}
 
 
