@@ -185,3 +185,52 @@ def test_the_cache_key_changes_with_torch(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(__version__="0.0", version=types.SimpleNamespace(
         cuda="1.0")))
     assert settings_digest(EvalSection(), CompileSection()) != base
+
+
+# --- the GPU group path, with its GPU parts stood in for (the real one runs under -m gpu) ------------------------
+def test_on_the_gpu_path_one_candidate_failing_to_start_or_run_leaves_the_others(ev, saxpy, monkeypatch):
+    """`_run_all` over [ok, start raises, ok, run raises, ok]: each failure is that candidate's evaluator_error,
+    naming the exception; the others get their own results, and every child started is closed."""
+    import types
+    import pipeline.evaluation.runner as runner
+    closed = []
+
+    class Child:
+        def __init__(self, k):
+            self.k = k
+
+        def freeze(self): pass
+
+        def thaw(self): pass
+
+        def close(self):
+            closed.append(self.k)
+
+    def start_candidate(ev_, group, cand, prep, take):
+        if "start-fails" in cand.code:
+            raise OSError("no such file: the warm child's socket")
+        return runner.Started(Child(cand.code), {}, None, 0.0)
+
+    def run_candidate(ev_, group, cand, prep, started):
+        if "run-fails" in cand.code:
+            raise IndexError("list index out of range")
+        started.child.close()
+        return ev_.result_of(group.task, cand, "correct", speedup=2.0)
+    monkeypatch.setattr(runner, "start_candidate", start_candidate)
+    monkeypatch.setattr(runner, "run_candidate", run_candidate)
+    monkeypatch.setattr(ev, "driver", types.SimpleNamespace(make_current=lambda: None), raising=False)
+    group = types.SimpleNamespace(task=saxpy, configs=[])
+    cands = [honest(saxpy, f"\n// {tag}") for tag in ("a", "start-fails", "b", "run-fails", "c")]
+    preps = [types.SimpleNamespace(findings=[], stage_s={}, comp=types.SimpleNamespace(ptxas_log=""), features={})] * 5
+    results = [None] * 5
+    ev._run_all(group, cands, preps, list(range(5)), results)
+    assert [r.verdict for r in results] == ["correct", "evaluator_error", "correct", "evaluator_error", "correct"]
+    assert "OSError" in results[1].reason and "IndexError: list index out of range" in results[3].reason
+    assert sorted(closed) == sorted(c.code for k, c in enumerate(cands) if k != 1)
+
+
+def test_the_ranker_reads_an_infinite_feature_as_missing():
+    from pipeline.ranker.features import ALLOWED_FEATURES, feature_vector
+    name = next(n for n in ALLOWED_FEATURES if not n.startswith("occ.limiter="))
+    vector = feature_vector({name: math.inf}, {})
+    assert math.isnan(vector[list(ALLOWED_FEATURES).index(name)])
