@@ -131,9 +131,9 @@ class EvalSection(Section):
                                    "it builds) and report speedup_compiled; costs a compilation per configuration "
                                    "and group (cudaperf bench turns it on for KernelBench)")
     allow_unbuilt: bool = Field(False, description="evaluate without a compiler for a format (no nvcc, or no CUDA "
-                                "build of torch for KernelBench answers): such candidates are `unbuilt`, earn no reward "
-                                "and their feedback says they were not built; false stops eval, train, bench and verify "
-                                "at start when compile.nvcc is missing")
+                                "build of torch for KernelBench answers): such candidates are `unbuilt`, earn no "
+                                "reward and their feedback says they were not built; false stops eval, train, bench, "
+                                "verify and sft at start when compile.nvcc is missing")
     gate_profile: Literal["strict", "kernelbench"] = Field(
         "strict", description="what the anti-hack gate accepts: 'strict' (all compute in the candidate's own kernels, "
         "the RL default) or 'kernelbench' (also torch ops and modules in ModelNew and cuBLAS, as KernelBench's harness "
