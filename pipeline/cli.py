@@ -13,7 +13,8 @@
 Each subcommand is `pipeline/commands/<name>_command.py`: `add_parser(subparsers)` and
 `run(args, open_cluster)`. User errors (bad config, missing file, no nvcc: any `UserError`,
 pipeline/core/errors.py) are caught once, in `main`, and end with one line naming the problem and the
-fix and exit status 2; a candidate's failure is a verdict, never an error of the command.
+fix and exit status 2; a candidate's failure is a verdict, never an error of the command. Commands that
+evaluate check at start that the compiler their verdicts need is there (commands/preflight.py).
 """
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ USER_ERRORS = [
     ("pipeline.ranker.dataset", "RankDataError"),
     ("pipeline.ranker.checkpoint", "CheckpointError"),
     ("pipeline.evaluation.child.sandbox", "SandboxUnavailable"),
+    ("pipeline.commands.preflight", "NoCompiler"),
 ]
 
 # Failures of our own code keep their traceback.
@@ -95,3 +96,33 @@ def test_module_command_without_its_own_catch_still_ends_in_one_line(capsys, mon
     rc, err = run_cli(["train", "model.path=/nope"], capsys)
     assert rc == 2
     assert_one_line(err, "cudaperf train: ", "model.path '/nope' is not a directory")
+
+
+# --- no verdict without its tool: commands that evaluate stop at start without nvcc -------------------------
+def _candidate_file(tmp_path):
+    from pipeline.tasks import load_tasks
+    task = next(t for t in load_tasks("builtin") if t.id == "c2cuda/saxpy")
+    path = tmp_path / "saxpy.cu"
+    path.write_text(task.implementations[0].code.replace("y[i] = a * x[i] + y[i];", "y[i] = a * x[i] + ;"))
+    return str(path)
+
+
+@pytest.mark.parametrize("command", [["eval", "c2cuda/saxpy", "CANDIDATE"], ["train"], ["verify"],
+                                     ["bench", "--suite", "c2cuda", "--answers", "/nonexistent", "--tasks", "builtin"]])
+def test_without_nvcc_a_command_that_evaluates_stops_at_start_in_one_sentence(command, capsys, tmp_path):
+    argv = [_candidate_file(tmp_path) if a == "CANDIDATE" else a for a in command]
+    rc, err = run_cli(argv + [f"compile.nvcc={tmp_path}/no-such-nvcc", f"run.output_dir={tmp_path}/runs",
+                              "eval.gpus=0"], capsys)
+    assert rc == 2
+    assert_one_line(err, f"cudaperf {command[0]}: ", f"compile.nvcc = '{tmp_path}/no-such-nvcc' is not an nvcc")
+    assert "set compile.nvcc=" in err and "eval.allow_unbuilt=true" in err
+    assert not (tmp_path / "runs").exists()  # stopped before anything was written
+
+
+def test_without_nvcc_allow_unbuilt_gives_unbuilt_and_never_says_compiles(capsys, tmp_path):
+    from pipeline.cli import main
+    rc = main(["eval", "c2cuda/saxpy", _candidate_file(tmp_path), f"compile.nvcc={tmp_path}/no-such-nvcc",
+               "eval.allow_unbuilt=true", f"compile.cache_dir={tmp_path}/c", "eval.result_cache_dir=", "eval.gpus=0"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "verdict   unbuilt" in out and "compiles" not in out and "not built" in out

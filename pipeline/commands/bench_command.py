@@ -56,6 +56,8 @@ def run(args, open_cluster=None) -> int:
     if args.samples is not None:
         pre.append(f"rollout.samples_per_task={args.samples}")
     cfg = load_config(args.config, pre + overrides)
+    from pipeline.commands.preflight import require_compiler
+    require_compiler(cfg)  # no verdict without its compiler (or eval.allow_unbuilt)
     levels = _levels(args.levels) if args.levels else cfg.tasks.kernelbench_levels
     from pipeline.dataset.measure import MeasureError, parse_shard
     try:

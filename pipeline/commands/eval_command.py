@@ -81,6 +81,8 @@ def run(args, open_cluster=None) -> int:
         cand = load_candidate_file(args.candidate, task)
     except OSError as e:  # a task file that cannot be read
         raise UserError(f"{e}; check the path and its permissions") from None
+    from pipeline.commands.preflight import require_compiler
+    require_compiler(cfg, (cand.format,))  # no verdict without its compiler (or eval.allow_unbuilt)
     from pipeline.evaluation.gpu.driver import gpu_count
     use_gpu = cfg.eval.gpus != 0 and gpu_count() > 0
     result = Evaluator(cfg.eval, cfg.compile, use_gpu=use_gpu).evaluate(task, [cand])[0]

@@ -15,6 +15,10 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 
 def run(args, open_cluster=None) -> int:
+    from pipeline.commands.preflight import require_compiler
     from pipeline.sft.run import run_sft
-    run_sft(load_config(args.config, args.overrides), open_cluster)  # a UserError ends in pipeline/cli.py, as one line
+    cfg = load_config(args.config, args.overrides)  # a UserError ends in pipeline/cli.py, as one line
+    if cfg.sft.mode == "rejection" or cfg.sft.heldout_source:  # it evaluates samples: no verdict without a compiler
+        require_compiler(cfg)
+    run_sft(cfg, open_cluster)
     return 0

@@ -63,6 +63,8 @@ def run(args, open_cluster) -> int:
     from pipeline.rl.tracking import latest_checkpoint, run_summary
     overrides = args.overrides
     cfg = load_config(args.config, overrides)  # user errors end in pipeline/cli.py, as one line
+    from pipeline.commands.preflight import require_compiler
+    require_compiler(cfg)  # no verdict without its compiler (or eval.allow_unbuilt), said before anything starts
     resume = resolve_resume(args.resume) if args.resume else None
     run_dir = Path(cfg.run.output_dir) / cfg.run.name
     if resume is None and (run_dir / "checkpoints").is_dir():

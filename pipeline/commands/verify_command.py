@@ -91,6 +91,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 def run(args, open_cluster) -> int:
     cfg = load_config(args.config, args.overrides)
+    from pipeline.commands.preflight import require_compiler
+    require_compiler(cfg)  # no verdict without its compiler (or eval.allow_unbuilt)
     report = verify_tasks(cfg, open_cluster(cfg), out_path=args.out)
     print(json.dumps(report["summary"], indent=2))
     return 0 if report["summary"]["failed"] == 0 else 1

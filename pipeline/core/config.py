@@ -130,6 +130,10 @@ class EvalSection(Section):
     compile_baseline: bool = Field(False, description="torch2cuda: also time the reference under torch.compile (where "
                                    "it builds) and report speedup_compiled; costs a compilation per configuration "
                                    "and group (cudaperf bench turns it on for KernelBench)")
+    allow_unbuilt: bool = Field(False, description="evaluate without a compiler for a format (no nvcc, or no CUDA "
+                                "build of torch for KernelBench answers): such candidates are `unbuilt`, earn no "
+                                "reward and their feedback says they were not built; false stops eval, train, bench, "
+                                "verify and sft at start when compile.nvcc is missing")
     gate_profile: Literal["strict", "kernelbench"] = Field(
         "strict", description="what the anti-hack gate accepts: 'strict' (all compute in the candidate's own kernels, "
         "the RL default) or 'kernelbench' (also torch ops and modules in ModelNew and cuBLAS, as KernelBench's harness "
@@ -231,7 +235,8 @@ class RewardSection(Section):
                           - self.w_ranker)
         others = {"format_error": self.format_error, "compile_error": self.compile_error,
                   "runtime_error": self.runtime_error, "timeout": self.timeout, "incorrect": self.incorrect,
-                  "compiled_value": self.compiled_value, "lowest correct reward": lowest_correct}
+                  "compiled_value": self.compiled_value, "lowest correct reward": lowest_correct,
+                  "the neutral reward of evaluator_error and unbuilt": 0.0}
         lowest_name = min(others, key=others.__getitem__)
         if self.rejected >= others[lowest_name]:
             problems.append(f"rejected={self.rejected:g} must be below every other reward (the lowest is "

@@ -26,11 +26,15 @@ TaskKind = Literal["c2cuda", "torch2cuda"]
 CandidateFormat = Literal["c2cuda", "light", "kernelbench"]
 Verdict = Literal[
     "format_error", "compile_error", "rejected", "runtime_error", "timeout",
-    "incorrect", "correct", "not_executed", "evaluator_error",
+    "incorrect", "correct", "not_executed", "unbuilt", "evaluator_error",
 ]
-"""`evaluator_error`: the trusted side failed (the task's reference or baseline, the evaluator's own
-memory or processes, a GPU that stayed busy): nothing is known about the candidate, which is
-neither blamed nor rewarded (a neutral reward, left out of the group's advantages)."""
+"""`not_executed`: gated and compiled, never run (no GPU). `unbuilt`: gated but not built, because this
+host has no compiler for its format (no nvcc, or no CUDA build of torch for a KernelBench answer) and
+`eval.allow_unbuilt` asked to go on without one: nothing is known about whether it compiles, so it
+earns nothing and takes no part in its group's advantages. `evaluator_error`: the trusted side failed
+(the task's reference or baseline, the evaluator's own memory, processes or code, a GPU that stayed
+busy): nothing is known about the candidate, which is neither blamed nor rewarded (a neutral reward,
+left out of the group's advantages)."""
 ArgRole = Literal["in", "out", "inout", "scalar"]
 
 
@@ -166,13 +170,13 @@ class Task(Record):
     def content_hash(self) -> str:
         """The task as evaluated: what a cached evaluation result depends on (implementations excluded)."""
         body = self.model_dump_json(exclude={"implementations", "source_path", "description"})
-        return hashlib.sha256(body.encode()).hexdigest()[:16]
+        return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
     def measured_hash(self) -> str:
         """The task as measured, implementations included (the `task_hash` of the measured dataset): a
         change to any of it means measuring again."""
         body = self.model_dump_json(exclude={"source_path", "description"})
-        return hashlib.sha256(body.encode()).hexdigest()[:16]
+        return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 class Candidate(Record):
@@ -182,7 +186,9 @@ class Candidate(Record):
     turn: int = 0
 
     def content_hash(self) -> str:
-        return hashlib.sha256(f"{self.format}\0{self.code}".encode()).hexdigest()[:16]
+        """16 hex digits of format and code; any text hashes, lone surrogates included ("surrogatepass"), so a
+        candidate the evaluator cannot read still has a name in its result."""
+        return hashlib.sha256(f"{self.format}\0{self.code}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 class Timing(Record):

@@ -1,11 +1,16 @@
 """The evaluator: a group of candidates for one task in, one EvalResult per candidate out.
 
 Order of work (the evaluation protocol of the design notes):
+ 0. intake (intake.py): a candidate the evaluator cannot read (text UTF-8 cannot encode, a NUL
+    character, past the size limit, a field of the wrong type) -> `format_error` naming its rule;
  1. static gate (gate/) -> `rejected` naming rule and line;
- 2. compile (compile.py, cached) -> `compile_error` with the trimmed log;
- 3. without a GPU: `not_executed` (never counted as correct); where the trusted side fails (the
-    task's reference or baseline, the evaluator's memory, a GPU that stays busy): `evaluator_error`,
-    which blames and rewards no candidate and is never cached;
+ 2. compile (compile.py, cached) -> `compile_error` with the trimmed log; no compiler for the
+    format on this host (only with eval.allow_unbuilt; otherwise the commands stop at start) ->
+    `unbuilt`, which earns nothing and is never cached;
+ 3. without a GPU: `not_executed` (built, never counted as correct); where the trusted side fails (the
+    task's reference or baseline, the evaluator's memory, a GPU that stays busy, an exception of our own
+    code in one candidate's path): `evaluator_error`, which blames and rewards no candidate and is never
+    cached; the other candidates of the list go on;
  4. on a GPU, once per group: fresh secret seeds, inputs and reference outputs (reference.py),
     device buffers the trusted side owns; then each candidate in its own child process
     (child/sandbox.py, child/main.py): correctness on every check configuration, twice with different
@@ -15,7 +20,8 @@ Order of work (the evaluation protocol of the design notes):
     own clock under an exclusive GPU lock, every timed call's outputs checked, times below the
     roofline floor rejected.
 Identical candidates are evaluated once (by content hash), and results are cached on disk by
-candidate, task, evaluator version and GPU.
+candidate, task, evaluator version, GPU and every verdict-relevant setting and tool
+(result_cache.settings_digest). No number in a result is NaN or infinite (intake.finite_result).
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from dataclasses import dataclass
+from typing import get_args
 
 from pipeline.core.config import CompileSection, EvalSection
 from pipeline.evaluation.gpu import device_views
@@ -34,17 +41,19 @@ from pipeline.evaluation.gpu.driver import CudaError, allocated_bytes
 from pipeline.evaluation.gpu.lock import GpuLock
 from pipeline.evaluation.gpu.memory_budget import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout, gib
 from pipeline.evaluation.gate import check_candidate, cuda_sources_of, gate_profile
-from pipeline.evaluation.checks.reference import (ANCHOR_CALLS, GroupData, TaskBroken, add_anchor_slot,
+from pipeline.evaluation.checks.reference import (GroupData, TaskBroken, add_anchor_slot,
                                                   add_timing_slots, adopt_baseline_outputs, arena_layout, build_c2cuda,
-                                                  build_torch2cuda, can_anchor_c, check_outputs, compare, config_bytes,
+                                                  build_torch2cuda, can_anchor_c, check_outputs, config_bytes,
                                                   group_footprint, poison_byte, run_c_reference, run_c_reference64,
                                                   to_device)
-from pipeline.evaluation.checks.fidelity import C_FLOAT64_PRELUDE, anchor_allowance
-from pipeline.evaluation.result_cache import ResultCache
+from pipeline.evaluation.checks.fidelity import C_FLOAT64_PRELUDE
+from pipeline.evaluation.checks.timed_anchor import attach_timed_anchors
+from pipeline.evaluation.intake import finite_result, unusable
+from pipeline.evaluation.result_cache import ResultCache, settings_digest
 from pipeline.evaluation.child.sandbox import ChildFailed, ChildProcess, SandboxUnavailable
 from pipeline.evaluation.timing.timed_rounds import CALIBRATION_FILL_MAX
 from pipeline.evaluation.timing.statistics import TrustedClock, time_calls
-from pipeline.core.records import Candidate, EvalResult, Finding, Task
+from pipeline.core.records import Candidate, CandidateFormat, EvalResult, Finding, Task
 
 EVALUATOR_VERSION = "18"  # in every result's cache key and report; what each version changed: docs/changelog.md
 
@@ -68,6 +77,7 @@ class Evaluator:
         self.use_gpu = use_gpu
         self.gpu_name = "cpu"
         self.cache = ResultCache(eval_cfg.result_cache_dir, eval_cfg.cache_confirmations)
+        self.settings = settings_digest(eval_cfg, compile_cfg)  # in every cache key
         self.child_user = eval_cfg.unprivileged_user if eval_cfg.sandbox == "none" else ""
         self.sandbox_note = ("children ran without the OS sandbox (eval.sandbox=none): no namespaces, no read-only "
                              "mounts" if eval_cfg.sandbox == "none" else "")
@@ -92,13 +102,24 @@ class Evaluator:
     # --- public ---------------------------------------------------------------------------
     def evaluate(self, task: Task, candidates: list[Candidate],
                  compiled: list[CompileResult | None] | None = None) -> list[EvalResult]:
-        """Results in candidate order; duplicates and cached candidates are not re-run."""
+        """Results in candidate order; duplicates and cached candidates are not re-run. One candidate's
+        problem is its own result, never the list's exception: a candidate the evaluator cannot read is a
+        `format_error` (intake.py), an exception of our own code in its path its `evaluator_error`."""
         compiled = list(compiled) if compiled else [None] * len(candidates)
+        if len(compiled) != len(candidates):
+            raise ValueError(f"evaluate: {len(compiled)} compile results for {len(candidates)} candidates")
         unique: dict[str, int] = {}
+        keys: dict[int, str] = {}
         results: list[EvalResult | None] = [None] * len(candidates)
         pending = []
         for i, cand in enumerate(candidates):
-            key = self._cache_key(task, cand)
+            problem = unusable(cand)
+            if problem is not None:  # never hashed, cached or gated
+                results[i] = self.result_of(task, cand, "format_error", problem.reason, flags=[problem.rule],
+                                            findings=[Finding(source="gate", severity="error", rule=problem.rule,
+                                                              message=problem.reason)])
+                continue
+            keys[i] = key = self._cache_key(task, cand)
             if key in unique:
                 continue
             unique[key] = i
@@ -107,39 +128,61 @@ class Evaluator:
                 results[i] = hit.model_copy(update={"cached": True, "turn": cand.turn})
             else:
                 pending.append(i)
-        prepared = {i: self.gate_and_compile(task, candidates[i], compiled[i]) for i in pending}
-        runnable = [i for i in pending if isinstance(prepared[i], Prepared)]
+        prepared = {i: self._guarded(task, candidates[i], "gate and compile", self.gate_and_compile, task,
+                                     candidates[i], compiled[i]) for i in pending}
+        runnable = []
         for i in pending:
             if not isinstance(prepared[i], Prepared):
                 results[i] = prepared[i]
+            elif prepared[i].comp.unavailable:  # no compiler for its format here: nothing is known
+                results[i] = self._unbuilt(task, candidates[i], prepared[i])
+            else:
+                runnable.append(i)
         if runnable and not self.use_gpu:
             for i in runnable:
-                results[i] = self._not_executed(task, candidates[i], prepared[i])
-        elif any(prepared[i].comp.unavailable for i in runnable):
-            for i in [i for i in runnable if prepared[i].comp.unavailable]:
-                results[i] = self._not_executed(task, candidates[i], prepared[i])
-            runnable = [i for i in runnable if results[i] is None]
-        if runnable and self.use_gpu:
+                results[i] = self._guarded(task, candidates[i], "reporting", self._not_executed, task, candidates[i],
+                                           prepared[i])
+        elif runnable:
             self._run_on_gpu(task, candidates, prepared, runnable, results)
         for i in pending:
+            results[i] = finite_result(results[i])
             results[i].findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
-            if results[i].verdict != "evaluator_error":  # the evaluator's own failure may not recur: never kept
-                self.cache.put(self._cache_key(task, candidates[i]), results[i])
+            if results[i].verdict not in ("evaluator_error", "unbuilt"):  # what the host lacked: never kept
+                self.cache.put(keys[i], results[i])
         for i, cand in enumerate(candidates):
             if results[i] is None:
-                first = results[unique[self._cache_key(task, cand)]]
+                first = results[unique[keys[i]]]
                 results[i] = first.model_copy(update={"cached": True, "turn": cand.turn})
         return results
 
     # --- stages ---------------------------------------------------------------------------
     def _cache_key(self, task: Task, cand: Candidate) -> str:
-        compiled = "-tc" if self.cfg.compile_baseline and task.kind == "torch2cuda" else ""  # results with that timing
+        """Candidate, task, evaluator version, GPU, and the digest of every verdict-relevant setting and tool
+        (result_cache.settings_digest: gate profile, compile flags, tolerances of timing, the toolchain...)."""
         return (f"{cand.content_hash()}-{task.content_hash()}-{EVALUATOR_VERSION}-{self.gpu_name.replace(' ', '_')}"
-                f"{compiled}-{self.cfg.gate_profile}")  # a verdict under one gate profile is never served for another
+                f"-{self.settings}")
 
     def result_of(self, task: Task, cand: Candidate, verdict: str, reason: str = "", **kw) -> EvalResult:
-        return EvalResult(task_id=task.id, candidate_hash=cand.content_hash(), format=cand.format, turn=cand.turn,
+        """A result for `cand`; fields a malformed one lacks (intake.py) take defaults: no hash, the task's format."""
+        fmt, turn = getattr(cand, "format", None), getattr(cand, "turn", 0)
+        named = isinstance(cand, Candidate) and isinstance(getattr(cand, "code", None), str)
+        return EvalResult(task_id=task.id, candidate_hash=cand.content_hash() if named else "",
+                          format=fmt if fmt in get_args(CandidateFormat) else
+                          ("c2cuda" if task.kind == "c2cuda" else "light"),
+                          turn=turn if isinstance(turn, int) and not isinstance(turn, bool) else 0,
                           verdict=verdict, reason=reason, gpu=self.gpu_name, evaluator_version=EVALUATOR_VERSION, **kw)
+
+    def _guarded(self, task: Task, cand: Candidate, stage: str, work, *args):
+        """`work(*args)`, or, where our own code raises in this candidate's path, its `evaluator_error`
+        naming the stage and the exception: the other candidates of the list go on."""
+        try:
+            return work(*args)
+        except Exception as e:  # noqa: BLE001 - any failure of ours in one candidate's path is that candidate's
+            return self._own_failure(task, cand, stage, e)
+
+    def _own_failure(self, task: Task, cand: Candidate, stage: str, e: BaseException) -> EvalResult:
+        return self.result_of(task, cand, "evaluator_error", f"not judged: the evaluator failed in {stage}: "
+                              f"{type(e).__name__}: {str(e)[:300]}")
 
     def gate_and_compile(self, task: Task, cand: Candidate, comp: CompileResult | None):
         """A Prepared candidate to run, or the final EvalResult of a candidate that stops here."""
@@ -196,9 +239,15 @@ class Evaluator:
         return analysis.features(), analysis.findings
 
     def _not_executed(self, task: Task, cand: Candidate, prep: Prepared, why: str = "") -> EvalResult:
-        why = why or (prep.comp.log if prep.comp.unavailable else "no GPU is available to this evaluator")
+        """Built, never run: `why` (default: no GPU here)."""
+        why = why or "no GPU is available to this evaluator"
         return self.result_of(task, cand, "not_executed", f"compiled but not run: {why}", findings=prep.findings,
                           stage_s=prep.stage_s, compile_log=prep.comp.ptxas_log, features=prep.features)
+
+    def _unbuilt(self, task: Task, cand: Candidate, prep: Prepared) -> EvalResult:
+        """Gated, never built: this host has no compiler for its format (eval.allow_unbuilt); its log says why."""
+        return self.result_of(task, cand, "unbuilt", f"not built here: {prep.comp.log}", findings=prep.findings,
+                              stage_s=prep.stage_s)
 
     def _evaluator_error(self, task: Task, cand: Candidate, prep: Prepared, why: str) -> EvalResult:
         return self.result_of(task, cand, "evaluator_error", f"not judged: {why}", findings=prep.findings,
@@ -230,11 +279,17 @@ class Evaluator:
                     peak = torch.cuda.max_memory_reserved() + group.arena_bytes
                     self.release_group(group)
                 for i in runnable:
-                    results[i].peak_memory_bytes = peak
+                    if results[i] is not None:
+                        results[i].peak_memory_bytes = peak
         except (TaskBroken, MemoryTooLarge, MemoryWaitTimeout) as e:  # the trusted side failed: nobody is blamed
             for i in runnable:
                 if results[i] is None:
                     results[i] = self._evaluator_error(task, candidates[i], prepared[i], str(e))
+        except Exception as e:  # noqa: BLE001 - our own code failed on the group: its unjudged candidates say so
+            for i in runnable:
+                if results[i] is None:
+                    results[i] = self._evaluator_error(task, candidates[i], prepared[i], f"the evaluator failed on "
+                                                       f"the group: {type(e).__name__}: {str(e)[:300]}")
 
     # --- GPU group ----------------------------------------------------------------------------
     def _probe_child_user(self) -> None:
@@ -341,71 +396,7 @@ class Evaluator:
             if not reply["ok"]:
                 raise TaskBroken(f"task {task.id}: the naive baseline failed on {cd.name}: {reply['error']}")
         adopt_baseline_outputs(group, self.stage_inputs, call)
-        self._c2cuda_timed_anchors(group, base_impl.code)
-
-    def _c2cuda_timed_anchors(self, group: GroupData, baseline_code: str) -> None:
-        """The float64 anchor of timed calls (ConfigData.timed_anchor): the naive baseline built in float64
-        (fidelity.C_FLOAT64_PRELUDE) in a trusted child of its own, on the buffers `add_anchor_slot` made. It must
-        agree with the float32 baseline on both check sets of each timing configuration at the task's tolerance;
-        where it does not build, load, run or agree (float bit tricks, float4 loads), its child is closed, the timed
-        calls keep the tolerance alone and `timed_anchor_note` says why: never the group's failure."""
-        import torch
-        task, timed = group.task, [(ci, cd) for ci, cd in enumerate(group.configs) if cd.time and cd.anchor_slot]
-        if not timed:
-            return
-
-        def without(why: str) -> None:
-            for _, cd in timed:
-                cd.timed_anchor, cd.timed_anchor_note = None, why
-            if group.anchor_child is not None:
-                group.anchor_child.close()
-                group.anchor_child = None
-        built = self.compiler.compile_cuda(C_FLOAT64_PRELUDE + baseline_code)
-        if not built.ok:
-            return without("the naive baseline does not build in float64")
-        child = self.start_child(False)
-        group.anchor_child = child
-
-        def run64(ci: int, cd, inputs: dict) -> dict:
-            """{position: float64 output} of one float64 baseline call on `inputs` ({position: tensor})."""
-            for j, b in enumerate(cd.anchor_slot):
-                buf = group.buffers[b]
-                if j in inputs:
-                    buf.view.copy_(inputs[j].reshape(buf.view.shape))  # float32 -> float64 is exact
-                elif buf.role == "out":
-                    self.driver.memset_async(buf.ptr, poison_byte(buf.dtype), buf.nbytes)
-            self.driver.synchronize()  # staged before the other process reads them
-            reply = child.request({"op": "call", "config": ci}, self.cfg.run_timeout_s)
-            if not reply.get("ok"):
-                raise TaskBroken(f"task {task.id}: the float64 naive baseline failed on {cd.name}: {reply.get('error')}")
-            return {j: group.buffers[b].view.clone() for j, b in enumerate(cd.anchor_slot)
-                    if group.buffers[b].role in ("out", "inout")}
-        try:
-            reply = self.load_into_child(child, group, "c2cuda", built, task.function, trusted=True,
-                                         calls=ANCHOR_CALLS)
-            if not reply.get("ok"):
-                return without(f"the naive baseline built in float64 does not load: {str(reply.get('error'))[:200]}")
-            for ci, cd in timed:
-                for si, inputs in enumerate(cd.input_sets):
-                    got = run64(ci, cd, {j: inputs[b] for j, b in enumerate(cd.buffers) if b in inputs})
-                    for j, b in enumerate(cd.buffers):
-                        ok, _, why = compare(cd.expected[si][b].reshape(-1), got[j].reshape(-1), task.tolerance) \
-                            if j in got else (True, 0.0, "")
-                        if not ok:
-                            return without(f"the naive baseline in float64 disagrees with itself in float32 on "
-                                           f"{cd.name}, check set {si + 1} ({why})")
-        except (ChildFailed, TaskBroken, CudaError) as e:
-            return without(f"the naive baseline in float64 failed: {str(e)[:200]}")
-
-        def anchor_of(ci: int, cd):
-            def anchor(fresh_set: dict, expected: dict) -> dict:
-                got = run64(ci, cd, fresh_set)
-                inputs = [t for t in fresh_set.values()]
-                return {j: (o64, anchor_allowance(expected[j], o64, inputs)) for j, o64 in got.items()
-                        if j in expected and expected[j].dtype == torch.float32}
-            return anchor
-        for ci, cd in timed:
-            cd.timed_anchor, cd.timed_anchor_note = anchor_of(ci, cd), ""
+        attach_timed_anchors(self, group, base_impl.code)
 
     def release_group(self, group: GroupData) -> None:
         for child in (group.baseline_child, group.anchor_child):
@@ -498,24 +489,42 @@ class Evaluator:
             if started.child is not None:  # loaded ahead: frozen until its turn, so it cannot disturb others
                 started.child.freeze()
             return started
+        def started_of(future, k: int):
+            """The candidate's Started, or, where our code failed to start it, its evaluator_error."""
+            try:
+                return future.result()
+            except Exception as e:  # noqa: BLE001 - one candidate's start failed: its result, the rest go on
+                return self._own_failure(group.task, cands[k], "starting its process", e)
+
+        def close(started) -> None:
+            if isinstance(started, EvalResult) or started.child is None:
+                return
+            started.child.close()
         with ThreadPoolExecutor(max_workers=1) as ahead:
             upcoming = ahead.submit(start, 0)
             try:
                 for k in range(len(cands)):
-                    started, upcoming = upcoming.result(), None
+                    started, upcoming = started_of(upcoming, k), None
                     if k + 1 < len(cands):
                         upcoming = ahead.submit(start, k + 1)
-                    self.driver.make_current()
-                    if started.child is not None:
-                        started.child.thaw()
-                    results[slots[k]] = run_candidate(self, group, cands[k], preps[k], started)
+                    if isinstance(started, EvalResult):
+                        results[slots[k]] = started
+                        continue
+                    try:
+                        self.driver.make_current()
+                        if started.child is not None:
+                            started.child.thaw()
+                        results[slots[k]] = run_candidate(self, group, cands[k], preps[k], started)
+                    except Exception as e:  # noqa: BLE001 - our code failed on this candidate: the rest go on
+                        close(started)
+                        results[slots[k]] = self._evaluator_error(group.task, cands[k], preps[k], f"the evaluator "
+                                                                  f"failed running it: {type(e).__name__}: {str(e)[:300]}")
                     if self._restore_params(group) and upcoming is not None:  # the next one may have copied
-                        if upcoming.result().child is not None:               # the damaged weights: load again
-                            upcoming.result().child.close()
+                        close(started_of(upcoming, k + 1))                     # the damaged weights: load again
                         upcoming = ahead.submit(start, k + 1)
             finally:
-                if upcoming is not None and upcoming.result().child is not None:
-                    upcoming.result().child.close()
+                if upcoming is not None:
+                    close(started_of(upcoming, len(cands) - 1))
                 for pool in warm.values():
                     pool.close()
 

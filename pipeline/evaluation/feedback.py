@@ -1,7 +1,8 @@
 """The one feedback formatter: an EvalResult in, the message the policy reads next turn out.
 
-Rollout only places this text in the conversation. It states the verdict in one line, then what
-the policy can act on: compiler errors, the first failing configuration, per-configuration
+Rollout only places this text in the conversation. It states the verdict in one line (never that code
+builds unless it was built: `unbuilt` says it was not), then what the policy can act on: compiler
+errors, the first failing configuration, per-configuration
 times against the baseline, and the structural hints (most severe first, at most `max_hints`).
 """
 from __future__ import annotations
@@ -16,7 +17,9 @@ HEADLINES = {
     "timeout": "Your code did not finish in time",
     "incorrect": "Your code ran but produced wrong results",
     "correct": "Your code is correct",
-    "not_executed": "Your code compiles; it could not be run here (no GPU), so correctness is unknown",
+    "not_executed": "Your code was compiled but could not be run here, so correctness is unknown",
+    "unbuilt": "Your code was not built: this host has no compiler for it, so neither its build nor its "
+               "correctness is known",
     "evaluator_error": "Your code could not be judged: the evaluator itself failed on this task, not your code",
 }
 

@@ -1,4 +1,9 @@
-"""EvalResults cached by content: candidate hash, task hash, evaluator version and GPU name.
+"""EvalResults cached by content: candidate hash, task hash, evaluator version, GPU name and the settings.
+
+The settings part is `settings_digest`: one digest of every setting that can change a verdict, a
+speedup or what a result says (the eval and compile sections, but for the fields in LEFT_OUT), the
+compiler's version (`compile.toolchain_id`) and torch's version and CUDA; a new config field is in it
+unless it is added to LEFT_OUT with its reason.
 
 A result is a pure function of those (inputs are fresh each time, but a correct candidate is
 correct on any inputs), so a cached result is reused across groups, steps and runs. Timings in
@@ -11,15 +16,58 @@ pass would reward every later copy of it. Until then every lookup misses, so the
 evaluated again on new inputs; a failure on any evaluation replaces the passes (it is what the
 kernel does). Every other verdict is served at once: a failure, a refusal or a compile error does
 not become a pass by evaluating it again. A `not_executed` result (no GPU) is served at once too.
+`evaluator_error` and `unbuilt` results are never kept (the evaluator does not put them): they say
+what the host lacked, not what the candidate is.
 """
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 from pathlib import Path
 
+from pipeline.core.config import CompileSection, EvalSection
 from pipeline.core.records import EvalResult
+
+LEFT_OUT = {
+    # where things are kept, how many workers run them, and when a result is served: never what it says
+    "eval.gpus": "how many evaluator actors run (whether a GPU ran the candidate is in the key: the GPU's name)",
+    "eval.workers_per_gpu": "how many evaluators share a GPU (timing stays exclusive)",
+    "eval.warm_children": "how many children are started ahead; each serves one candidate alike",
+    "eval.gpu_memory_fraction": "decides only waits and evaluator_error, which is never cached",
+    "eval.memory_wait_s": "decides only evaluator_error, which is never cached",
+    "eval.warmup_trials": "read only by dataset measurement's timer, never by a candidate's evaluation",
+    "eval.result_cache_dir": "where this cache lives",
+    "eval.cache_confirmations": "when a cached pass is served, not what it says",
+    "eval.max_retries": "resubmissions after an actor died",
+    "eval.allow_unbuilt": "decides only `unbuilt`, which is never cached",
+    "compile.nvcc": "a path; the compiler's version (compile.toolchain_id) is in the digest instead",
+    "compile.cache_dir": "where the artefact cache lives",
+    "compile.workers": "how many compile workers run",
+    "compile.candidates_per_call": "how candidates are batched to compile workers",
+}
+"""Settings deliberately left out of `settings_digest`, each with its reason; every other field is in it."""
+
+
+def _torch_version() -> str:
+    try:
+        import torch
+    except ImportError:
+        return "no torch"
+    return f"torch {torch.__version__} cuda {torch.version.cuda}"
+
+
+def settings_digest(eval_cfg: EvalSection, compile_cfg: CompileSection) -> str:
+    """16 hex digits over every field of the eval and compile sections not in LEFT_OUT, the compiler's
+    version and torch's (the reference and KernelBench builds run in it): a result is served only under
+    the settings and tools that made it."""
+    from pipeline.evaluation.build.compile import toolchain_id
+    kept = {f"{name}.{k}": v for name, section in (("eval", eval_cfg), ("compile", compile_cfg))
+            for k, v in section.model_dump(mode="json").items() if f"{name}.{k}" not in LEFT_OUT}
+    kept["toolchain"] = toolchain_id(compile_cfg.nvcc)
+    kept["torch"] = _torch_version()
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
 
 
 class ResultCache:

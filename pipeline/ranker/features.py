@@ -74,12 +74,14 @@ ANALYSIS_VERSION = "1"
 
 
 def _number(value) -> float:
+    """A feature's value as a float; NaN (the models' "missing") for none, text, or an infinite value."""
     if value is None or isinstance(value, str):
         return math.nan
     try:
-        return float(value)
+        value = float(value)
     except (TypeError, ValueError):
         return math.nan
+    return value if math.isfinite(value) else math.nan
 
 
 def task_features(task) -> dict[str, float]:

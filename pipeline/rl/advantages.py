@@ -21,6 +21,7 @@ A group of one sample has no baseline: its advantage is 0. Equal returns give 0 
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
 from typing import Literal
 
@@ -31,8 +32,9 @@ from pipeline.core.config import RLSection
 Estimator = Literal["grpo", "rloo"]
 
 
-UNJUDGED_VERDICTS = ("evaluator_error",)
-"""Turns the evaluator could not judge (its own failure): advantage 0, outside their group's mean and spread."""
+UNJUDGED_VERDICTS = ("evaluator_error", "unbuilt")
+"""Turns nothing is known of (the evaluator's own failure; code no compiler here could build): advantage 0,
+outside their group's mean and spread (reward.UNJUDGED, kept equal by a test)."""
 
 
 def discounted_returns(rewards: Sequence[float], gamma: float) -> list[float]:
@@ -89,12 +91,14 @@ def returns_and_advantages(task_ids: Sequence[str], rewards: Sequence[Sequence[f
     """Per episode and turn: the discounted return (`cfg.gamma`), and the advantage within the group of
     the same task and turn index (`cfg.advantage_estimator`, `normalise_by_std`, `std_eps`). Pass one
     step's episodes together: groups are formed across the whole list. Turns whose verdict is in
-    UNJUDGED_VERDICTS get advantage 0 and take no part in their group's statistics."""
+    UNJUDGED_VERDICTS, or whose return is not finite, get advantage 0 and take no part in their group's
+    statistics."""
     if not len(task_ids) == len(rewards) == len(verdicts) or any(len(r) != len(v) for r, v in zip(rewards, verdicts)):
         raise ValueError("returns_and_advantages needs one task id, and one verdict per reward, for every episode")
     returns = [discounted_returns(r, cfg.gamma) for r in rewards]
     advantages = [[0.0] * len(r) for r in rewards]
-    judged = [(e, t) for e, vs in enumerate(verdicts) for t, v in enumerate(vs) if v not in UNJUDGED_VERDICTS]
+    judged = [(e, t) for e, vs in enumerate(verdicts) for t, v in enumerate(vs)
+              if v not in UNJUDGED_VERDICTS and math.isfinite(returns[e][t])]  # a NaN would poison its whole group
     if judged:
         adv = group_advantages(torch.tensor([returns[e][t] for e, t in judged], dtype=torch.float64),
                                group_ids([(task_ids[e], t) for e, t in judged]), cfg.advantage_estimator,

@@ -3,7 +3,8 @@
 In: the scheduler's `EpisodeOutcome`s of one step (trajectories, and per turn the candidate and its
 `EvalResult`), the `reward` and `rl` config sections, and the seconds each role was busy.
 Out: `ScoredEpisode`s, made once and never changed after: per turn the rollout's `Turn`, its
-`EvalResult`, and the step's reward, reward terms, return and advantage (the learner's input), and a
+`EvalResult`, and the step's reward, reward terms (with notes on any input of the reward that was NaN,
+infinite or out of range and so counted as absent), return and advantage (the learner's input), and a
 flat dict of metrics (prefix `rollout/`, `reward/`, `busy/`). The outcomes are not changed; no Ray.
 
 An episode whose generation or evaluation was lost on every retry (stop_reason 'error') has a
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pipeline.core.config import RewardSection, RLSection
 from pipeline.core.records import EvalResult, Task, Trajectory, Turn
 from pipeline.rl.advantages import returns_and_advantages
-from pipeline.rl.reward import TERMS, compute_reward
+from pipeline.rl.reward import TERMS, compute_reward, reward_notes, usable_speedup
 from pipeline.rollout.episodes import EpisodeOutcome
 
 ROLES = ("generator", "evaluator", "learner")
@@ -39,6 +40,7 @@ class ScoredTurn:
     reward_terms: Mapping[str, float]   # each component of the reward
     return_: float                      # discounted sum of this and later turns' rewards
     advantage: float                    # within the group of the same task and turn index
+    reward_notes: tuple[str, ...] = ()  # inputs of the reward that were not usable (NaN, inf, out of range)
 
 
 @dataclass(frozen=True)
@@ -76,13 +78,14 @@ def prepare_step(outcomes: Sequence[EpisodeOutcome], reward_cfg: RewardSection, 
         if len(prefs) != len(o.turns):
             raise ValueError(f"episode {o.trajectory.episode_id}: the ranker gave {len(prefs)} preferences for "
                              f"{len(o.turns)} judged turns; it must answer one per turn (None where not correct)")
-        rewards.append([compute_reward(j.result, reward_cfg, ranker_preference=p) for j, p in zip(o.turns, prefs)])
+        rewards.append([(*compute_reward(j.result, reward_cfg, ranker_preference=p), tuple(reward_notes(j.result, p)))
+                        for j, p in zip(o.turns, prefs)])
     returns, advantages = returns_and_advantages(
-        [o.trajectory.task_id for _, o in usable], [[r for r, _ in rw] for rw in rewards],
+        [o.trajectory.task_id for _, o in usable], [[r for r, _, _ in rw] for rw in rewards],
         [[j.result.verdict for j in o.turns] for _, o in usable], rl_cfg)
     return [ScoredEpisode(o.trajectory, tuple(
-                ScoredTurn(j.turn, j.result, reward, dict(terms), ret, adv)
-                for j, (reward, terms), ret, adv in zip(o.turns, rw, rets, advs)))
+                ScoredTurn(j.turn, j.result, reward, dict(terms), ret, adv, notes)
+                for j, (reward, terms, notes), ret, adv in zip(o.turns, rw, rets, advs)))
             for (_, o), rw, rets, advs in zip(usable, rewards, returns, advantages)]
 
 
@@ -97,7 +100,8 @@ def rollout_metrics(outcomes: Sequence[EpisodeOutcome], episodes: Sequence[Score
     turns = [t.turn for t in scored]
     verdicts = Counter(t.result.verdict for t in scored)
     finals = [e.turns[-1] for e in episodes]
-    correct_speedups = [t.result.speedup for t in scored if t.result.verdict == "correct" and t.result.speedup]
+    correct_speedups = [usable_speedup(t.result.speedup) for t in scored if t.result.verdict == "correct"]
+    correct_speedups = [s for s in correct_speedups if s is not None]  # NaN, inf or <= 0 are not speedups
     episode_returns = [sum(t.reward for t in e.turns) for e in episodes]
     metrics: dict[str, float] = {
         "rollout/episodes": float(len(outcomes)),
@@ -112,12 +116,14 @@ def rollout_metrics(outcomes: Sequence[EpisodeOutcome], episodes: Sequence[Score
         "reward/episode_mean": _mean(episode_returns),
         "reward/final_turn_mean": _mean([t.reward for t in finals]),
         "reward/advantage_abs_mean": _mean([abs(t.advantage) for t in scored]),
+        "reward/unusable_input_turns": float(sum(bool(t.reward_notes) for t in scored)),
         "correct/turn_fraction": _mean([float(t.result.verdict == "correct") for t in scored]),
         "correct/episode_fraction": _mean([float(any(t.result.verdict == "correct" for t in e.turns))
                                            for e in episodes]),
         "speedup/correct_geomean": (math.exp(_mean([math.log(s) for s in correct_speedups]))
                                     if correct_speedups else float("nan")),
-        "speedup/best_mean": _mean([max((t.result.speedup or 0.0) for t in e.turns if t.result.verdict == "correct")
+        "speedup/best_mean": _mean([max((usable_speedup(t.result.speedup) or 0.0) for t in e.turns
+                                        if t.result.verdict == "correct")
                                     for e in episodes if any(t.result.verdict == "correct" for t in e.turns)]),
     }
     groups: dict[tuple[str, int], list[float]] = {}

@@ -35,7 +35,7 @@ PLOTTED = (("reward/turn_mean", "reward per turn"), ("correct/turn_fraction", "c
            ("speedup/correct_geomean", "speedup of correct turns (geomean)"),
            ("rollout/turns_used_mean", "turns used per episode"))
 EXECUTED = ("correct", "incorrect", "runtime_error", "timeout")  # verdicts only a GPU gives
-CPU_VERDICTS = ("format_error", "compile_error", "rejected", "not_executed")  # what a CPU can tell apart
+CPU_VERDICTS = ("format_error", "compile_error", "rejected", "not_executed", "unbuilt")  # what a CPU can tell apart
 
 
 def checkpoint_dir(run_dir: str | Path, step: int) -> Path:

@@ -37,6 +37,7 @@ counts as a sample with verdict `missing`.
 from __future__ import annotations
 
 import json
+import math
 import platform
 import re
 import sys
@@ -72,8 +73,11 @@ def outcome_of(result: EvalResult, sample: int, turn: int) -> Outcome:
     stopped_late = verdict in ("rejected", "evaluator_error")
     compiled = verdict in COMPILED_VERDICTS or (stopped_late and "compile" in result.stage_s)
     executed = verdict in EXECUTED_VERDICTS or (verdict == "rejected" and "load" in result.stage_s)
-    return Outcome(result.task_id, sample, turn, verdict, result.speedup, result.speedup_compiled, compiled, executed,
-                   is_evaluator_failure(verdict, result.reason))
+    usable = {k: v if v is not None and math.isfinite(v) and v > 0 else None  # NaN, inf, <= 0: not a speedup
+              for k, v in (("speedup", result.speedup), ("compiled", result.speedup_compiled))}
+    unknown_speed = verdict == "correct" and result.speedup is not None and usable["speedup"] is None
+    return Outcome(result.task_id, sample, turn, verdict, usable["speedup"], usable["compiled"], compiled, executed,
+                   is_evaluator_failure(verdict, result.reason) or unknown_speed)
 
 
 def outcomes_from_episodes(episodes) -> list[Outcome]:

@@ -6,8 +6,9 @@ numbers; `cudaperf bench` (scoring/bench.py) builds the outcomes and writes what
 Definitions (KernelBench's, extended to several samples per task):
 - correct: the verdict is `correct`. `not_executed` (compiled where no GPU ran it) is never correct.
 - evaluator failures: a result the evaluator could not reach a verdict on through its own fault
-  (`evaluator_error`, or `not_executed` because the task's reference or baseline failed; see
-  `is_evaluator_failure`) says nothing about the candidate. Such samples are counted on their own
+  (`evaluator_error`, `unbuilt` where the host had no compiler for it, a correct result whose speedup
+  is not a finite positive number, or `not_executed` because the task's reference or baseline failed;
+  see `is_evaluator_failure`) says nothing about the candidate. Such samples are counted on their own
   (`evaluator_failures`) and left out of every rate, fast_p, speedup and pass@k.
 - fast_p: a sample counts when it is correct AND its speedup is strictly above p, so fast_0 is the
   correctness rate. `fast_p` is the mean over tasks of the share of a task's samples that count
@@ -35,9 +36,10 @@ FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
 # (`Outcome.compiled` / `Outcome.executed` carry the answer for each sample).
 COMPILED_VERDICTS = ("not_executed", "runtime_error", "timeout", "incorrect", "correct")
 EXECUTED_VERDICTS = ("runtime_error", "timeout", "incorrect", "correct")
-# Verdicts that are always the evaluator's own failure, and the reason prefixes the evaluator puts
-# before the cause of a `not_executed` (evaluator.py, runner.py).
-EVALUATOR_ERROR_VERDICTS = ("evaluator_error",)
+# Verdicts that say nothing of the candidate (the evaluator's own failure; `unbuilt`: no compiler for it
+# on the host), and the reason prefixes the evaluator puts before the cause of a `not_executed`
+# (evaluator.py, runner.py).
+EVALUATOR_ERROR_VERDICTS = ("evaluator_error", "unbuilt")
 _NOT_EXECUTED_PREFIXES = ("compiled but not run: ", "checked, but not timed: ")
 
 

@@ -48,7 +48,8 @@ def test_kernelbench_format_cannot_build_without_cuda_torch(cpu_evaluator, built
     task = builtin_tasks["torch2cuda/relu"]
     kb = next(i for i in task.implementations if i.format == "kernelbench")
     r = cpu_evaluator.evaluate(task, [cand(task, kb.code, "kernelbench")])[0]
-    assert r.verdict == "not_executed" and "GPU host" in r.reason
+    assert r.verdict == "unbuilt" and "GPU host" in r.reason  # never built here: never said to compile
+    assert "compiles" not in format_feedback(r) and "not built" in format_feedback(r)
 
 
 def test_compile_error_is_trimmed_and_names_the_line(cpu_evaluator, builtin_tasks):

@@ -336,15 +336,16 @@ def test_evaluator_gates_by_profile_and_caches_each_profile_apart(tmp_path, comp
     cand = Candidate(task_id=RELU.id, code=style("conv_bias_relu"), format="kernelbench")
     # as on a host without a CUDA build of torch, wherever this runs
     not_built = CompileResult(ok=False, unavailable=True, log="kernelbench-format candidates build only on a GPU host")
-    verdicts = {}
+    verdicts, keys = {}, {}
     for profile in ("strict", "kernelbench", "strict"):
         cfg = EvalSection(result_cache_dir=str(tmp_path / "results"), gate_profile=profile)
         ev = Evaluator(cfg, compile_cfg, use_gpu=False)
         (r,) = ev.evaluate(RELU, [cand], [not_built])
         verdicts.setdefault(profile, []).append((r.verdict, r.cached))
-        assert ev._cache_key(RELU, cand).endswith(f"-{profile}")
+        keys[profile] = ev._cache_key(RELU, cand)
+    assert keys["strict"] != keys["kernelbench"]
     assert verdicts["strict"] == [("rejected", False), ("rejected", True)]
-    assert verdicts["kernelbench"][0][0] == "not_executed" and not verdicts["kernelbench"][0][1]
+    assert verdicts["kernelbench"][0][0] == "unbuilt" and not verdicts["kernelbench"][0][1]  # passed the gate, unbuilt
 
 
 def test_the_load_message_carries_the_profiles_runtime_rule(compile_cfg):

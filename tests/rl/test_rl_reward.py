@@ -5,7 +5,7 @@ import pytest
 
 from pipeline.core.config import ConfigError, RewardSection, load_config
 from pipeline.core.records import EvalResult
-from pipeline.rl.reward import TERMS, compute_reward
+from pipeline.rl.reward import TERMS, UNJUDGED, compute_reward, reward_notes
 
 CFG = RewardSection()
 
@@ -88,17 +88,21 @@ def test_ranker_term_off_by_default_and_required_when_on():
         pytest.approx(-0.05)
     with pytest.raises(ValueError, match="no ranker preference"):
         compute_reward(result("correct", speedup=1.0), cfg)
-    with pytest.raises(ValueError, match=r"outside \[-1, 1\]"):
-        compute_reward(result("correct", speedup=1.0), cfg, ranker_preference=3.0)
+    # a preference out of range is not used: the neutral term, and a note naming it
+    assert compute_reward(result("correct", speedup=1.0), cfg, ranker_preference=3.0)[1]["ranker"] == 0.0
+    assert "ranker preference = 3.0" in reward_notes(result("correct", speedup=1.0), 3.0)[0]
     # failures do not need (or use) the ranker
     assert compute_reward(result("incorrect"), cfg)[0] == cfg.incorrect
 
 
-def test_bad_evaluator_values_raise():
-    with pytest.raises(ValueError, match="not a positive number"):
-        compute_reward(result("correct", speedup=0.0), CFG)
-    with pytest.raises(ValueError, match=r"outside \[0, 1\]"):
-        compute_reward(result("correct", speedup=1.0, struct=1.5), CFG)
+def test_bad_evaluator_values_count_as_absent_with_a_note():
+    """A speedup of 0 or a structural score past 1 is no number the reward can read: its term is 0 (as when
+    the evaluator gives none), never an exception, and the note names the value."""
+    r, terms = compute_reward(result("correct", speedup=0.0), CFG)
+    assert terms["speedup"] == 0.0 and r == CFG.correct_value
+    assert "speedup = 0.0" in reward_notes(result("correct", speedup=0.0))[0]
+    r, terms = compute_reward(result("correct", speedup=2.0, struct=1.5), CFG)
+    assert terms["struct"] == 0.0 and "struct.score = 1.5" in reward_notes(result("correct", speedup=2.0, struct=1.5))[0]
 
 
 def test_config_keeps_rejected_lowest_and_correct_above_failures():
@@ -114,3 +118,66 @@ def test_config_keeps_rejected_lowest_and_correct_above_failures():
 def test_the_evaluators_own_failure_is_neutral():
     reward, terms = compute_reward(result("evaluator_error", speedup=3.0, struct=1.0), CFG, ranker_preference=1.0)
     assert reward == 0.0 and set(terms.values()) == {0.0}
+
+
+# --- non-finite inputs and unjudged verdicts: a finite reward, never an exception -----------------------
+NON_FINITE = [math.nan, math.inf, -math.inf]
+
+
+@pytest.mark.parametrize("value", NON_FINITE, ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("cfg", [RewardSection(), RewardSection(struct_not_executed=True),
+                                 RewardSection(w_ranker=0.1, correct_value=1.2)], ids=["default", "cpu", "ranker"])
+@pytest.mark.parametrize("verdict", ["correct", "not_executed", "incorrect"])
+def test_a_non_finite_structural_score_gives_a_finite_reward_and_a_note(cfg, verdict, value):
+    r = result(verdict, speedup=2.0 if verdict == "correct" else None, struct=value)
+    reward, terms = compute_reward(r, cfg, ranker_preference=0.5)
+    assert math.isfinite(reward) and terms["struct"] == 0.0
+    assert reward_notes(r) and "struct.score" in reward_notes(r)[0]
+
+
+@pytest.mark.parametrize("value", NON_FINITE + [-2.0], ids=["nan", "inf", "-inf", "negative"])
+def test_a_non_finite_speedup_or_preference_gives_a_finite_reward_and_a_note(value):
+    cfg = RewardSection(w_ranker=0.1, correct_value=1.2)
+    r = result("correct", speedup=value, struct=1.0)
+    reward, terms = compute_reward(r, cfg, ranker_preference=0.5)
+    assert math.isfinite(reward) and terms["speedup"] == 0.0 and terms["struct"] == 0.0  # no measured gain
+    assert any("speedup" in n for n in reward_notes(r))
+    reward, terms = compute_reward(result("correct", speedup=2.0), cfg, ranker_preference=value)
+    assert math.isfinite(reward) and terms["ranker"] == 0.0
+    assert any("ranker preference" in n for n in reward_notes(result("correct", speedup=2.0), value))
+
+
+@pytest.mark.parametrize("verdict", UNJUDGED)
+def test_unbuilt_and_evaluator_error_earn_nothing_in_every_term(verdict):
+    reward, terms = compute_reward(result(verdict, speedup=5.0, struct=1.0),
+                                   RewardSection(struct_not_executed=True, compiled_value=0.3), ranker_preference=1.0)
+    assert reward == 0.0 and set(terms.values()) == {0.0}
+
+
+def test_the_reward_and_the_advantages_agree_on_what_is_unjudged():
+    from pipeline.rl.advantages import UNJUDGED_VERDICTS
+    assert set(UNJUDGED) == set(UNJUDGED_VERDICTS) == {"evaluator_error", "unbuilt"}
+
+
+def test_a_non_finite_return_never_poisons_its_group():
+    """One NaN reward (from any source) gets advantage 0 and stays out of its group's statistics: the other
+    samples' advantages are finite and the same as without it."""
+    from pipeline.core.config import RLSection
+    from pipeline.rl.advantages import returns_and_advantages
+    cfg = RLSection()
+    tasks = ["t"] * 4
+    _, with_nan = returns_and_advantages(tasks, [[1.0], [0.0], [math.nan], [0.5]], [["correct"]] * 4, cfg)
+    _, without = returns_and_advantages(tasks[:3], [[1.0], [0.0], [0.5]], [["correct"]] * 3, cfg)
+    flat = [a for ep in with_nan for a in ep]
+    assert all(math.isfinite(a) for a in flat) and flat[2] == 0.0
+    assert [flat[0], flat[1], flat[3]] == pytest.approx([a for ep in without for a in ep])
+    _, unbuilt = returns_and_advantages(tasks, [[1.0], [0.0], [0.0], [0.5]],
+                                        [["correct"], ["incorrect"], ["unbuilt"], ["correct"]], cfg)
+    assert unbuilt[2] == [0.0] and [unbuilt[0], unbuilt[1], unbuilt[3]] == with_nan[:2] + with_nan[3:]
+
+
+def test_the_config_keeps_a_caught_hack_below_the_neutral_reward():
+    with pytest.raises(ConfigError, match="neutral reward of evaluator_error and unbuilt"):
+        load_config(None, ["reward.rejected=0.5", "reward.format_error=0.6", "reward.compile_error=0.6",
+                           "reward.runtime_error=0.6", "reward.timeout=0.6", "reward.incorrect=0.6",
+                           "reward.compiled_value=0.6", "reward.correct_value=2"])

@@ -192,3 +192,30 @@ def test_training_curves_show_on_a_cpu_what_a_cpu_can_see():
     gpu = [{"step": 1, "verdict/correct": 0.25, "verdict/compile_error": 0.75}]
     assert [k for k, _ in curve_panels(cpu)] == ["reward/turn_mean", "compiled", "verdicts", "rollout/turns_used_mean"]
     assert curve_panels(gpu) == PLOTTED
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0], ids=["nan", "inf", "negative"])
+def test_a_non_finite_value_in_one_result_leaves_the_step_finite_and_says_so(bad):
+    """One turn's NaN structural score, NaN speedup or negative speedup: every reward, return, advantage and
+    metric of the step stays finite, that turn carries a note naming the value, and the rest are scored as usual."""
+    honest = [outcome("a", ["correct"], [result("correct", 2.0, 0.5)]),
+              outcome("b", ["incorrect"], [result("incorrect")])]
+    broken = [outcome("c", ["correct"], [result("correct", 2.0, bad)]),
+              outcome("d", ["correct"], [result("correct", bad, 0.5)])]
+    scored = prepare_step(honest + broken, RewardSection(), RLSection())
+    turns = [t for e in scored for t in e.turns]
+    assert all(math.isfinite(x) for t in turns for x in (t.reward, t.return_, t.advantage))
+    assert not turns[0].reward_notes and not turns[1].reward_notes
+    assert "struct.score" in turns[2].reward_notes[0] and "speedup" in turns[3].reward_notes[0]
+    metrics = rollout_metrics(honest + broken, scored)
+    assert metrics["reward/unusable_input_turns"] == 2.0
+    assert all(math.isfinite(v) for k, v in metrics.items() if k.startswith(("reward/", "speedup/")))
+
+
+def test_unbuilt_turns_earn_nothing_and_stay_out_of_their_group():
+    built = [outcome("a", ["correct"], [result("correct", 2.0)]), outcome("b", ["incorrect"], [result("incorrect")])]
+    unbuilt = outcome("c", ["unbuilt"], [result("unbuilt")])
+    with_unbuilt = prepare_step(built + [unbuilt], RewardSection(), RLSection())
+    alone = prepare_step(built, RewardSection(), RLSection())
+    assert with_unbuilt[2].turns[0].reward == 0.0 and with_unbuilt[2].turns[0].advantage == 0.0
+    assert [e.turns[0].advantage for e in with_unbuilt[:2]] == [e.turns[0].advantage for e in alone]
