@@ -106,7 +106,8 @@ def parse_ptxas_report(text: str, arch: str | None = None) -> dict[str, KernelRe
             for bank, nbytes in re.findall(r"CONSTANT\[(\d+)\]:(\d+)", m.group(6)):
                 k.constant_bytes[int(bank)] = int(nbytes)
             found.append(k)
-    spills_known = not text.startswith("# spills unknown") and not any(_RES_USAGE.search(ln) for ln in text.splitlines())
+    spills_known = not text.startswith("# spills unknown") and \
+        not any(_RES_USAGE.search(ln) for ln in text.splitlines())
     for k in found:
         k.spills_known = spills_known
         if (k.mangled, k.arch) in frames:

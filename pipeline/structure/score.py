@@ -26,7 +26,9 @@ cannot raise it; w(a) weighs an access by the estimated trip counts of its loops
             block size known only from `__launch_bounds__`: no occupancy term)
 
 A file's score is the mean of its kernels' scores weighted by 1 + sum_a w(a) over their global
-accesses. The weights W_c (`ScoreWeights`) are defaults until `fit_weights` fits them to
+accesses, over the kernels its entry points launch (`reach.py`); a kernel that may be launched
+but is not proven to be counts only where it lowers that mean (`conservative_combine`). Every
+score is a finite number in [0, 1]: an undefined ratio gives no credit, never NaN. The weights W_c (`ScoreWeights`) are defaults until `fit_weights` fits them to
 measured times: a pairwise logistic regression, within each task, of "a is faster than b" on
 the component differences (a component missing on one side takes its NEUTRAL value), with
 non-negative weights (every component is oriented so that more is better), normalised to sum 1.
@@ -95,7 +97,8 @@ def score_components(static=None, occ=None, resources=None, roofline_fraction: f
     elif occ is not None:
         comp["occupancy"] = 0.0
     if resources is not None and resources.spills_known:
-        comp["spills"] = 1.0 - _ratio(resources.spill_bytes, weights.spill_scale_bytes, 1.0 if resources.spill_bytes else 0.0)
+        spilled = resources.spill_bytes
+        comp["spills"] = 1.0 - _ratio(spilled, weights.spill_scale_bytes, 1.0 if spilled else 0.0)
     if roofline_fraction is not None and math.isfinite(roofline_fraction):
         comp["roofline"] = max(0.0, min(1.0, roofline_fraction))
     return {c: _finite(v, default=0.0) for c, v in comp.items()}  # an undefined ratio (inf/inf) is no credit
@@ -144,7 +147,8 @@ def combine(scores: list[tuple[float, float]]) -> float:
     return _finite(sum(_finite(s) * w / top for (s, _), w in zip(scores, weights)) / den)
 
 
-def conservative_combine(definite: list[tuple[float, float]], possible: list[tuple[float, float]]) -> tuple[float, list[int]]:
+def conservative_combine(definite: list[tuple[float, float]],
+                         possible: list[tuple[float, float]]) -> tuple[float, list[int]]:
     """The lowest file score over every choice of the possible kernels to count beside the definite ones
     (at least one kernel when there are any), and the indices of the possible kernels that choice counts.
 
