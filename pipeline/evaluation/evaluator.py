@@ -234,8 +234,9 @@ class Evaluator:
         texts = [text for text, _ in cuda_sources_of(cand)]
         if not texts:
             return {}, []
+        from pipeline.structure.reach import entry_points
         analysis = analyze_source("\n".join(texts), arch=self.compiler.cfg.arch, ptxas_log=comp.ptxas_log or None,
-                                  run_nvcc=False)
+                                  run_nvcc=False, entries=entry_points(cand.format, cand.code))
         return analysis.features(), analysis.findings
 
     def _not_executed(self, task: Task, cand: Candidate, prep: Prepared, why: str = "") -> EvalResult:

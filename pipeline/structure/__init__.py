@@ -1,6 +1,8 @@
 """Structural analysis of CUDA kernels (DESIGN.md, evaluation step 6), plain Python without Ray.
 
 - `ptxas`: the ptxas resource report (registers, shared memory, spills, stack, barriers).
+- `resources`: that report made by the trusted side's own ptxas/cuobjdump run on a build.
+- `reach`: which kernels the host entry points launch (only those are scored).
 - `occupancy`: theoretical occupancy per architecture; launch configurations in a source.
 - `static`: per-kernel static features from tree-sitter parses. Its machinery: `cuda_ast`
   (parsing, macros, constants), `symbolic` (index values as polynomials in threadIdx.x),

@@ -20,7 +20,8 @@ from pipeline.structure import hints as H
 from pipeline.structure.occupancy import (LaunchConfig, OccupancyResult, arch_limits, launch_configs_from_source,
                                           occupancy)
 from pipeline.structure.ptxas import CompileFailed, KernelResources, compile_resources, parse_ptxas_report
-from pipeline.structure.score import ScoreWeights, combine, score_components, structural_score
+from pipeline.structure.reach import DEFINITE
+from pipeline.structure.score import ScoreWeights, conservative_combine, score_components, structural_score
 from pipeline.structure.static import StaticFeatures, StaticReport, access_dicts, analyze_static
 
 
@@ -58,13 +59,15 @@ class Analysis:
     def features(self) -> dict:
         """Flat features for EvalResult.features: struct.*, ptxas.*, occ.*, static.*."""
         d: dict = {"struct.score": round(self.score, 6), "struct.kernels": len(self.kernels),
-                   "struct.arch": self.arch, "struct.errors": len(self.errors)}
+                   "struct.arch": self.arch, "struct.errors": len(self.errors),
+                   "struct.unlaunched": len(self.static.reach.unlaunched)}
         res = [k.resources for k in self.kernels if k.resources is not None]
         d["ptxas.available"] = bool(res)
         if res:
             d["ptxas.registers_max"] = max(r.registers for r in res)
             d["ptxas.shared_bytes_max"] = max(r.shared_bytes for r in res)
             d["ptxas.spill_bytes"] = sum(r.spill_bytes for r in res)
+            d["ptxas.spills_known"] = all(r.spills_known for r in res)
             d["ptxas.stack_frame_bytes_max"] = max(r.stack_frame_bytes for r in res)
             d["ptxas.barriers_max"] = max(r.barriers for r in res)
         occ = [(k.occupancy, 1.0 + k.traffic) for k in self.kernels if k.occupancy is not None]
@@ -139,30 +142,35 @@ def _launch_for(name: str, block, launches: dict | None, configs: list[LaunchCon
 def analyze_source(cuda_source: str, arch: str = "sm_90", block=None, dynamic_smem: int = 0,
                    ptxas_log: str | None = None, *, launches: dict | None = None, run_nvcc: bool = True,
                    nvcc: str = "nvcc", roofline_fraction: float | None = None,
-                   weights: ScoreWeights = ScoreWeights(), max_hints: int = 8) -> Analysis:
+                   weights: ScoreWeights = ScoreWeights(), max_hints: int = 8,
+                   entries: list[str] | None = None) -> Analysis:
     """Run ptxas (or read `ptxas_log`), occupancy, static analysis, score and hints on a source.
 
     `block`: threads per block (int) or (x, y, z) for every kernel; `launches`: {kernel: (threads,
     dynamic smem bytes)} recorded at run time; `dynamic_smem`: bytes per block when nonzero, else
-    the source's `<<<..., smem>>>` when it evaluates, else 0.
+    the source's `<<<..., smem>>>` when it evaluates, else 0. `entries`: the host entry points
+    (`reach.py`; None: the source alone). Only kernels the entry points launch are scored: a kernel
+    never launched adds nothing, one that may be launched counts only where it lowers the score.
     """
     arch_limits(arch)  # an unknown architecture is a usage error: raise before any work
     errors: list[str] = []
-    static = analyze_static(cuda_source)
-    if static.parse_errors:
+    static_all = analyze_static(cuda_source, entries)
+    reach = static_all.reach
+    if static_all.parse_errors:
         errors.append("tree-sitter could not parse part of the source; static features may be incomplete")
     errors += [f"static analysis of {k.name} stopped early (nesting too deep); its features are partial"
-               for k in static.kernels if k.incomplete]
+               for k in static_all.kernels if k.incomplete]
     resources, log = _resources(cuda_source, arch, ptxas_log, run_nvcc, nvcc, errors)
     configs = launch_configs_from_source(cuda_source)
     opt_in = "cudaFuncAttributeMaxDynamicSharedMemorySize" in cuda_source
     by_base: dict[str, list[KernelResources]] = {}
     for r in resources.values():
         by_base.setdefault(r.base_name, []).append(r)
-    names = [k.name for k in static.kernels] + [n for n in by_base if static.kernel(n) is None]
+    names = [k.name for k in static_all.kernels] + [n for n in by_base if static_all.kernel(n) is None]
+    names = list(dict.fromkeys(n for n in names if reach.mode(n)))
     kernels, findings = [], []
     for name in names:
-        st = static.kernel(name)
+        st = static_all.kernel(name)
         insts = by_base.get(name, [])
         res = max(insts, key=lambda r: (r.registers, r.spill_bytes)) if insts else None
         threads, where, src_smem = _launch_for(name, block, launches, configs, st)
@@ -178,8 +186,15 @@ def analyze_source(cuda_source: str, arch: str = "sm_90", block=None, dynamic_sm
         comps = score_components(st, scored_occ, res, roofline_fraction, weights)
         kernels.append(KernelAnalysis(name, st, res, threads, where, dyn, occ, comps,
                                       structural_score(comps, weights), max(1, len(insts))))
-        findings += H.kernel_hints(name, st, occ, res, threads)
-    total = combine([(k.score, k.traffic) for k in kernels])
+    definite = [k for k in kernels if reach.mode(k.name) == DEFINITE]
+    possible = [k for k in kernels if reach.mode(k.name) != DEFINITE]
+    total, chosen = conservative_combine([(k.score, k.traffic) for k in definite],
+                                         [(k.score, k.traffic) for k in possible])
+    kernels = definite + [possible[i] for i in sorted(chosen)]
+    for k in kernels:
+        findings += H.kernel_hints(k.name, k.static, k.occupancy, k.resources, k.threads)
+    findings += H.unlaunched_hints(reach.unlaunched, static_all)
+    static = static_all.only({k.name for k in kernels})
     return Analysis(arch, kernels, static, configs, total, H.rank_hints(findings, max_hints), errors, log)
 
 

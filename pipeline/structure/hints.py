@@ -5,7 +5,7 @@ None). Out: `Finding(source="structure", severity=..., message=..., line=..., ru
 warnings first, at most `max_hints` of them. Rules:
   uncoalesced_access, indirect_access, divergent_barrier, barrier_after_return, bank_conflict,
   low_occupancy, launch_fails, register_spill, local_memory, contended_atomic, unused_shared,
-  partial_warp.
+  partial_warp, unlaunched_kernel.
 Each message names the line and the expression, says what is wrong in numbers, and what to try.
 """
 from __future__ import annotations
@@ -157,3 +157,13 @@ def rank_hints(findings: list[Finding], max_hints: int = 8) -> list[Finding]:
             seen.add(f.message)
             out.append(f)
     return out[:max_hints]
+
+
+def unlaunched_hints(names: list[str], static) -> list[Finding]:
+    """One note per kernel no entry point launches: it is left out of the structural score."""
+    out = []
+    for name in names:
+        k = static.kernel(name)
+        out.append(_f("info", f"kernel {name} is never launched from the entry point; it is not scored (remove it "
+                      "or launch it)", "unlaunched_kernel", k.line if k is not None else None))
+    return out

@@ -189,6 +189,7 @@ def launch_configs_from_source(src: str) -> list[LaunchConfig]:
     macros = A.Macros.collect(tree.root_node)
     consts = A.collect_constants(tree.root_node, macros)
     out = []
+    locals_of: dict = {}  # function node id -> its _LocalValues, advanced launch by launch (source order)
     for n in A.walk(tree.root_node):
         if n.type != "kernel_call_syntax" or n.parent is None:
             continue
@@ -198,7 +199,9 @@ def launch_configs_from_source(src: str) -> list[LaunchConfig]:
         args = [c for c in n.named_children if c.type != "comment"]
         texts = [A.text(a) for a in args] + ["0", "0"]
         scope = _enclosing_function(call)
-        local_ints, local_dims = _local_values(scope, call, consts, macros) if scope is not None else ({}, {})
+        if scope is not None and scope.id not in locals_of:
+            locals_of[scope.id] = _LocalValues(scope, consts, macros)
+        local_ints, local_dims = locals_of[scope.id].before(call) if scope is not None else ({}, {})
         env = {**consts, **local_ints}
         block = _dims(args[1], env, local_dims, macros) if len(args) > 1 else None
         smem = A.eval_const(args[2], env, macros) if len(args) > 2 else 0
@@ -240,20 +243,39 @@ def _dim3_args(items, ints: dict, macros) -> tuple | None:
     return tuple(vals + [1] * (3 - len(vals)))
 
 
-def _local_values(func, before, consts: dict, macros) -> tuple[dict, dict]:
-    """Integer and dim3 locals of `func` assigned exactly once before `before` (single definitions)."""
-    from pipeline.structure import cuda_ast as A
+class _LocalValues:
+    """Integer and dim3 locals of a function assigned exactly once (single definitions), read in
+    source order: `before(node)` gives those declared before `node`. Each declaration is evaluated
+    once however many launches the function holds (a launch at a time would be quadratic)."""
 
-    ints: dict = {}
-    dims: dict = {}
-    assigned: dict[str, int] = {}
-    for n in A.walk(func):
-        if n.type in ("assignment_expression", "update_expression"):
-            target = n.child_by_field_name("left") or n.child_by_field_name("argument")
-            assigned[A.text(target)] = assigned.get(A.text(target), 0) + 1
-    for n in A.walk(func):
-        if n.type != "declaration" or n.start_byte >= before.start_byte:
-            continue
+    def __init__(self, func, consts: dict, macros):
+        from pipeline.structure import cuda_ast as A
+
+        self.consts, self.macros = consts, macros
+        self.ints: dict = {}
+        self.dims: dict = {}
+        self.assigned: dict[str, int] = {}
+        self.decls = []
+        for n in A.walk(func):
+            if n.type in ("assignment_expression", "update_expression"):
+                target = n.child_by_field_name("left") or n.child_by_field_name("argument")
+                self.assigned[A.text(target)] = self.assigned.get(A.text(target), 0) + 1
+            elif n.type == "declaration":
+                self.decls.append(n)
+        self.decls.sort(key=lambda d: d.start_byte)
+        self.done = 0
+
+    def before(self, node) -> tuple[dict, dict]:
+        """(ints, dims) of the declarations that start before `node` (calls come in increasing order)."""
+        while self.done < len(self.decls) and self.decls[self.done].start_byte < node.start_byte:
+            self._declare(self.decls[self.done])
+            self.done += 1
+        return dict(self.ints), {k: v for k, v in self.dims.items() if v is not None}
+
+    def _declare(self, n) -> None:
+        from pipeline.structure import cuda_ast as A
+
+        consts, macros, ints, dims, assigned = self.consts, self.macros, self.ints, self.dims, self.assigned
         ty = A.text(n.child_by_field_name("type"))
         for d in n.children_by_field_name("declarator"):
             if d.type == "function_declarator" and "dim3" in ty:
@@ -272,9 +294,8 @@ def _local_values(func, before, consts: dict, macros) -> tuple[dict, dict]:
             if "dim3" in ty:
                 items = value.named_children if value.type in ("argument_list", "initializer_list") else None
                 dims[name] = _dim3_args(items, {**consts, **ints}, macros) if items is not None else \
-                    _dims(value, {**consts, **ints}, dims, macros)
+                    _dims(value, {**consts, **ints}, {k: v for k, v in dims.items() if v is not None}, macros)
             else:
                 v = A.eval_const(value, {**consts, **ints}, macros)
                 if v is not None:
                     ints[name] = v
-    return ints, {k: v for k, v in dims.items() if v is not None}

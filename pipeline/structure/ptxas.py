@@ -10,7 +10,9 @@ The report looks like this (CUDA 12/13; older releases omit barriers, sm_90 omit
     ptxas info    : Function properties for _Z5spillPfPKii
         1024 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads
     ptxas info    : Used 32 registers, used 1 barriers, 4224 bytes smem, 372 bytes cmem[0]
-`cuobjdump --dump-resource-usage` lines (`Function X: REG:10 STACK:0 SHARED:4224 ...`) parse too.
+`cuobjdump --dump-resource-usage` lines (`Function X: REG:10 STACK:0 SHARED:4224 ...`) parse too;
+they count no spills, nor does a report that starts with '# spills unknown' (resources.py), so
+`spills_known` is False there.
 Names are demangled with `c++filt` when it is installed; `base_name` is the bare function name
 (no namespace, template arguments or parameters) that matches `__global__ void NAME(...)`.
 """
@@ -46,6 +48,7 @@ class KernelResources:
     barriers: int = 0
     constant_bytes: dict = field(default_factory=dict)  # bank -> bytes, e.g. {0: 360}
     local_bytes: int = 0  # cuobjdump LOCAL (older ptxas 'bytes lmem')
+    spills_known: bool = True  # False for a report from cuobjdump -res-usage, which counts no spills
 
     @property
     def spill_bytes(self) -> int:
@@ -103,7 +106,10 @@ def parse_ptxas_report(text: str, arch: str | None = None) -> dict[str, KernelRe
             for bank, nbytes in re.findall(r"CONSTANT\[(\d+)\]:(\d+)", m.group(6)):
                 k.constant_bytes[int(bank)] = int(nbytes)
             found.append(k)
+    spills_known = not text.startswith("# spills unknown") and \
+        not any(_RES_USAGE.search(ln) for ln in text.splitlines())
     for k in found:
+        k.spills_known = spills_known
         if (k.mangled, k.arch) in frames:
             k.stack_frame_bytes, k.spill_store_bytes, k.spill_load_bytes = frames[(k.mangled, k.arch)]
     archs = [k.arch for k in found]

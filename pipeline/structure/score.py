@@ -26,7 +26,9 @@ cannot raise it; w(a) weighs an access by the estimated trip counts of its loops
             block size known only from `__launch_bounds__`: no occupancy term)
 
 A file's score is the mean of its kernels' scores weighted by 1 + sum_a w(a) over their global
-accesses. The weights W_c (`ScoreWeights`) are defaults until `fit_weights` fits them to
+accesses, over the kernels its entry points launch (`reach.py`); a kernel that may be launched
+but is not proven to be counts only where it lowers that mean (`conservative_combine`). Every
+score is a finite number in [0, 1]: an undefined ratio gives no credit, never NaN. The weights W_c (`ScoreWeights`) are defaults until `fit_weights` fits them to
 measured times: a pairwise logistic regression, within each task, of "a is faster than b" on
 the component differences (a component missing on one side takes its NEUTRAL value), with
 non-negative weights (every component is oriented so that more is better), normalised to sum 1.
@@ -82,8 +84,8 @@ def score_components(static=None, occ=None, resources=None, roofline_fraction: f
         glob = [a for a in static.accesses if a.space == "global" and a.kind in ("load", "store")]
         total = sum(a.weight for a in glob)
         if total > 0:
-            comp["coalescing"] = sum(a.weight * access_quality(a) for a in glob) / total
-            comp["vectorization"] = sum(a.weight for a in glob if a.vector) / total
+            comp["coalescing"] = _ratio(sum(a.weight * access_quality(a) for a in glob), total, 0.0)
+            comp["vectorization"] = _ratio(sum(a.weight for a in glob if a.vector), total, 0.0)
         shared = [a for a in static.accesses if a.space == "shared" and a.kind in ("load", "store")]
         if shared:
             comp["bank_conflicts"] = 1.0 - static.bank_conflict_cost
@@ -91,32 +93,79 @@ def score_components(static=None, occ=None, resources=None, roofline_fraction: f
         if static.atomics_global:
             comp["atomics"] = 1.0 - static.contended_atomic_fraction
     if occ is not None and not occ.error:
-        comp["occupancy"] = min(1.0, occ.occupancy / weights.occupancy_target)
+        comp["occupancy"] = _ratio(occ.occupancy, weights.occupancy_target, 1.0 if occ.occupancy > 0 else 0.0)
     elif occ is not None:
         comp["occupancy"] = 0.0
-    if resources is not None:
-        comp["spills"] = 1.0 - min(1.0, resources.spill_bytes / weights.spill_scale_bytes)
+    if resources is not None and resources.spills_known:
+        spilled = resources.spill_bytes
+        comp["spills"] = 1.0 - _ratio(spilled, weights.spill_scale_bytes, 1.0 if spilled else 0.0)
     if roofline_fraction is not None and math.isfinite(roofline_fraction):
         comp["roofline"] = max(0.0, min(1.0, roofline_fraction))
-    return comp
+    return {c: _finite(v, default=0.0) for c, v in comp.items()}  # an undefined ratio (inf/inf) is no credit
 
 
 def structural_score(components: dict[str, float], weights: ScoreWeights = ScoreWeights()) -> float:
-    """Weighted mean of the components present; 0.5 when there is no evidence at all."""
+    """Weighted mean of the components present, in [0, 1]; 0.5 when there is no evidence at all. A
+    component that is not a finite number counts as 0 (no evidence of quality)."""
     num = den = 0.0
     for c, v in components.items():
         w = getattr(weights, c)
-        num += w * v
+        if not (math.isfinite(w) and w > 0):
+            continue
+        num += w * _finite(v, default=0.0)
         den += w
-    return num / den if den > 0 else 0.5
+    return _finite(num / den) if den > 0 else 0.5
+
+
+def _finite(x: float, lo: float = 0.0, hi: float = 1.0, default: float = 0.5) -> float:
+    """x clamped to [lo, hi]; `default` when it is NaN or infinite (no evidence)."""
+    return default if not math.isfinite(x) else max(lo, min(hi, x))
+
+
+def _weight(traffic: float) -> float:
+    """1 + traffic, finite and at least 1 (NaN weighs 1, infinity 1e300)."""
+    traffic = float(traffic)
+    return 1.0 + (0.0 if math.isnan(traffic) else min(max(traffic, 0.0), 1e300))
+
+
+def _ratio(num: float, den: float, default: float) -> float:
+    """num / den in [0, 1]; `default` when the quotient is undefined (zero, NaN or infinite parts)."""
+    try:
+        q = float(num) / float(den)
+    except (ZeroDivisionError, OverflowError):
+        return default
+    return _finite(q, default=default)
 
 
 def combine(scores: list[tuple[float, float]]) -> float:
-    """A file's score from (kernel score, kernel global traffic weight) pairs."""
+    """A file's score from (kernel score, kernel global traffic weight) pairs; always in [0, 1]."""
     if not scores:
         return 0.5
-    den = sum(1.0 + t for _, t in scores)
-    return sum(s * (1.0 + t) for s, t in scores) / den
+    weights = [_weight(t) for _, t in scores]
+    top = max(weights)
+    den = sum(w / top for w in weights)  # scaled so that huge weights cannot overflow to inf
+    return _finite(sum(_finite(s) * w / top for (s, _), w in zip(scores, weights)) / den)
+
+
+def conservative_combine(definite: list[tuple[float, float]],
+                         possible: list[tuple[float, float]]) -> tuple[float, list[int]]:
+    """The lowest file score over every choice of the possible kernels to count beside the definite ones
+    (at least one kernel when there are any), and the indices of the possible kernels that choice counts.
+
+    The lowest weighted mean takes the possible kernels in order of score, each while it is below the
+    mean so far; so a kernel the analysis cannot prove launched never raises the score.
+    """
+    chosen: list[int] = []
+    order = sorted(range(len(possible)), key=lambda i: _finite(possible[i][0]))
+    if not definite and order:
+        chosen.append(order.pop(0))
+    for i in order:
+        current = combine(definite + [possible[j] for j in chosen])
+        if _finite(possible[i][0]) < current:
+            chosen.append(i)
+        else:
+            break
+    return combine(definite + [possible[j] for j in chosen]), chosen
 
 
 # ------------------------------------------------------------------------------ fitting

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pipeline.structure import cuda_ast as A
 from pipeline.structure.access import KernelWalker
 from pipeline.structure.memory import Access, KernelFacts, collect_unit
+from pipeline.structure.reach import Reach, reachable_kernels
 
 CLASSES = ("coalesced", "strided", "broadcast", "indirect", "unknown")
 
@@ -210,9 +211,21 @@ class StaticReport:
     kernels: list[StaticFeatures]
     aggregate: StaticFeatures
     parse_errors: bool = False
+    reach: Reach = field(default_factory=Reach)  # which kernels the entry points launch
+
+    def only(self, names: set[str]) -> "StaticReport":
+        """The report of the named kernels alone (those that can run), aggregate recomputed."""
+        kept = [k for k in self.kernels if k.name in names]
+        return StaticReport(kept, aggregate(kept), self.parse_errors, self.reach)
+
+    def __post_init__(self):
+        self._index: dict[str, StaticFeatures] = {}
+        for k in reversed(self.kernels):
+            self._index[k.name] = k
 
     def kernel(self, name: str) -> StaticFeatures | None:
-        return next((k for k in self.kernels if k.name == name), None)
+        """The first kernel of that name."""
+        return self._index.get(name)
 
     def to_dict(self, prefix: str = "static.") -> dict:
         d = self.aggregate.to_dict(prefix)
@@ -222,8 +235,9 @@ class StaticReport:
         return d
 
 
-def analyze_static(source: str) -> StaticReport:
-    """Parse CUDA source and compute the static features of every `__global__` kernel in it."""
+def analyze_static(source: str, entries: list[str] | None = None) -> StaticReport:
+    """Parse CUDA source and compute the static features of every `__global__` kernel in it, and
+    which kernels its entry points launch (`reach.reachable_kernels`; `entries` as there)."""
     pragmas = [n for n in A.walk(A.parse(source).root_node) if n.type == "preproc_call"
                and A.text(n.child_by_field_name("directive")) == "#pragma"] if "#pragma" in source else []
     tree = A.parse(A.blank_pragmas(source))
@@ -232,6 +246,12 @@ def analyze_static(source: str) -> StaticReport:
     funcs = A.functions(tree.root_node)
     unit = collect_unit(tree.root_node, macros, consts, funcs)
     kernels = [_kernel_features(unit, k, pragmas) for k in funcs if k.is_kernel]
+    launched = reachable_kernels(tree.root_node, macros, consts, funcs, entries)
+    return StaticReport(kernels, aggregate(kernels), tree.root_node.has_error, launched)
+
+
+def aggregate(kernels: list[StaticFeatures]) -> StaticFeatures:
+    """The file-level features ('*') of some kernels: their facts merged."""
     merged = KernelFacts()
     for k in kernels:
         merged.accesses += k.accesses
@@ -247,7 +267,7 @@ def analyze_static(source: str) -> StaticReport:
     agg.launch_bounds_max_threads = max((k.launch_bounds_max_threads for k in kernels), default=0)
     agg.launch_bounds_min_blocks = max((k.launch_bounds_min_blocks for k in kernels), default=0)
     agg.incomplete = any(k.incomplete for k in kernels)
-    return StaticReport(kernels, agg, tree.root_node.has_error)
+    return agg
 
 
 def access_dicts(features: StaticFeatures) -> list[dict]:

@@ -48,6 +48,7 @@ from pydantic import BaseModel, Field
 from pipeline.core.config import CompileSection
 from pipeline.core.records import Candidate, Finding, Task
 from pipeline.structure.ptxas import function_of_line
+from pipeline.structure.resources import trusted_report
 
 CLONE_NEWNET = 0x40000000
 FILE_BYTES = 1 << 30  # largest file a compiler (or the artefact check's tools) may write (RLIMIT_FSIZE)
@@ -433,9 +434,11 @@ class Compiler:
             if not obj.ok:
                 return obj
             expanded = kept_expansions(os.path.join(scratch, "kept"), "candidate")
+            report = trusted_report(self.cfg.arch, sorted(Path(scratch, "kept").glob("*.ptx")), [obj.object], flags,
+                                    self.cfg.nvcc, self.cfg.timeout_s)  # never the compile's stderr: see resources.py
             shutil.rmtree(os.path.join(scratch, "kept"), ignore_errors=True)
             linked = self._run_compiler(link, scratch, None, "candidate.o", budget=budget)
-            return linked.model_copy(update={"object": os.path.join(scratch, "candidate.o"), "ptxas_log": obj.ptxas_log,
+            return linked.model_copy(update={"object": os.path.join(scratch, "candidate.o"), "ptxas_log": report,
                                              "expanded": expanded, "cpu_s": obj.cpu_s + linked.cpu_s}) if linked.ok \
                 else linked.model_copy(update={"cpu_s": obj.cpu_s + linked.cpu_s})
         return self._cached(key, build, budget)
@@ -589,7 +592,8 @@ class Compiler:
         if not result.ok:
             return result
         extensions = json.loads(Path(scratch, "built.json").read_text())
-        return CompileResult(ok=True, extensions=extensions, ptxas_log=result.ptxas_log, cpu_s=result.cpu_s)
+        return CompileResult(ok=True, extensions=extensions, cpu_s=result.cpu_s, ptxas_log=trusted_report(
+            self.cfg.arch, binaries=list(extensions.values()), nvcc=self.cfg.nvcc, timeout_s=self.cfg.timeout_s))
 
 
 # torch's load_inline builds and then imports the extension, which runs its static constructors; here the import
