@@ -78,6 +78,11 @@ class CompilerActor:
         evaluator's serial CPU work is only reading the findings; failures are a verdict in the result, not an
         exception. The result carries its artefact files, so an evaluator on another node can use it."""
         from pipeline.evaluation.build.artifact import build_and_check
+        from pipeline.evaluation.build.compile import CompileResult
+        from pipeline.evaluation.intake import unusable
+        problem = unusable(candidate)
+        if problem is not None:  # the evaluator gives it its verdict; nothing of it is built
+            return CompileResult(ok=False, log=problem.reason)
         return build_and_check(self._compiler, candidate, task, self._profile).packed()
 
     def ping(self) -> str:

@@ -69,7 +69,7 @@ def check_allow_list(names) -> None:
 
 check_allow_list(FEATURE_NAMES)
 
-ANALYSIS_VERSION = "1"
+ANALYSIS_VERSION = "2"  # in the feature cache key (2: the trusted resource report, never-launched kernels left out)
 """Bump when pipeline/structure changes what `features()` returns, so cached features are recomputed."""
 
 

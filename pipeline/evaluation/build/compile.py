@@ -52,6 +52,9 @@ from pipeline.structure.resources import trusted_report
 
 CLONE_NEWNET = 0x40000000
 FILE_BYTES = 1 << 30  # largest file a compiler (or the artefact check's tools) may write (RLIMIT_FSIZE)
+# part of every compile cache key: bump when what a cached result holds changes (2: the resource report comes from
+# the trusted side's own ptxas run, structure/resources.py, not from the compile's output)
+RESULT_FORMAT = "2"
 
 
 class CompileResult(BaseModel):
@@ -513,7 +516,7 @@ class Compiler:
 
     # --- internals --------------------------------------------------------------------------
     def _key(self, kind: str, source: str, flags: list[str], toolchain: str) -> str:
-        body = "\0".join([kind, source, " ".join(flags), self.cfg.arch, toolchain])
+        body = "\0".join([RESULT_FORMAT, kind, source, " ".join(flags), self.cfg.arch, toolchain])
         return hashlib.sha256(body.encode()).hexdigest()[:24]
 
     def _cached(self, key: str, build, budget: CompileBudget | None = None) -> CompileResult:
