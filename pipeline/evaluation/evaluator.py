@@ -33,7 +33,9 @@ from pipeline.evaluation.build.compile import CompileBudget, CompileResult, Comp
 from pipeline.evaluation.gpu.driver import CudaError, allocated_bytes
 from pipeline.evaluation.gpu.lock import GpuLock
 from pipeline.evaluation.gpu.memory_budget import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout, gib
-from pipeline.evaluation.gate import check_candidate, cuda_sources_of, gate_profile
+from pipeline.evaluation import bounded
+from pipeline.evaluation.bounded import StageLimit, limit_finding
+from pipeline.evaluation.gate import gate_profile
 from pipeline.evaluation.checks.reference import (ANCHOR_CALLS, GroupData, TaskBroken, add_anchor_slot,
                                                   add_timing_slots, adopt_baseline_outputs, arena_layout, build_c2cuda,
                                                   build_torch2cuda, can_anchor_c, check_outputs, compare, config_bytes,
@@ -146,8 +148,10 @@ class Evaluator:
         t0 = time.perf_counter()
         if (task.kind == "c2cuda") != (cand.format == "c2cuda"):
             return self.result_of(task, cand, "format_error", f"a {task.kind} task does not take {cand.format} candidates")
-        findings = check_candidate(cand, task, self.cfg.gate_profile)
+        findings = bounded.gate(self.cfg.limits, cand, task, self.cfg.gate_profile)  # in a worker with OS limits
         gate_s = time.perf_counter() - t0
+        if isinstance(findings, StageLimit):
+            findings = [limit_finding(findings)]
         errors = [f for f in findings if f.severity == "error"]
         if errors:
             return self.result_of(task, cand, "rejected", errors[0].message, findings=findings,
@@ -163,14 +167,15 @@ class Evaluator:
         if not comp.ok and not comp.unavailable:
             return self._compile_error(task, cand, comp.log, findings, stage)
         if comp.ok:  # the gate's second look, at what was built (artifact.py); the compile worker's where it ran it
-            from pipeline.evaluation.build.artifact import BudgetSpent, check_built
             t_built = time.perf_counter()
-            try:
-                checked = comp.built_findings if comp.built_profile == self.cfg.gate_profile and \
-                    comp.built_findings is not None else \
-                    check_built(cand, task, comp, self.compiler.cfg, self.cfg.gate_profile, budget)
-            except BudgetSpent as e:
-                return self._compile_error(task, cand, str(e), findings, stage)
+            checked = comp.built_findings if comp.built_profile == self.cfg.gate_profile and \
+                comp.built_findings is not None else \
+                bounded.artifact_check(self.cfg.limits, cand, task, comp, self.compiler.cfg, self.cfg.gate_profile,
+                                       budget)  # in a worker with OS limits
+            if isinstance(checked, str):  # the CPU budget of the candidate's builds ran out in the check
+                return self._compile_error(task, cand, checked, findings, stage)
+            if isinstance(checked, StageLimit):
+                checked = [limit_finding(checked)]
             built = [f for f in checked if f.severity == "error"]
             stage["gate"] += time.perf_counter() - t_built
             if built:
@@ -179,6 +184,10 @@ class Evaluator:
         t2 = time.perf_counter()
         features, hints = self.structure_features(cand, comp)
         stage["structure"] = time.perf_counter() - t2
+        stopped = [f for f in hints if f.rule == "stage-limit"]
+        if stopped:
+            return self.result_of(task, cand, "rejected", stopped[0].message, findings=findings + stopped,
+                                  flags=["stage-limit"], stage_s=stage, compile_log=comp.ptxas_log)
         return Prepared(comp, findings + hints, stage, features)
 
     def _compile_error(self, task: Task, cand: Candidate, log: str, findings: list[Finding], stage: dict) -> EvalResult:
@@ -186,14 +195,13 @@ class Evaluator:
                           findings=findings + [Finding(source="compile", severity="error", message=log)], stage_s=stage)
 
     def structure_features(self, cand: Candidate, comp: CompileResult) -> tuple[dict, list[Finding]]:
-        """Compile-time structural features and hints (ptxas report, occupancy, static analysis)."""
-        from pipeline.structure.analyze import analyze_source
-        texts = [text for text, _ in cuda_sources_of(cand)]
-        if not texts:
-            return {}, []
-        analysis = analyze_source("\n".join(texts), arch=self.compiler.cfg.arch, ptxas_log=comp.ptxas_log or None,
-                                  run_nvcc=False)
-        return analysis.features(), analysis.findings
+        """Compile-time structural features and hints (ptxas report, occupancy, static analysis), computed in a
+        worker with OS limits (eval.limits.structure_*); past one, no features and one error finding of rule
+        `stage-limit` naming the cap."""
+        got = bounded.structure(self.cfg.limits, cand, self.compiler.cfg.arch, comp.ptxas_log or None)
+        if isinstance(got, StageLimit):
+            return {}, [limit_finding(got, "structure")]
+        return got
 
     def _not_executed(self, task: Task, cand: Candidate, prep: Prepared, why: str = "") -> EvalResult:
         why = why or (prep.comp.log if prep.comp.unavailable else "no GPU is available to this evaluator")

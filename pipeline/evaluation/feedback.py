@@ -26,7 +26,7 @@ def format_feedback(result: EvalResult, max_hints: int = 5, max_chars: int = 300
     if result.reason and result.verdict not in ("correct", "compile_error"):
         lines.append(f"Reason: {result.reason}")
     if result.verdict == "compile_error" and result.compile_log:
-        lines += ["Compiler errors:", result.compile_log.strip()]
+        lines += ["Compiler errors:", capped(result.compile_log, max_chars).strip()]
     timed = [c for c in result.configs if c.time is not None]
     if result.verdict == "correct":
         checked = [c.name for c in result.configs if c.passed]
@@ -45,5 +45,13 @@ def format_feedback(result: EvalResult, max_hints: int = 5, max_chars: int = 300
     if hints[:max_hints]:
         lines.append("Notes:")
         lines += [f"- {f.message}" for f in hints[:max_hints]]
-    text = "\n".join(lines)
-    return text if len(text) <= max_chars else text[:max_chars - 20] + "\n... (trimmed)"
+    return capped("\n".join(capped(line, max_chars) for line in lines), max_chars)
+
+
+def capped(text: str, max_chars: int) -> str:
+    """`text` when it has at most `max_chars` characters, else its start and a last line saying how many characters
+    were cut, `max_chars` in all: the policy never reads an unbounded message (a huge compiler log or reason)."""
+    if len(text) <= max_chars:
+        return text
+    marker = f"\n... (trimmed: {len(text):,} characters in all, the first shown)"
+    return text[:max(0, max_chars - len(marker))] + marker
