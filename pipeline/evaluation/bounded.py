@@ -36,6 +36,9 @@ from pipeline.evaluation.build.compile import FILE_BYTES, CompileBudget, Compile
 
 PRELOAD = ["pipeline.evaluation.bounded", "pipeline.evaluation.gate", "pipeline.evaluation.build.artifact",
            "pipeline.structure.analyze"]
+# where torch is installed: the gate of a kernelbench candidate looks names up in these (1.4 s to import, per job
+# unless the fork server has them)
+TORCH_PRELOAD = ["torch", "torch.nn", "torch.nn.functional", "torch.utils.cpp_extension"]
 ADVICE = ("simplify the source: deep nesting, very long lines and macro, template or constant-expression expansion "
           "cost the evaluator more than any kernel is worth")
 
@@ -81,8 +84,9 @@ def caps_of(stage: str, limits, prefix: str = "eval.limits") -> StageCaps:
 
 def _context():
     """The fork-server context, with the stages' modules preloaded (set before the server first starts)."""
+    import importlib.util
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
+    ctx.set_forkserver_preload(PRELOAD + (TORCH_PRELOAD if importlib.util.find_spec("torch") else []))
     return ctx
 
 
