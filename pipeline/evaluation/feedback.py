@@ -26,7 +26,7 @@ def format_feedback(result: EvalResult, max_hints: int = 5, max_chars: int = 300
     if result.reason and result.verdict not in ("correct", "compile_error"):
         lines.append(f"Reason: {result.reason}")
     if result.verdict == "compile_error" and result.compile_log:
-        lines += ["Compiler errors:", capped(result.compile_log, max_chars).strip()]
+        lines += ["Compiler errors:", result.compile_log.strip()]
     timed = [c for c in result.configs if c.time is not None]
     if result.verdict == "correct":
         checked = [c.name for c in result.configs if c.passed]
