@@ -129,7 +129,7 @@ class Training:
                                                   placement.options("evaluator"), roles.evaluator)
             self._pools.append(self.evaluators)
             self.compilers = make_compiler_pool(cfg.compile, cfg.eval.max_retries, cfg.eval.gate_profile,  # nvcc, CPUs
-                                                placement.options("compiler"), roles.compiler)
+                                                placement.options("compiler"), roles.compiler, cfg.eval.limits)
             self._pools.append(self.compilers)
             self._ranker = make_ranker_actor(cfg.ranker, cfg.compile) if cfg.reward.w_ranker > 0 else None
         except BaseException:
@@ -226,7 +226,7 @@ class Cluster:
         placement = self.placement(("evaluator", "compiler"))
         n_gpus = self.evaluator_gpus(placement)
         with make_compiler_pool(cfg.compile, cfg.eval.max_retries, cfg.eval.gate_profile, placement.options("compiler"),
-                                self.roles.compiler) as compilers, \
+                                self.roles.compiler, cfg.eval.limits) as compilers, \
                 make_evaluator_pool(cfg.eval, cfg.compile, n_gpus, placement=placement.options("evaluator"),
                                     actor_cls=self.roles.evaluator) as evaluators:
             yield compilers, evaluators, n_gpus

@@ -30,7 +30,7 @@ from actors.pool import NO_RAY_RESTARTS, PoolWaiter, SupervisedPool
 from pipeline.core.lost_work import ItemFailed
 
 if TYPE_CHECKING:  # the core modules are imported lazily in the actors (see their constructors)
-    from pipeline.core.config import CompileSection, EvalSection
+    from pipeline.core.config import CompileSection, EvalSection, TrustedLimits
     from pipeline.core.records import Candidate, EvalResult, Task
     from pipeline.evaluation.build.compile import CompileResult
 
@@ -63,27 +63,26 @@ class EvaluatorActor:
 class CompilerActor:
     """Owns one `Compiler`; its content-addressed cache is shared through `compile_cfg.cache_dir`."""
 
-    def __init__(self, compile_cfg: CompileSection, gate_profile: str = "strict"):
+    def __init__(self, compile_cfg: CompileSection, gate_profile: str = "strict", limits: TrustedLimits | None = None):
+        """`limits`: the caps of the gate and the artefact check run here (eval.limits; None: the schema's)."""
+        from pipeline.core.config import TrustedLimits
         from pipeline.evaluation.build.compile import Compiler  # lazily, as in EvaluatorActor
 
         self._compiler = Compiler(compile_cfg)
         self._profile = gate_profile
+        self._limits = limits or TrustedLimits()
 
     def compile_group(self, candidates: list[Candidate], task: Task) -> list[CompileResult]:
         """`compile` of several candidates of one task, one after another: one round trip for the driver."""
         return [self.compile(c, task) for c in candidates]
 
     def compile(self, candidate: Candidate, task: Task) -> CompileResult:
-        """Compile one candidate for its task and check what was built (artifact.build_and_check), so that the
-        evaluator's serial CPU work is only reading the findings; failures are a verdict in the result, not an
-        exception. The result carries its artefact files, so an evaluator on another node can use it."""
-        from pipeline.evaluation.build.artifact import build_and_check
-        from pipeline.evaluation.build.compile import CompileResult
-        from pipeline.evaluation.intake import unusable
-        problem = unusable(candidate)
-        if problem is not None:  # the evaluator gives it its verdict; nothing of it is built
-            return CompileResult(ok=False, log=problem.reason)
-        return build_and_check(self._compiler, candidate, task, self._profile).packed()
+        """Compile one candidate for its task and check what was built (bounded.checked_build: the gate and the
+        artefact check each in a worker with OS limits), so that the evaluator's serial CPU work is only reading
+        the findings; failures are a verdict in the result, not an exception. The result carries its artefact
+        files, so an evaluator on another node can use it."""
+        from pipeline.evaluation.bounded import checked_build
+        return checked_build(self._compiler, candidate, task, self._profile, self._limits).packed()
 
     def ping(self) -> str:
         """Liveness check: answers once the constructor has finished."""
@@ -125,11 +124,13 @@ def make_evaluator_pool(eval_cfg: EvalSection, compile_cfg: CompileSection, num_
 
 
 def make_compiler_pool(compile_cfg: CompileSection, max_retries: int, gate_profile: str = "strict",
-                       placement: dict | None = None, actor_cls: type = CompilerActor) -> SupervisedPool:
+                       placement: dict | None = None, actor_cls: type = CompilerActor,
+                       limits: TrustedLimits | None = None) -> SupervisedPool:
     """Build the compile pool: `compile_cfg.workers` CPU actors, one CPU each.
 
     `max_retries` bounds resubmissions of one candidate after its compiler actor died (the driver
-    passes `cfg.eval.max_retries`). `placement` and `actor_cls` as in `make_evaluator_pool`.
+    passes `cfg.eval.max_retries`). `placement` and `actor_cls` as in `make_evaluator_pool`; `limits`: the caps
+    of the gate and the artefact check in the workers (the driver passes `cfg.eval.limits`).
     """
     if compile_cfg.workers < 1:
         raise ValueError(f"compile.workers = {compile_cfg.workers}: the compile pool needs at least one "
@@ -137,7 +138,8 @@ def make_compiler_pool(compile_cfg: CompileSection, max_retries: int, gate_profi
     remote_cls = ray.remote(actor_cls)
 
     def make_actor(slot: int) -> ActorHandle:
-        return remote_cls.options(num_cpus=1, **NO_RAY_RESTARTS, **(placement or {})).remote(compile_cfg, gate_profile)
+        return remote_cls.options(num_cpus=1, **NO_RAY_RESTARTS, **(placement or {})).remote(compile_cfg, gate_profile,
+                                                                                          limits)
 
     return SupervisedPool(make_actor, size=compile_cfg.workers, max_retries=max_retries)
 

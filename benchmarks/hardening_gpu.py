@@ -115,14 +115,14 @@ def main() -> None:
 
     def evaluate(profile: str, task_id: str, name: str, code: str, fmt: str, gate: bool = True) -> dict:
         ev = Evaluator(EvalSection(gate_profile=profile, result_cache_dir=""), compile_cfg, use_gpu=gpu)
-        original = evaluator_module.check_candidate
+        original = evaluator_module.bounded.gate
         if not gate:
-            evaluator_module.check_candidate = lambda *a, **k: []
+            evaluator_module.bounded.gate = lambda *a, **k: []
         t0 = time.perf_counter()
         try:
             r = ev.evaluate(tasks[task_id], [Candidate(task_id=task_id, code=code, format=fmt)])[0]
         finally:
-            evaluator_module.check_candidate = original
+            evaluator_module.bounded.gate = original
         row = {"probe": name, "task": task_id, "profile": profile, "gate": gate, "verdict": r.verdict,
                "speedup": r.speedup, "flags": r.flags, "reason": r.reason[:200], "s": round(time.perf_counter() - t0, 1)}
         rows.append(row)

@@ -114,7 +114,7 @@ class StandInGenerator(_StandIn):
 class StandInCompiler(_StandIn):
     """`CompilerActor`'s methods; a successful build after the compile time."""
 
-    def __init__(self, compile_cfg, gate_profile: str = "strict"):
+    def __init__(self, compile_cfg, gate_profile: str = "strict", limits=None):
         self.busy = _Busy()
 
     def compile(self, candidate, task):

@@ -58,6 +58,28 @@ class CompileSection(Section):
                                      "worker carries (compiled one after another there): fewer round trips for the "
                                      "driver; 1 spreads every candidate over the workers")
     log_chars: int = Field(2000, description="compiler output kept in a result, trimmed to the errors")
+    output_bytes: int = Field(1 << 20, gt=0, description="compiler output (stdout and stderr, each) read from one "
+                              "build; a build that succeeds with more (a ptxas report of thousands of kernels) is a "
+                              "compile_error naming this cap, a failing one keeps the first bytes")
+    preprocessed_bytes: int = Field(64 << 20, gt=0, description="largest preprocessed pass of a candidate (nvcc's "
+                                    "kept .ii files) that is read for the artefact check; past it the candidate is a "
+                                    "compile_error naming this cap (macro expansion bombs)")
+
+
+class TrustedLimits(Section):
+    """Caps of the trusted stages that read candidate text in the evaluator's or a compile worker's Python, each
+    run in a forked worker with OS limits (evaluation/bounded.py); past one the verdict names it."""
+    gate_wall_s: float = Field(30.0, gt=0, description="wall-clock limit of the static gate on one candidate")
+    gate_cpu_s: float = Field(20.0, gt=0, description="CPU seconds of the static gate on one candidate")
+    check_wall_s: float = Field(240.0, gt=0, description="wall-clock limit of the artefact check on one candidate "
+                                "(its nvcc -E, nvcc -c, nm and objdump runs included)")
+    check_cpu_s: float = Field(30.0, gt=0, description="CPU seconds of the artefact check's own Python (its tools "
+                               "are charged to compile.cpu_budget_s)")
+    structure_wall_s: float = Field(30.0, gt=0, description="wall-clock limit of the structural analysis of one "
+                                    "candidate")
+    structure_cpu_s: float = Field(20.0, gt=0, description="CPU seconds of the structural analysis of one candidate")
+    memory_bytes: int = Field(4 << 30, gt=0, description="address-space limit of each stage's worker process")
+    result_bytes: int = Field(16 << 20, gt=0, description="largest result (pickled) a stage's worker may hand back")
 
 
 class EvalSection(Section):
@@ -138,6 +160,8 @@ class EvalSection(Section):
         "strict", description="what the anti-hack gate accepts: 'strict' (all compute in the candidate's own kernels, "
         "the RL default) or 'kernelbench' (also torch ops and modules in ModelNew and cuBLAS, as KernelBench's harness "
         "accepts); the hack rules hold under both")
+    limits: TrustedLimits = Field(default_factory=TrustedLimits, description="caps of the trusted stages that read "
+                                  "candidate text (gate, artefact check, structural analysis)")
 
 
 class ModelSection(Section):

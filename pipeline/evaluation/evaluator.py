@@ -40,7 +40,9 @@ from pipeline.evaluation.build.compile import CompileBudget, CompileResult, Comp
 from pipeline.evaluation.gpu.driver import CudaError, allocated_bytes
 from pipeline.evaluation.gpu.lock import GpuLock
 from pipeline.evaluation.gpu.memory_budget import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout, gib
-from pipeline.evaluation.gate import check_candidate, cuda_sources_of, gate_profile
+from pipeline.evaluation import bounded
+from pipeline.evaluation.bounded import StageLimit, limit_finding
+from pipeline.evaluation.gate import gate_profile
 from pipeline.evaluation.checks.reference import (GroupData, TaskBroken, add_anchor_slot,
                                                   add_timing_slots, adopt_baseline_outputs, arena_layout, build_c2cuda,
                                                   build_torch2cuda, can_anchor_c, check_outputs, config_bytes,
@@ -189,8 +191,10 @@ class Evaluator:
         t0 = time.perf_counter()
         if (task.kind == "c2cuda") != (cand.format == "c2cuda"):
             return self.result_of(task, cand, "format_error", f"a {task.kind} task does not take {cand.format} candidates")
-        findings = check_candidate(cand, task, self.cfg.gate_profile)
+        findings = bounded.gate(self.cfg.limits, cand, task, self.cfg.gate_profile)  # in a worker with OS limits
         gate_s = time.perf_counter() - t0
+        if isinstance(findings, StageLimit):
+            findings = [limit_finding(findings)]
         errors = [f for f in findings if f.severity == "error"]
         if errors:
             return self.result_of(task, cand, "rejected", errors[0].message, findings=findings,
@@ -206,38 +210,41 @@ class Evaluator:
         if not comp.ok and not comp.unavailable:
             return self._compile_error(task, cand, comp.log, findings, stage)
         if comp.ok:  # the gate's second look, at what was built (artifact.py); the compile worker's where it ran it
-            from pipeline.evaluation.build.artifact import BudgetSpent, check_built
             t_built = time.perf_counter()
-            try:
-                checked = comp.built_findings if comp.built_profile == self.cfg.gate_profile and \
-                    comp.built_findings is not None else \
-                    check_built(cand, task, comp, self.compiler.cfg, self.cfg.gate_profile, budget)
-            except BudgetSpent as e:
-                return self._compile_error(task, cand, str(e), findings, stage)
+            checked = comp.built_findings if comp.built_profile == self.cfg.gate_profile and \
+                comp.built_findings is not None else \
+                bounded.artifact_check(self.cfg.limits, cand, task, comp, self.compiler.cfg, self.cfg.gate_profile,
+                                       budget)  # in a worker with OS limits
+            if isinstance(checked, str):  # the CPU budget of the candidate's builds ran out in the check
+                return self._compile_error(task, cand, checked, findings, stage)
+            if isinstance(checked, StageLimit):
+                checked = [limit_finding(checked)]
             built = [f for f in checked if f.severity == "error"]
             stage["gate"] += time.perf_counter() - t_built
             if built:
                 return self.result_of(task, cand, "rejected", built[0].message, findings=findings + built,
                                   flags=sorted({f.rule for f in built}), stage_s=stage, compile_log=comp.ptxas_log)
         t2 = time.perf_counter()
-        features, hints = self.structure_features(cand, comp)
+        features, hints = self.structure_features(cand, comp, task.function if task.kind == "c2cuda" else "")
         stage["structure"] = time.perf_counter() - t2
+        stopped = [f for f in hints if f.rule == "stage-limit"]
+        if stopped:
+            return self.result_of(task, cand, "rejected", stopped[0].message, findings=findings + stopped,
+                                  flags=["stage-limit"], stage_s=stage, compile_log=comp.ptxas_log)
         return Prepared(comp, findings + hints, stage, features)
 
     def _compile_error(self, task: Task, cand: Candidate, log: str, findings: list[Finding], stage: dict) -> EvalResult:
         return self.result_of(task, cand, "compile_error", "the candidate does not compile", compile_log=log,
                           findings=findings + [Finding(source="compile", severity="error", message=log)], stage_s=stage)
 
-    def structure_features(self, cand: Candidate, comp: CompileResult) -> tuple[dict, list[Finding]]:
-        """Compile-time structural features and hints (ptxas report, occupancy, static analysis)."""
-        from pipeline.structure.analyze import analyze_source
-        texts = [text for text, _ in cuda_sources_of(cand)]
-        if not texts:
-            return {}, []
-        from pipeline.structure.reach import entry_points
-        analysis = analyze_source("\n".join(texts), arch=self.compiler.cfg.arch, ptxas_log=comp.ptxas_log or None,
-                                  run_nvcc=False, entries=entry_points(cand.format, cand.code))
-        return analysis.features(), analysis.findings
+    def structure_features(self, cand: Candidate, comp: CompileResult, c_entry: str = "") -> tuple[dict, list[Finding]]:
+        """Compile-time structural features and hints (ptxas report, occupancy, static analysis), computed in a
+        worker with OS limits (eval.limits.structure_*); past one, no features and one error finding of rule
+        `stage-limit` naming the cap. `c_entry`: a c2cuda task's entry function (only kernels it launches count)."""
+        got = bounded.structure(self.cfg.limits, cand, self.compiler.cfg.arch, comp.ptxas_log or None, c_entry)
+        if isinstance(got, StageLimit):
+            return {}, [limit_finding(got, "structure")]
+        return got
 
     def _not_executed(self, task: Task, cand: Candidate, prep: Prepared, why: str = "") -> EvalResult:
         """Built, never run: `why` (default: no GPU here)."""

@@ -48,5 +48,14 @@ def format_feedback(result: EvalResult, max_hints: int = 5, max_chars: int = 300
     if hints[:max_hints]:
         lines.append("Notes:")
         lines += [f"- {f.message}" for f in hints[:max_hints]]
-    text = "\n".join(lines)
-    return text if len(text) <= max_chars else text[:max_chars - 20] + "\n... (trimmed)"
+    whole = sum(len(line) + 1 for line in lines) - 1  # each line is cut first: no unbounded string is built
+    return capped("\n".join(capped(line, max_chars) for line in lines), max_chars, whole)
+
+
+def capped(text: str, max_chars: int, whole: int | None = None) -> str:
+    """`text` when it has at most `max_chars` characters, else its start and a last line saying how long the whole
+    was (`whole`, default len(text)), `max_chars` in all: the policy never reads an unbounded message."""
+    if len(text) <= max_chars:
+        return text
+    marker = f"\n... (trimmed: {whole or len(text):,} characters in all, the first shown)"
+    return text[:max(0, max_chars - len(marker))] + marker

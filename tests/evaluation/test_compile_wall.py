@@ -225,7 +225,8 @@ def test_the_compile_worker_builds_once_and_checks_what_it_built(tmp_path, built
     packed = comp.packed()
     assert set(packed.payload) == {"artifact.so", "candidate.o"}
     checks = []
-    monkeypatch.setattr(artifact, "check_built", lambda *a, **k: checks.append(1) or [])
+    from pipeline.evaluation import bounded  # the evaluator runs the check in a worker: counted where it is sent
+    monkeypatch.setattr(bounded, "artifact_check", lambda *a, **k: checks.append(1) or [])
     ev = Evaluator(EvalSection(result_cache_dir=""), cfg, use_gpu=False)
     r = ev.evaluate(task, [Candidate(task_id=task.id, code=impl.code, format="c2cuda")], [packed])[0]
     assert r.verdict == "not_executed" and checks == []  # the worker's findings were read, not made again

@@ -133,6 +133,7 @@ class Ran:
     cpu_s: float
     timed_out: bool = False
     over_budget: bool = False
+    dropped_bytes: int = 0  # output past the read cap (`output_bytes` of run_limited), counted and not kept
 
 
 def _tree_cpu_s(pid: int) -> float:
@@ -151,14 +152,29 @@ def _tree_cpu_s(pid: int) -> float:
     return total
 
 
+def _read_capped(stream, cap: int | None, chunks: dict, key: str, dropped: dict) -> None:
+    """Read `stream` to its end, keeping its first `cap` bytes (all with None) and counting the rest."""
+    kept, lost = bytearray(), 0
+    while True:
+        block = stream.read1(1 << 16)
+        if not block:
+            break
+        room = len(block) if cap is None else max(0, cap - len(kept))
+        kept += block[:room]
+        lost += len(block) - min(room, len(block))
+    chunks[key], dropped[key] = bytes(kept), lost
+
+
 def run_limited(argv: list[str], cwd: str, env: dict, timeout_s: float, preexec=None,
-                budget: CompileBudget | None = None) -> Ran:
+                budget: CompileBudget | None = None, output_bytes: int | None = None) -> Ran:
     """Run a build in a new session; kill its group past `timeout_s` or past what `budget` has left (its tree's
-    CPU, read every 20 ms); charge the budget what the tree used (from wait4, exact once it has ended)."""
+    CPU, read every 20 ms); charge the budget what the tree used (from wait4, exact once it has ended). Of stdout
+    and stderr each, the first `output_bytes` are kept (all with None) and the rest counted in `dropped_bytes`."""
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True, preexec_fn=preexec)
     chunks: dict[str, bytes] = {}
-    readers = [threading.Thread(target=lambda k=k, f=f: chunks.__setitem__(k, f.read()), daemon=True)
+    dropped: dict[str, int] = {}
+    readers = [threading.Thread(target=_read_capped, args=(f, output_bytes, chunks, k, dropped), daemon=True)
                for k, f in (("out", proc.stdout), ("err", proc.stderr))]
     for r in readers:
         r.start()
@@ -189,7 +205,7 @@ def run_limited(argv: list[str], cwd: str, env: dict, timeout_s: float, preexec=
         budget.charge(cpu_s)
         over = over or budget.spent
     return Ran(proc.returncode, chunks.get("out", b"").decode(errors="replace"),
-               chunks.get("err", b"").decode(errors="replace"), cpu_s, timed_out, over)
+               chunks.get("err", b"").decode(errors="replace"), cpu_s, timed_out, over, sum(dropped.values()))
 
 
 def _sandbox_preexec(memory_limit_bytes: int, isolate_network: bool, cpu_s: float | None = None):
@@ -239,7 +255,7 @@ def run_build(argv: list[str], scratch: str, timeout_s: float, cfg: CompileSecti
         return Ran(-1, "", "", 0.0, over_budget=True)
     argv, env = sandboxed(argv, scratch, tool_env(scratch), cfg)
     preexec = _sandbox_preexec(cfg.memory_limit_bytes, cfg.sandbox == "none", budget.left if budget else None)
-    return run_limited(argv, scratch, env, timeout_s, preexec, budget)
+    return run_limited(argv, scratch, env, timeout_s, preexec, budget, cfg.output_bytes)
 
 
 def _install_root(program: str) -> str:
@@ -388,6 +404,19 @@ def _restore(text: str) -> str:
 PREPROCESSED_PASSES = {"device": "cpp1.ii", "host": "cpp4.ii"}
 
 
+def oversized_pass(keep_dir: str, stem: str, max_bytes: int) -> str:
+    """A sentence naming the first kept preprocessing pass larger than `max_bytes` (compile.preprocessed_bytes),
+    else '': such a pass is never read (a macro expansion bomb)."""
+    for name, suffix in PREPROCESSED_PASSES.items():
+        path = Path(keep_dir, f"{stem}.{suffix}")
+        size = path.stat().st_size if path.is_file() else 0
+        if size > max_bytes:
+            return (f"the {name} preprocessing pass of the source is {size >> 20} MiB, past its cap of "
+                    f"{max_bytes >> 20} MiB (compile.preprocessed_bytes); simplify the source: macro expansion "
+                    f"this large costs the evaluator more than any kernel is worth")
+    return ""
+
+
 def kept_expansions(keep_dir: str, stem: str) -> dict[str, list[tuple[int, str]]]:
     """The candidate's own lines as each of nvcc's preprocessing passes expanded them (device: __CUDA_ARCH__
     defined, as `nvcc -E` gives; host: undefined), read from a compile's --keep intermediates; a pass whose file
@@ -436,6 +465,9 @@ class Compiler:
                                      scratch, source, "candidate.cu", product="candidate.o", budget=budget)
             if not obj.ok:
                 return obj
+            too_big = oversized_pass(os.path.join(scratch, "kept"), "candidate", self.cfg.preprocessed_bytes)
+            if too_big:
+                return CompileResult(ok=False, log=too_big, cpu_s=obj.cpu_s)
             expanded = kept_expansions(os.path.join(scratch, "kept"), "candidate")
             report = trusted_report(self.cfg.arch, sorted(Path(scratch, "kept").glob("*.ptx")), [obj.object], flags,
                                     self.cfg.nvcc, self.cfg.timeout_s)  # never the compile's stderr: see resources.py
@@ -571,6 +603,11 @@ class Compiler:
         if proc.timed_out:
             return CompileResult(ok=False, log=f"compilation exceeded its {timeout_s:.0f} s limit", cpu_s=proc.cpu_s)
         text = (proc.stdout or "") + (proc.stderr or "")
+        if proc.dropped_bytes and proc.returncode == 0:  # a report this long is not read (thousands of kernels)
+            return CompileResult(ok=False, cpu_s=proc.cpu_s, log=(
+                f"the compiler's output passed its cap of {self.cfg.output_bytes >> 10} KiB (compile.output_bytes); "
+                f"simplify the source: thousands of kernels or instantiations cost the evaluator more than any "
+                f"kernel is worth"))
         ptxas = "\n".join(ln for ln in text.splitlines() if ln.startswith("ptxas") or "bytes stack frame" in ln)
         if proc.returncode != 0 or not Path(scratch, product).exists():
             if proc.returncode < 0 or "Killed" in text or "out of memory" in text.lower():
