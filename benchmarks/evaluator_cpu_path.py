@@ -4,7 +4,7 @@
 
 For each tree (the checkout, and REV checked out in a temporary git worktree), in a fresh compile cache:
 - compile pool, per candidate: what a compile worker does (REV: `Compiler.compile`; this tree:
-  `artifact.build_and_check`, the gate, one nvcc -c, the link, the artefact check), its CPU seconds with
+  `bounded.checked_build`, the gate, one nvcc -c, the link, the artefact check), its CPU seconds with
   every child process (nvcc, gcc, nm, objdump), the workers running side by side as a pool would;
 - evaluator actor, per candidate: `Evaluator.gate_and_compile` given the worker's result (REV: the gate,
   the artefact check's second nvcc -c and tools, the structure analysis; this tree: the gate, reading the
@@ -47,8 +47,9 @@ def worker(item):
     t0 = cpu()
     cand = Candidate(task_id=task_id, code=code, format=fmt)
     try:
-        from pipeline.evaluation.build.artifact import build_and_check
-        comp = build_and_check(Compiler(cfg), cand, tasks[task_id], "strict").packed()
+        from pipeline.core.config import TrustedLimits
+        from pipeline.evaluation.bounded import checked_build
+        comp = checked_build(Compiler(cfg), cand, tasks[task_id], "strict", TrustedLimits()).packed()
     except ImportError:
         comp = Compiler(cfg).compile(cand, tasks[task_id]).packed()
     return comp, cpu() - t0

@@ -3,7 +3,11 @@
 #   bash benchmarks/gpu_checks.sh [verify] [tests] [trust] [protocols] [kernelbench] [kernelbench_memory]
 #                                 [kernelbench_baseline] [kernelbench_bench] [pareval] [bench]
 #                                 [structure] [generation] [train] [sft] [train_sft] [sft_bench] [measure] [multi_gpu]
-#                                 [fidelity] [hardening] [throughput] [timed_honest] [timed_attacks]
+#                                 [fidelity] [hardening] [throughput] [timed_honest] [timed_attacks] [bounded]
+# bounded: the trusted side's limits on a GPU host: the sandbox tests from the child's side (the narrowed /proc and
+#   /sys under the real driver) and the bounded stages' tests, then the evaluator's GPU tests (tests/evaluation),
+#   with benchmarks/trusted_stage_limits.py (every trusted stage's worst case against its cap) beside them on the
+#   host's CPUs; one call.
 # timed_honest: every built-in c2cuda and light implementation through trusted_timing.py (honest part only), under the
 #   evaluator before (.before.tar.gz: `bash benchmarks/tools/before_carry.sh 1b582e9`, version 17) and after, back to
 #   back on the same GPU in one call: verdicts and the speedup ratio after/before per implementation.
@@ -150,6 +154,12 @@ for step in $steps; do
                  train.progress_bar=false compile.cache_dir=$CUDAPERF_TEST_COMPILE_CACHE > "$OUT/train_sft.log" 2>&1 ;;
     measure) BUDGET_S=${MEASURE_S:-540} OUT="$OUT" bash benchmarks/tools/measure_h200.sh > "$OUT/measure_summary.log" 2>&1 ;;
     sft_bench) OUT="$OUT" SFT_S=${SFT_S:-270} LIMIT=${LIMIT:-40} bash benchmarks/tools/sft_h200.sh > "$OUT/sft_bench.log" 2>&1 ;;
+    bounded) ( timeout 300 python3 -m pytest -q -p no:cacheprovider -rfE tests/evaluation/test_sandbox.py \
+                 tests/evaluation/test_sandbox_host_view.py tests/evaluation/test_bounded.py > "$OUT/bounded_sandbox.log" 2>&1
+               timeout 200 python3 benchmarks/trusted_stage_limits.py --out "$OUT/trusted_stages_gpu_host.json" \
+                 > "$OUT/bounded_stages.log" 2>&1 ) &
+             timeout ${BOUNDED_GPU_S:-500} python3 -m pytest -m gpu -q -p no:cacheprovider -rfE --durations=8 \
+               ${GPU_TESTS:-tests/evaluation} > "$OUT/bounded_gpu.log" 2>&1; rc_b=$?; wait; (exit $rc_b) ;;
     multi_gpu) timeout 590 python3 benchmarks/multi_gpu.py --out "$OUT/multi_gpu.json" \
                  --parts "${MULTI_GPU_PARTS:-evaluators,sync,train}" > "$OUT/multi_gpu.log" 2>&1 ;;
   esac
@@ -179,5 +189,8 @@ for step in $steps; do printf '%-10s %s\n' "$step" "${status[$step]}"; done
 [ -f "$OUT/train_sft.log" ] && grep -E "^step |Error|error:|verdicts" "$OUT/train_sft.log" | tail -12
 [ -f "$OUT/measure_summary.log" ] && tail -20 "$OUT/measure_summary.log"
 [ -f "$OUT/sft_bench.log" ] && tail -8 "$OUT/sft_bench.log"
+[ -f "$OUT/bounded_sandbox.log" ] && grep -E "passed|failed|FAILED|Error|assert" "$OUT/bounded_sandbox.log" | tail -12
+[ -f "$OUT/bounded_stages.log" ] && tail -14 "$OUT/bounded_stages.log"
+[ -f "$OUT/bounded_gpu.log" ] && grep -E "passed|failed|FAILED|Error|^[0-9.]+s " "$OUT/bounded_gpu.log" | tail -24
 [ -f "$OUT/multi_gpu.log" ] && grep -E -A16 "^==== multi_gpu|^multi_gpu:" "$OUT/multi_gpu.log" | head -30
 exit 0

@@ -277,7 +277,7 @@ def structure(limits, candidate, arch: str, ptxas_log: str | None, c_entry: str 
 
 
 def checked_build(compiler, candidate, task, profile: str, limits) -> CompileResult:
-    """What a compile worker does for one candidate (artifact.build_and_check, each trusted stage bounded): the
+    """What a compile worker does for one candidate (each trusted stage bounded): the
     gate (a refused or stopped candidate is not built; the evaluator's own gate names why), the build and the
     artefact check, charged to one CPU budget; the findings travel in the result. A check stopped by a cap is
     an error finding naming it, a budget spent in the check a compile error naming that."""

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.core.config import CompileSection
+from pipeline.core.config import CompileSection, TrustedLimits
+from pipeline.evaluation import bounded
 from pipeline.evaluation.build import artifact
 from pipeline.evaluation.build.compile import Compiler, CompileBudget, CompileResult
 from pipeline.evaluation.gate import check_candidate
@@ -218,14 +219,13 @@ def test_the_compile_worker_builds_once_and_checks_what_it_built(tmp_path, built
     objects = []
     original = artifact.build_object
     monkeypatch.setattr(artifact, "build_object", lambda *a, **k: objects.append(1) or original(*a, **k))
-    comp = artifact.build_and_check(Compiler(cfg), Candidate(task_id=task.id, code=impl.code, format="c2cuda"), task,
-                                    "strict")
+    comp = bounded.checked_build(Compiler(cfg), Candidate(task_id=task.id, code=impl.code, format="c2cuda"), task,
+                                 "strict", TrustedLimits())
     assert comp.ok and Path(comp.object).is_file() and Path(comp.artifact).is_file() and objects == []
     assert comp.built_findings == [] and comp.built_profile == "strict" and "Used" in comp.ptxas_log
     packed = comp.packed()
     assert set(packed.payload) == {"artifact.so", "candidate.o"}
-    checks = []
-    from pipeline.evaluation import bounded  # the evaluator runs the check in a worker: counted where it is sent
+    checks = []  # the evaluator runs the check in a worker: counted where it is sent
     monkeypatch.setattr(bounded, "artifact_check", lambda *a, **k: checks.append(1) or [])
     ev = Evaluator(EvalSection(result_cache_dir=""), cfg, use_gpu=False)
     r = ev.evaluate(task, [Candidate(task_id=task.id, code=impl.code, format="c2cuda")], [packed])[0]
@@ -234,6 +234,6 @@ def test_the_compile_worker_builds_once_and_checks_what_it_built(tmp_path, built
     ev.evaluate(task, [Candidate(task_id=task.id, code=impl.code + "\n// other\n", format="c2cuda")], [packed])
     assert checks == [1]
     refused = impl.code.replace("{", "{ system(\"id\");", 1)
-    gated = artifact.build_and_check(Compiler(cfg), Candidate(task_id=task.id, code=refused, format="c2cuda"), task,
-                                     "strict")
+    gated = bounded.checked_build(Compiler(cfg), Candidate(task_id=task.id, code=refused, format="c2cuda"), task,
+                                  "strict", TrustedLimits())
     assert not gated.ok and "gate" in gated.log and gated.cpu_s == 0 and not gated.key

@@ -71,10 +71,10 @@ def test_an_exception_of_our_own_code_in_one_candidate_is_its_evaluator_error(co
     ev = Evaluator(EvalSection(result_cache_dir=str(tmp_path / "results")), compile_cfg, use_gpu=False)
     real = ev.structure_features
 
-    def structure(cand, comp):
+    def structure(cand, comp, *entry):
         if "poison" in cand.code:
             raise ZeroDivisionError("float division by zero")
-        return real(cand, comp)
+        return real(cand, comp, *entry)
     monkeypatch.setattr(ev, "structure_features", structure)
     cands = [honest(saxpy), honest(saxpy, "\n// poison"), honest(saxpy, "\n// other")]
     results = ev.evaluate(saxpy, cands)
@@ -154,6 +154,9 @@ def _changed(value):
         return value + ["-DX"]
     if isinstance(value, dict):
         return {**value, "float32": 1.0}
+    if hasattr(value, "model_fields"):  # a nested section (eval.limits): one of its fields changed
+        first = next(iter(type(value).model_fields))
+        return value.model_copy(update={first: _changed(getattr(value, first))})
     return {"bracket": "every_round", "strict": "kernelbench", "bwrap": "none"}.get(value, value + "x")
 
 

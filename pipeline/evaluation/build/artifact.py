@@ -261,6 +261,11 @@ def preprocessed_findings(source: str, cfg: CompileSection, scratch: str, fmt: s
     if isinstance(proc, str) or proc.returncode or not Path(scratch, "pre.ii").exists():
         why = proc if isinstance(proc, str) else (proc.stderr or proc.stdout)[-300:]
         return [rule_finding("artifact-check", line_offset + 1, f"the source does not preprocess on its own ({why})")]
+    size = Path(scratch, "pre.ii").stat().st_size
+    if size > cfg.preprocessed_bytes:  # a macro expansion bomb: never read
+        return [rule_finding("artifact-check", line_offset + 1, f"the preprocessed source is {size >> 20} MiB, past "
+                                                                f"its cap of {cfg.preprocessed_bytes >> 20} MiB "
+                                                                f"(compile.preprocessed_bytes)")]
     lines = own_lines(Path(scratch, "pre.ii").read_text(errors="replace"), "pre.cu")
     return expanded_findings(lines, fmt, float32, profile, line_offset, host_only)
 
@@ -508,22 +513,3 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
             seen.add((f.rule, f.line, f.message))
             out.append(f)
     return out
-
-
-def build_and_check(compiler, candidate: Candidate, task: Task, profile: str) -> CompileResult:
-    """What a compile worker does for one candidate: the static gate (a refused candidate is not built), the build and, when it succeeded, the artefact check under
-    the gate profile `profile`, both charged to one CPU budget; the findings travel in the result (the evaluator
-    then only reads them). A budget spent in the check makes the result a compile error naming it."""
-    from pipeline.evaluation.gate import check_candidate
-    if any(f.severity == "error" for f in check_candidate(candidate, task, profile=profile)):  # the gate runs first
-        return CompileResult(ok=False, log="not built: the static gate refused it (the evaluator names the rule)")
-    budget = CompileBudget.of(candidate.format, compiler.cfg)
-    comp = compiler.compile(candidate, task, budget)
-    if not comp.ok:
-        return comp
-    try:
-        findings = check_built(candidate, task, comp, compiler.cfg, profile, budget)
-    except BudgetSpent as e:
-        return CompileResult(ok=False, log=str(e), key=comp.key, cpu_s=comp.cpu_s)
-    return comp.model_copy(update={"built_findings": findings, "built_profile": profile,
-                                   "cpu_s": budget.total - budget.left})

@@ -66,7 +66,7 @@ class CompileResult(BaseModel):
     object: str = Field("", description="c2cuda and light: the object the library was linked from (the artefact "
                                         "check reads it instead of building its own)")
     built_findings: list[Finding] | None = Field(None, description="the artefact check's findings, where the compile "
-                                                               "worker ran it (artifact.build_and_check)")
+                                                               "worker ran it (bounded.checked_build)")
     built_profile: str = Field("", description="the gate profile built_findings were made under")
     expanded: dict[str, list[tuple[int, str]]] = Field(
         default_factory=dict, description="c2cuda and light: the candidate's own lines as nvcc's device and host "
