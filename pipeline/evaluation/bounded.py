@@ -258,14 +258,13 @@ def artifact_check(limits, candidate, task, comp: CompileResult, cfg, profile: s
 
 
 def _structure_job(candidate, arch: str, ptxas_log: str | None, c_entry: str) -> tuple:
-    from pipeline.evaluation.gate import cuda_sources_of
+    from pipeline.evaluation.gate import cuda_sources_of, entry_points
     from pipeline.structure.analyze import analyze_source
-    from pipeline.structure.reach import entry_points
     texts = [text for text, _ in cuda_sources_of(candidate)]
     if not texts:
         return {}, []
     analysis = analyze_source("\n".join(texts), arch=arch, ptxas_log=ptxas_log, run_nvcc=False,
-                              entries=entry_points(candidate.format, candidate.code, c_entry))
+                              entries=entry_points(candidate, c_entry))
     return analysis.features(), analysis.findings
 
 

@@ -47,7 +47,7 @@ class GroupHarness(Protocol):
     def gate_and_compile(self, task: Task, cand: Candidate, comp):
         """The static gate, then the compiler (cached): a Prepared, or the EvalResult that ends it."""
 
-    def structure_features(self, cand: Candidate, comp) -> tuple[dict, list[Finding]]:
+    def structure_features(self, cand: Candidate, comp, c_entry: str = "") -> tuple[dict, list[Finding]]:
         """The structural features of a compiled candidate (ptxas, SASS, source) and their hints."""
 
     def prepare_group(self, task: Task) -> GroupData:

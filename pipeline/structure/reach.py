@@ -313,19 +313,3 @@ def reachable_kernels(root, macros: A.Macros, consts: dict, funcs: list[A.Functi
     reach.possible = {k for k, m in launched.items() if m == POSSIBLE}
     reach.unlaunched = sorted(w.kernels - set(launched))
     return reach
-
-
-def entry_points(fmt: str, code: str, c_entry: str = "") -> list[str]:
-    """The host entry points of a candidate of format `fmt`: c2cuda the task's entry function `c_entry` (without
-    it, its C-linkage functions: the task's entry is one of them), light the ABI's entry, kernelbench the `functions` of its load_inline calls
-    (and, through `reachable_kernels`, whatever its PYBIND11_MODULE binds)."""
-    if fmt == "light":
-        from pipeline.evaluation import light_abi
-        return [light_abi.ENTRY_POINT]
-    if fmt != "kernelbench":
-        return [c_entry] if c_entry else [C_ENTRY]
-    from pipeline.evaluation.gate import extract_load_inline
-    try:
-        return [f for b in extract_load_inline(code) for f in (b.get("functions") or [])]
-    except (SyntaxError, ValueError):
-        return []

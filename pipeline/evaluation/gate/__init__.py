@@ -36,7 +36,7 @@ from pipeline.evaluation.gate.python import (
 from pipeline.evaluation.gate.python_names import ADVICE, LOAD_INLINE, rule_finding
 
 __all__ = ["ADVICE", "LOAD_INLINE", "MAX_CANDIDATE_BYTES", "PROFILES", "GateProfile", "check_candidate",
-           "cuda_sources_of", "extract_load_inline", "gated_sources", "gate_profile", "task_is_float32"]
+           "cuda_sources_of", "entry_points", "extract_load_inline", "gated_sources", "gate_profile", "task_is_float32"]
 MAX_CANDIDATE_BYTES = 256 * 1024  # larger candidates are refused unread (a policy answer is a few KB)
 
 
@@ -156,6 +156,21 @@ def extract_load_inline(py_source: str) -> list[dict]:
         out.append({**info, "cpp_sources": [compiler_text(t) for t, _ in info["cpp_sources"]],
                     "cuda_sources": [compiler_text(t) for t, _ in info["cuda_sources"]]})
     return out
+
+
+def entry_points(candidate: Candidate, c_entry: str = "") -> list[str]:
+    """The host entry points of a candidate (the roots of structure/reach.py): c2cuda the task's entry function
+    `c_entry` (without it, reach.C_ENTRY: its C-linkage functions, the task's entry among them), light the ABI's
+    entry, kernelbench the `functions` of its load_inline calls (reach adds whatever its PYBIND11_MODULE binds)."""
+    from pipeline.structure.reach import C_ENTRY
+    if candidate.format == "light":
+        return [light_abi.ENTRY_POINT]
+    if candidate.format != "kernelbench":
+        return [c_entry] if c_entry else [C_ENTRY]
+    try:
+        return [f for b in extract_load_inline(candidate.code) for f in (b.get("functions") or [])]
+    except (SyntaxError, ValueError):
+        return []
 
 
 def cuda_sources_of(candidate: Candidate) -> list[tuple[str, int]]:

@@ -19,10 +19,10 @@ from functools import lru_cache
 from tree_sitter import Node
 
 from pipeline.core.records import Finding
-from pipeline.evaluation.gate import source_text
+import pipeline.evaluation.gate.source_text as source_text
 from pipeline.evaluation.gate.load_time import global_init_findings
 from pipeline.evaluation.gate.profile import GateProfile
-from pipeline.evaluation.gate.text_rules import text_findings
+from pipeline.evaluation.gate.text_rules import include_allowed, text_findings
 from pipeline.structure import cuda_ast
 
 ADVICE = {
@@ -55,29 +55,6 @@ def finding(rule: str, line: int, what: str, advice: str | None = None) -> Findi
     """An error finding of the gate: 'line N: what; advice [rule]'."""
     return Finding(source="gate", severity="error", line=line, rule=rule,
                    message=f"line {line}: {what}; {advice or ADVICE[rule]} [{rule}]")
-
-
-# --- includes -----------------------------------------------------------------------------------
-# cuda.h declares the driver API, whose calls stay refused by name (driver-api) and, once built, as
-# symbols; vector, limits, math_constants.h and cuComplex.h are header-only.
-_INCLUDES = {"cuda_runtime.h", "cuda_runtime_api.h", "device_launch_parameters.h", "cuda_fp16.h",
-             "cuda_bf16.h", "cuda_fp8.h", "mma.h", "cooperative_groups.h", "cuda/pipeline", "cuda/barrier",
-             "stdint.h", "cstdint", "cstddef", "stddef.h", "math.h", "cmath", "cfloat", "float.h", "climits",
-             "limits.h", "algorithm", "type_traits", "utility", "cstdio", "stdio.h", "assert.h", "cassert",
-             "vector_types.h", "cuda.h", "math_constants.h", "vector", "limits", "cuComplex.h",
-             "curand_kernel.h"}  # cuRAND's device generators (header only; its host API, curand.h, is not listed)
-_INCLUDE_PREFIXES = ("cooperative_groups/", "cub/", "cuda/std/")
-# parts of what torch/extension.h includes anyway
-_TORCH_INCLUDES = {"torch/extension.h", "ATen/cuda/CUDAContext.h", "c10/cuda/CUDAStream.h", "ATen/ATen.h",
-                   "torch/types.h", "c10/cuda/CUDAGuard.h"}
-
-
-def include_allowed(path: str, fmt: str, profile: GateProfile) -> bool:
-    """Whether a candidate of format `fmt` may #include `path` under the gate profile `profile`."""
-    if ".." in path or path.startswith("/") or "\\" in path:
-        return False
-    return (path in _INCLUDES or path.startswith(_INCLUDE_PREFIXES)
-            or (fmt == "kernelbench" and (path in _TORCH_INCLUDES or path in profile.includes)))
 
 
 # --- names -> rules -------------------------------------------------------------------------------

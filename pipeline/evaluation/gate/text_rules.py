@@ -42,6 +42,30 @@ _HOST_ASM_DIRECTIVE = re.compile(
 _SYSCALL_WORD = re.compile(r"\b(syscall|sysenter|int\s*\$?0x80|int\s*\$?128)\b", re.I)
 
 
+
+# --- includes -----------------------------------------------------------------------------------
+# cuda.h declares the driver API, whose calls stay refused by name (driver-api) and, once built, as
+# symbols; vector, limits, math_constants.h and cuComplex.h are header-only.
+_INCLUDES = {"cuda_runtime.h", "cuda_runtime_api.h", "device_launch_parameters.h", "cuda_fp16.h",
+             "cuda_bf16.h", "cuda_fp8.h", "mma.h", "cooperative_groups.h", "cuda/pipeline", "cuda/barrier",
+             "stdint.h", "cstdint", "cstddef", "stddef.h", "math.h", "cmath", "cfloat", "float.h", "climits",
+             "limits.h", "algorithm", "type_traits", "utility", "cstdio", "stdio.h", "assert.h", "cassert",
+             "vector_types.h", "cuda.h", "math_constants.h", "vector", "limits", "cuComplex.h",
+             "curand_kernel.h"}  # cuRAND's device generators (header only; its host API, curand.h, is not listed)
+_INCLUDE_PREFIXES = ("cooperative_groups/", "cub/", "cuda/std/")
+# parts of what torch/extension.h includes anyway
+_TORCH_INCLUDES = {"torch/extension.h", "ATen/cuda/CUDAContext.h", "c10/cuda/CUDAStream.h", "ATen/ATen.h",
+                   "torch/types.h", "c10/cuda/CUDAGuard.h"}
+
+
+def include_allowed(path: str, fmt: str, profile: GateProfile) -> bool:
+    """Whether a candidate of format `fmt` may #include `path` under the gate profile `profile`."""
+    if ".." in path or path.startswith("/") or "\\" in path:
+        return False
+    return (path in _INCLUDES or path.startswith(_INCLUDE_PREFIXES)
+            or (fmt == "kernelbench" and (path in _TORCH_INCLUDES or path in profile.includes)))
+
+
 def _pragma_rule(body: str) -> tuple[str, str] | None:
     """(rule, what) for the text of a pragma that is not on the allow-list, else None."""
     body = " ".join(body.split())
@@ -74,7 +98,6 @@ def _closing(code: str, open_at: int) -> int:
 
 def text_findings(code: str, kept: str, line_of, add, fmt: str, profile: GateProfile) -> None:
     """Apply the text rules (module docstring) to one source; each finding goes to `add(rule, line, what)`."""
-    from pipeline.evaluation.gate.cuda import include_allowed
     for m in _DIRECTIVE_LINE.finditer(kept):
         name, rest, line = m.group(2), m.group(3).strip(), line_of(m.start())
         if name == "line" or name[:1].isdigit():
