@@ -142,7 +142,8 @@ def gate_rows(limits, tasks) -> list[dict]:
 
 
 def compile_rows(cfg: CompileSection, tasks) -> tuple[list[dict], list]:
-    from pipeline.evaluation.build.compile import CompileBudget, Compiler
+    from pipeline.evaluation.build.compile import Compiler
+    from pipeline.evaluation.build.tool_run import CompileBudget
     compiler = Compiler(cfg)
     honest = [(f"{t.id} {i.format}", "honest", i.code) for t in list(tasks.values())[:12] for i in t.implementations
               if i.format in ("c2cuda", "light")][:8]
@@ -168,7 +169,8 @@ def compile_rows(cfg: CompileSection, tasks) -> tuple[list[dict], list]:
 
 def check_rows(limits, cfg: CompileSection, tasks, built) -> list[dict]:
     from pipeline.evaluation.build.artifact import check_built
-    from pipeline.evaluation.build.compile import CompileBudget, CompileResult
+    from pipeline.evaluation.build.compile import CompileResult
+    from pipeline.evaluation.build.tool_run import CompileBudget
     task = tasks["c2cuda/saxpy"]
     honest_code = next(i.code for i in task.implementations if i.format == "c2cuda")
     jobs = [(name, "honest", code, comp) for name, code, comp in built]

@@ -11,7 +11,7 @@ the worker and every process under it (the tools it started in their own session
 comes back pickled through a pipe, read with a byte cap (`result_bytes`).
 
 Only the soft limits are set: the worker runs trusted code, which never raises them, and a compiler
-it starts (compile.run_build) sets its own, larger memory limit, which a lowered hard limit would
+it starts (tool_run.run_build) sets its own, larger memory limit, which a lowered hard limit would
 forbid. A MemoryError or RecursionError in the worker is the input's doing and becomes a StageLimit;
 any other exception is a bug of ours and is raised here as RuntimeError with the worker's traceback.
 
@@ -32,7 +32,8 @@ import traceback
 from dataclasses import dataclass
 from multiprocessing import context, forkserver, popen_forkserver, reduction, spawn, util
 
-from pipeline.evaluation.build.compile import FILE_BYTES, CompileBudget, CompileResult
+from pipeline.evaluation.build.compile import CompileResult
+from pipeline.evaluation.build.tool_run import FILE_BYTES, CompileBudget
 
 PRELOAD = ["pipeline.evaluation.bounded", "pipeline.evaluation.gate", "pipeline.evaluation.build.artifact",
            "pipeline.structure.analyze"]

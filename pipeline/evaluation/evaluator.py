@@ -36,7 +36,8 @@ from typing import get_args
 
 from pipeline.core.config import CompileSection, EvalSection
 from pipeline.evaluation.gpu import device_views
-from pipeline.evaluation.build.compile import CompileBudget, CompileResult, Compiler
+from pipeline.evaluation.build.compile import CompileResult, Compiler
+from pipeline.evaluation.build.tool_run import CompileBudget
 from pipeline.evaluation.gpu.driver import CudaError, allocated_bytes
 from pipeline.evaluation.gpu.lock import GpuLock
 from pipeline.evaluation.gpu.memory_budget import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout, gib

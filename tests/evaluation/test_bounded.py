@@ -17,7 +17,8 @@ from pipeline.core.config import CompileSection, EvalSection, TrustedLimits
 from pipeline.core.records import Candidate, EvalResult
 from pipeline.evaluation import bounded
 from pipeline.evaluation.bounded import StageCaps, StageLimit, run_stage
-from pipeline.evaluation.build.compile import CompileBudget, CompileResult, Compiler, run_limited
+from pipeline.evaluation.build.compile import CompileResult, Compiler
+from pipeline.evaluation.build.tool_run import CompileBudget, run_limited
 from pipeline.evaluation.feedback import format_feedback
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")

@@ -13,7 +13,8 @@ import pytest
 from pipeline.core.config import CompileSection, TrustedLimits
 from pipeline.evaluation import bounded
 from pipeline.evaluation.build import artifact
-from pipeline.evaluation.build.compile import Compiler, CompileBudget, CompileResult
+from pipeline.evaluation.build.compile import Compiler, CompileResult
+from pipeline.evaluation.build.tool_run import CompileBudget
 from pipeline.evaluation.gate import check_candidate
 from pipeline.core.records import Candidate
 

@@ -62,8 +62,8 @@ import tempfile
 from pathlib import Path
 
 from pipeline.core.config import CompileSection
-from pipeline.evaluation.build.compile import (CompileBudget, CompileResult, object_flags, own_lines, run_build,
-                                         run_limited, tool_env, toolchain_id)
+from pipeline.evaluation.build.compile import CompileResult, object_flags, own_lines, toolchain_id
+from pipeline.evaluation.build.tool_run import CompileBudget, run_build, run_limited, tool_env
 from pipeline.evaluation.gate import GateProfile, gate_profile, gated_sources, task_is_float32
 from pipeline.evaluation.gate.source_text import compiler_text
 from pipeline.evaluation.gate.cuda import classify_name, finding, scan_cuda
@@ -175,7 +175,7 @@ class BudgetSpent(Exception):
 def _run(argv: list[str], cwd: str, timeout_s: float, cfg: CompileSection | None = None,
          budget: CompileBudget | None = None) -> subprocess.CompletedProcess | str:
     """The finished process, or a sentence saying why it could not run. With `cfg`, a compiler run of the compile
-    step (compile.run_build: its sandbox and limits), charged to `budget` (BudgetSpent when that runs out);
+    step (tool_run.run_build: its sandbox and limits), charged to `budget` (BudgetSpent when that runs out);
     without, a plain tool (nm, readelf, objdump) on what was built."""
     try:
         ran = run_build(argv, cwd, timeout_s, cfg, budget) if cfg is not None else \
