@@ -186,3 +186,88 @@ def test_ptx_in_device_asm_passes():
 def test_reserved_macros_in_build_flags_are_refused():
     code = KB.replace('functions=["relu_cuda"])', 'functions=["relu_cuda"], extra_cflags=["-D__CUDA_ARCH__=900"])')
     assert "compile-flags" in {f.rule for f in errors(code, "kernelbench")}
+
+
+# --- 5. literals the gate and the compiler lex differently --------------------------------------
+PASSWD_PROBE = '#if __has_include("/etc/passwd")\nint exists;\n#endif\n'
+LEXING = [  # (name, text after line 1, rule, line): each hid a probe from the gate and compiled with nvcc
+    ("glued-raw-prefix", '#define xR\nconst char* s = xR"(";\n' + PASSWD_PROBE + 'const char* t = ")";\n',
+     "forbidden-include", 4),
+    ("glued-raw-prefix-pragma", '#define xR\nconst char* s = xR"(";\n_Pragma("GCC dependency \\"/etc/passwd\\"")\n'
+                                'const char* t = ")";\n', "forbidden-include", 4),
+    ("quote-in-raw-delimiter", 'const char* s = R"x"( " )x""; _Pragma("GCC dependency \\"/etc/passwd\\"") // "\n',
+     "forbidden-include", 2),
+    ("digit-separator-before-char", '#define IGN(...)\n#if IGN(1\'"\') __has_include("/etc/passwd")\nint e;\n#endif\n',
+     "forbidden-include", 3),
+]
+
+
+@pytest.mark.parametrize("name,text,rule,line", LEXING, ids=[s[0] for s in LEXING])
+def test_literals_lexed_as_the_compiler_does(name, text, rule, line):
+    assert_refused(TOP + text + C2CUDA, rule, line)
+
+
+def test_odd_raw_string_openings_are_source_text():
+    assert_refused(TOP + '#define xR\nconst char* s = xR"(";\nconst char* t = ")";\n' + C2CUDA, "source-text", 3)
+    assert_refused(TOP + 'const char* s = R"x"(a)x"";\n' + C2CUDA, "source-text", 2)
+
+
+def test_honest_raw_strings_and_digit_separators_pass():
+    top = TOP + ('const char* a = u8R"d(*/ #include "x" /*)d";\nconst char* b = R"(/*)";\n'
+                 'static const int big = 1\'000\'000;\n')
+    assert not errors(top + C2CUDA)
+
+
+# --- 6. asm the syntax tree cannot read whole ----------------------------------------------------
+@pytest.mark.parametrize("text,line", [
+    ('#define D ".by" "te 0x90"\nasm(D);\n', 3),                     # host asm whose text is a macro
+    ('#define D(x) #x\nasm(D(.byte 0x90));\n', 3),                   # built by a function-like macro
+    ('#define A __asm__\nA(".byte 0x90");\n', 2),                    # the keyword itself a macro
+    ('#define A(x) asm(x)\nA(".byte 0x90");\n', 2),
+])
+def test_asm_through_a_macro_is_refused(text, line):
+    assert_refused(TOP + text + C2CUDA, "inline-asm-host", line)
+
+
+def test_device_asm_from_a_string_macro_is_read_expanded():
+    assert_refused(TOP + '#define D ".by" "te 0x90"\n__device__ void p() { asm volatile(D); }\n' + C2CUDA,
+                   "inline-asm-host", 3)
+    honest = TOP + ('#define TY "u32"\n__device__ unsigned lane() { unsigned r; '
+                    'asm volatile("mov." TY " %0, %%laneid;" : "=r"(r)); return r; }\n')
+    assert not errors(honest + C2CUDA)
+
+
+# --- 7. globals built at load time, spelled as allowed types ------------------------------------
+LOAD_TIME = [  # (name, text after line 1, line): each built an object or ran an operator from .init_array
+    ("auto-braced", 'struct S { S() { } };\nauto s = S{};\n', 3),
+    ("reference-to-temporary", 'struct S { S() { } };\nconst S& r = S{};\n', 3),
+    ("rvalue-reference", 'struct S { S() { } };\nS&& r = S();\n', 3),
+    ("reference-to-new", 'struct S { S() { } };\nS& r = *new S;\n', 3),
+    ("class-named-like-cuda", 'struct cudaEvil_t { cudaEvil_t() { } };\ncudaEvil_t g;\n', 3),
+    ("own-float4", 'namespace n { struct float4 { float4() { } }; float4 g; }\n', 2),
+    ("enum-name-reused", 'namespace a { enum E { X }; }\nnamespace b { struct E { E() { } }; E g; }\n', 3),
+    ("alias-of-class", 'struct S { S() { } };\nusing real_t = S;\nreal_t g;\n', 4),
+    ("user-defined-literal", 'int operator""_ev(unsigned long long x) { return (int)x + 1; }\nint g = 5_ev;\n', 3),
+    ("unary-operator", 'struct T { };\nint operator+(T) { return 1; }\nint g = +T{};\n', 4),
+    ("conversion-of-constexpr-object", 'struct T { constexpr T() {} operator int() const { return 3; } };\n'
+                                       'constexpr T t{};\nint g = t;\n', 4),
+    ("operator-on-constexpr-object", 'struct T { constexpr T() {} };\nint operator+(T) { return 1; }\n'
+                                     'constexpr T t{};\nint g = +t;\n', 5),
+    ("cast-to-class", 'struct S { S(int) { } };\nauto s = (S)1;\n', 3),
+    ("comma-operator", 'struct T {};\nint operator,(T, int) { return 1; }\nint g = (T{}, 1);\n', 4),
+    ("typeof-class", 'struct S { S() { } };\n__typeof__(S{}) g;\n', 3),
+]
+
+
+@pytest.mark.parametrize("name,text,line", LOAD_TIME, ids=[s[0] for s in LOAD_TIME])
+def test_globals_built_at_load_time_in_allowed_spellings(name, text, line):
+    assert_refused(TOP + text + C2CUDA, "load-time-code", line)
+
+
+def test_constant_globals_of_allowed_types_and_aliases_pass():
+    top = TOP + ('enum Mode { A, B };\ntypedef float real;\nusing idx_t = int;\nstatic const int N = 256;\n'
+                 'static int cached = -1;\nstatic float* buf = nullptr;\nconst int K = N / 2 + sizeof(float);\n'
+                 'static Mode mode = B;\nreal scale = (real)1.5;\nidx_t first = (idx_t)0;\nint table[] = {1, 2, N};\n'
+                 'static float table_f[4];\nconst float* p0 = &table_f[1];\nfloat& r0 = table_f[0];\n'
+                 'constexpr float4 zero4 = {0.f, 0.f, 0.f, 0.f};\n')
+    assert not errors(top + C2CUDA), [f.message for f in errors(top + C2CUDA)]

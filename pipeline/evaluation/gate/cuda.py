@@ -22,7 +22,7 @@ from pipeline.core.records import Finding
 import pipeline.evaluation.gate.source_text as source_text
 from pipeline.evaluation.gate.load_time import global_init_findings
 from pipeline.evaluation.gate.profile import GateProfile
-from pipeline.evaluation.gate.text_rules import include_allowed, text_findings
+from pipeline.evaluation.gate.text_rules import asm_text_findings, include_allowed, text_findings
 from pipeline.structure import cuda_ast
 
 ADVICE = {
@@ -404,6 +404,7 @@ def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool, profi
     tree = cuda_ast.parse(text)
     macros = _string_macros(tree.root_node)
     unqualified_launch: list[int] = []
+    readable_asm: dict[int, int] = {}  # per line: asm statements read whole (text_rules.text_findings)
     for node in _walk(tree.root_node):
         t, line = node.type, node.start_point.row + 1
         if t in ("identifier", "type_identifier", "field_identifier"):
@@ -434,7 +435,14 @@ def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool, profi
             if not _device_context(node, host_only):
                 add("inline-asm-host", line, "has an asm statement in host code (outside a __device__ or __global__ "
                                              "function, in a __host__ __device__ one, or under #ifndef __CUDA_ARCH__)")
-            m = _PTX_LOW.search(_asm_text(node.child_by_field_name("assembly_code"), macros))
+            assembly = node.child_by_field_name("assembly_code")
+            inside = {n.id for n in _walk(assembly)} if assembly is not None else set()
+            if assembly is not None and not any(  # a string macro between literals sits in an ERROR node
+                    (n.type == "ERROR" and (n.id not in inside or any(c.type != "identifier" for c in n.children)))
+                    or (n.type == "identifier" and n.id in inside and _text(n) not in macros) for n in _walk(node)):
+                readable_asm[line] = readable_asm.get(line, 0) + 1
+            asm_text_findings(_asm_text(assembly, macros), line, add)
+            m = _PTX_LOW.search(_asm_text(assembly, macros))
             if float32 and m:
                 add("precision-downgrade", line, f"{_PREC} (PTX .{m.group(1)}{m.group(2) or ''})")
         elif t == "function_definition":
@@ -458,13 +466,12 @@ def scan_cuda(text: str, line_offset: int = 0, *, fmt: str, float32: bool, profi
         for line in unqualified_launch:
             add("threads", line, "calls launch, which the source does not define (at::launch runs it on another thread)")
     global_init_findings(tree.root_node, add)
-    _supplement(text, add, fmt, float32, profile)
+    _supplement(text, add, fmt, float32, profile, readable_asm)
     return scan
 
 
 # --- supplementary regex pass over comment- and string-free text ----------------------------------
-_LEXEME = re.compile(r"""//[^\n]*|/\*.*?\*/|\b[0-9][\w'.]*|R"([^(\s"\\]{0,16})\(.*?\)\1"|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'""",
-                     re.S)
+_LEXEME = re.compile(source_text.LITERALS, re.S)  # comments, numbers, strings: as the compiler lexes
 # A cast to a stream handle: C-style, named (static_cast, reinterpret_cast, bit_cast), functional (cudaStream_t(v)),
 # __builtin_bit_cast, to the handle's pointer or reference type or to decltype of a stream variable. Only a null
 # handle or torch's current (or default) stream may be cast: any other value names a stream the harness did not
@@ -509,7 +516,7 @@ def _cast_operand(code: str, pos: int) -> str:
 
 def _blank(m: re.Match, keep_strings: bool) -> str:
     s = m.group()
-    if s.startswith(("//", "/*")) or (not keep_strings and s[0] in "\"'R" and not s[0].isdigit()):
+    if s.startswith(("//", "/*")) or (not keep_strings and not s[0].isdigit()):  # a number is code
         return re.sub(r"[^\n]", " ", s)
     return s
 
@@ -519,7 +526,8 @@ def _strip(text: str, keep_strings: bool = False) -> str:
     return _LEXEME.sub(lambda m: _blank(m, keep_strings), text)
 
 
-def _supplement(text: str, add, fmt: str, float32: bool, profile: GateProfile) -> None:
+def _supplement(text: str, add, fmt: str, float32: bool, profile: GateProfile,
+                readable_asm: dict[int, int]) -> None:
     # splice backslash-newlines as the preprocessor does, remembering the original line of each position
     splices: list[int] = []
     parts, pos = [], 0
@@ -537,7 +545,7 @@ def _supplement(text: str, add, fmt: str, float32: bool, profile: GateProfile) -
         hit = classify_name(name, qual, "text", fmt, float32, profile)
         if hit:
             add(hit[0], line_of(off), hit[1])
-    text_findings(code, _strip(spliced, keep_strings=True), line_of, add, fmt, profile)
+    text_findings(code, _strip(spliced, keep_strings=True), line_of, add, fmt, profile, readable_asm)
     if "##" in code:
         add("token-paste", line_of(code.index("##")), "pastes tokens together with ##")
     for m in _STREAM_CAST.finditer(code):

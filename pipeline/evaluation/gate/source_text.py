@@ -15,10 +15,18 @@ artefact check all hold one text:
   overrides (text that displays in another order than it compiles);
 and, in C/C++ text (`cpp`):
 - trigraphs (`??=` is `#` under -std=c++14, which a load_inline flag may ask for);
+- a raw string whose `R` is glued to a longer name (`xR"(`: the compiler reads the name xR and a plain string)
+  and a raw-string delimiter of characters other than letters, digits and `_` (`R"x"(...)x""`), which
+  lexers read differently;
 - a line splice with blanks between the backslash and the line end (gcc splices it, a reader does not), a
   splice that ends a `//` comment (the comment swallows the next line) and a splice between two characters
   that would then form one token (`sys\\<newline>tem`): a splice must have a blank on at least one side.
 Each finding names the rule `source-text` and the 1-based line of the candidate file.
+
+LITERALS is the one pattern of C/C++ comments and literals that every regex of the gate lexes with, as the
+compiler's lexer does: a raw string only with a prefix that starts a token (`u8R"`, not `xR"`), a delimiter of
+up to 16 characters other than parentheses, backslash and blanks, a pp-number with its digit separators only
+before a letter or digit (`1'"'` is the number 1 and the character '"').
 """
 from __future__ import annotations
 
@@ -39,7 +47,12 @@ _TRIGRAPH = re.compile(r"\?\?[=/'()!<>-]")
 _BLANK_SPLICE = re.compile(r"\\[ \t]+\n")
 _SPLICE = re.compile(r"\\\n")
 # a // comment (outside strings and block comments) that ends in a backslash
-_LEXEME = re.compile(r"""/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|(//[^\n]*)""", re.S)
+LITERALS = (r"""(?P<comment>//[^\n]*)|/\*.*?\*/|\b[0-9](?:[eEpP][+-]|'\w|[\w.])*"""
+            r"""|(?<!\w)(?:u8|u|U|L)?R"(?P<delim>[^()\\\s]{0,16})\((?P<raw>.*?)\)(?P=delim)\""""
+            r"""|(?:(?<!\w)(?:u8|u|U|L))?"(?P<string>(?:\\.|[^"\\\n])*)"|'(?:\\.|[^'\\\n])*'""")
+_LEXEME = re.compile(LITERALS, re.S)
+# a raw-string opening that lexers read differently: a longer name ending in R, or an unusual delimiter
+_ODD_RAW = re.compile(r'(?<!\w)(\w*R)"([^()\\\s]{0,16})\(')
 
 
 def compiler_text(raw: str) -> str:
@@ -85,7 +98,14 @@ def unreadable_findings(raw: str, line_offset: int = 0, cpp: bool = True) -> lis
         before, after = text[m.start() - 1:m.start()], text[m.end():m.end() + 1]
         if before not in (" ", "\t", "\n", "") and after not in (" ", "\t", "\n", ""):
             add(m.start(), "joins two lines with a backslash between characters that become one token")
+    for m in _ODD_RAW.finditer(text):
+        if m.group(1) not in ("R", "u8R", "uR", "UR", "LR"):
+            add(m.start(), f"glues the name {m.group(1)[:40]} to a raw-string opening {m.group(1)[-1:]}\"(, which "
+                           f"the compiler reads as a name and a plain string")
+        elif re.search(r"\W", m.group(2)):
+            add(m.start(), f"opens a raw string with the delimiter {m.group(2)!r}; use letters, digits and _ only")
     for m in _LEXEME.finditer(text):
-        if m.group(1) and m.group(1).rstrip(" \t").endswith("\\"):
+        comment = m.group("comment")
+        if comment and comment.rstrip(" \t").endswith("\\"):
             add(m.start(), "ends a // comment with a backslash, which continues the comment onto the next line")
     return out

@@ -1,6 +1,7 @@
 """Static gate, CUDA/C++ half: the rules read off a source's text rather than its syntax tree.
 
-    text_findings(code, kept, line_of, add, fmt, profile)   # `add(rule, text_line, what)` reports a finding
+    text_findings(code, kept, line_of, add, fmt, profile, readable_asm)   # `add(rule, text_line, what)`
+    asm_text_findings(asm, line, add)                                     # the rules on one asm text
 
 `code` is the spliced source with comments, strings and char literals blanked, `kept` the same with strings kept
 (both of one length, so an offset means the same place in each); `line_of(offset)` is the source line of an offset.
@@ -18,13 +19,16 @@ The rules:
 - the assembly text of every asm statement (string literals concatenated and unescaped), wherever it stands: an
   assembler directive that places bytes, sections or symbols (`.byte`, `.long`, `.quad`, `.inst`, `.incbin`,
   `.section`, `.pushsection`, ...) is inline-asm-host (PTX has none of them: only host assembly can use them), and
-  an instruction that enters the kernel (`syscall`, `sysenter`, `int $0x80`) is process-or-file-or-network.
+  an instruction that enters the kernel (`syscall`, `sysenter`, `int $0x80`) is process-or-file-or-network;
+- an asm keyword the syntax tree did not read as a whole asm statement (`#define A __asm__`, `asm(D(x))`, a
+  template built by a function-like macro): inline-asm-host, since neither its place nor its text is known.
 """
 from __future__ import annotations
 
 import re
 
 from pipeline.evaluation.gate.profile import GateProfile
+from pipeline.evaluation.gate.source_text import LITERALS
 
 DIRECTIVES = {"if", "ifdef", "ifndef", "elif", "elifdef", "elifndef", "else", "endif", "define", "undef", "include",
               "pragma", "error", "warning", ""}
@@ -34,7 +38,7 @@ _PRAGMAS = re.compile(r"(unroll|nounroll|once|pack|GCC\s+(unroll|ivdep|diagnosti
 _DIRECTIVE_LINE = re.compile(r"^[ \t]*(#|%:)[ \t]*(\w*)(.*)$", re.M)
 _PRAGMA_OPERATOR = re.compile(r"""_Pragma\s*\(\s*(?:L|u8|u|U)?"((?:\\.|[^"\\\n])*)"\s*\)""")
 _ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b(?:\s|\bvolatile\b|\b__volatile__\b|\bgoto\b|\binline\b)*\(")
-_ASM_LITERAL = re.compile(r"""(?:u8|u|U|L)?R"([^(\s"\\]{0,16})\((.*?)\)\1"|(?:u8|u|U|L)?"((?:\\.|[^"\\\n])*)\"""", re.S)
+_ASM_LITERAL = re.compile(LITERALS, re.S)  # the source's literals, lexed as the compiler does
 _HOST_ASM_DIRECTIVE = re.compile(
     r"(?:^|[\s;{}:])\.(byte|2byte|4byte|8byte|word|hword|short|int|long|quad|octa|inst\w*|incbin|insn|reloc"
     r"|ascii|asciz|string\w*|fill|skip|space|zero|org|section|pushsection|popsection|previous|subsection|text|data"
@@ -96,8 +100,11 @@ def _closing(code: str, open_at: int) -> int:
     return len(code)
 
 
-def text_findings(code: str, kept: str, line_of, add, fmt: str, profile: GateProfile) -> None:
-    """Apply the text rules (module docstring) to one source; each finding goes to `add(rule, line, what)`."""
+def text_findings(code: str, kept: str, line_of, add, fmt: str, profile: GateProfile,
+                  readable_asm: dict[int, int]) -> None:
+    """Apply the text rules (module docstring) to one source; each finding goes to `add(rule, line, what)`.
+    `readable_asm` counts, per source line, the asm statements the syntax tree read whole (keyword and
+    assembly of string literals and string macros); an asm keyword beyond them is inline-asm-host."""
     for m in _DIRECTIVE_LINE.finditer(kept):
         name, rest, line = m.group(2), m.group(3).strip(), line_of(m.start())
         if name == "line" or name[:1].isdigit():
@@ -133,13 +140,24 @@ def text_findings(code: str, kept: str, line_of, add, fmt: str, profile: GatePro
                                                   f"that runs outside the entry point")
     for m in _ASM.finditer(code):
         end = _closing(code, m.end() - 1)
-        asm = "".join(lit.group(2) if lit.group(2) is not None else _unescape(lit.group(3) or "")
+        asm = "".join(lit.group("raw") if lit.group("raw") is not None else _unescape(lit.group("string") or "")
                       for lit in _ASM_LITERAL.finditer(kept, m.end(), end))
-        directive, syscall = _HOST_ASM_DIRECTIVE.search(asm), _SYSCALL_WORD.search(asm)
-        if directive:
-            add("inline-asm-host", line_of(m.start()), f"has an asm statement with the assembler directive "
-                                                       f".{directive.group(1)}, which places host bytes, sections "
-                                                       f"or symbols")
-        if syscall:
-            add("process-or-file-or-network", line_of(m.start()), f"has an asm statement with the instruction "
-                                                                  f"{syscall.group(1)}, a direct system call")
+        asm_text_findings(asm, line_of(m.start()), add)
+    seen: dict[int, int] = {}
+    for m in re.finditer(r"\b(asm|__asm__|__asm)\b", code):
+        line = line_of(m.start())
+        seen[line] = seen.get(line, 0) + 1
+        if seen[line] > readable_asm.get(line, 0):
+            add("inline-asm-host", line, f"uses {m.group()} where the gate cannot read the statement's assembly "
+                                         f"(a macro names the keyword or builds its text)")
+
+
+def asm_text_findings(asm: str, line: int, add) -> None:
+    """The rules on the assembly text `asm` of one asm statement at `line` (module docstring)."""
+    directive, syscall = _HOST_ASM_DIRECTIVE.search(asm), _SYSCALL_WORD.search(asm)
+    if directive:
+        add("inline-asm-host", line, f"has an asm statement with the assembler directive .{directive.group(1)}, "
+                                     f"which places host bytes, sections or symbols")
+    if syscall:
+        add("process-or-file-or-network", line, f"has an asm statement with the instruction {syscall.group(1)}, "
+                                                f"a direct system call")
