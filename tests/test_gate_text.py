@@ -271,3 +271,23 @@ def test_constant_globals_of_allowed_types_and_aliases_pass():
                  'static float table_f[4];\nconst float* p0 = &table_f[1];\nfloat& r0 = table_f[0];\n'
                  'constexpr float4 zero4 = {0.f, 0.f, 0.f, 0.f};\n')
     assert not errors(top + C2CUDA), [f.message for f in errors(top + C2CUDA)]
+
+
+# --- 8. names reserved to the compiler, and the host clock through libcu++ --------------------------------
+@pytest.mark.parametrize("directive", ["#define __CUDA_ARCH__ 900", "#undef __CUDACC__", "#define _GLIBCXX_ASSERTIONS 1",
+                                       "#  define __STDC_HOSTED__ 0", "%:undef __cplusplus"])
+def test_defining_a_reserved_name_is_refused(directive):
+    """What the system headers and the compiler's passes mean is not the candidate's to change (in build flags
+    -D__CUDA_ARCH__ is refused the same way)."""
+    found = errors(c2cuda(top=directive + "\n"))
+    assert any(f.rule in ("reserved-macro", "digraph") and f.line == 1 for f in found), [f.message for f in found]
+
+
+def test_own_macros_and_the_math_defines_pass():
+    assert errors(c2cuda(top="#define _USE_MATH_DEFINES\n#define BLOCK_ 256\n#define my__name 1\n#undef BLOCK_\n")) == []
+
+
+def test_the_host_clock_through_libcudacxx_is_refused():
+    found = errors(c2cuda("auto t = cuda::std::chrono::system_clock::now(); (void)t;\n",
+                          top="#include <cuda/std/chrono>\n"))
+    assert any(f.rule == "timing-tamper" for f in found), [f.message for f in found]

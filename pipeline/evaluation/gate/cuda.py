@@ -47,6 +47,8 @@ ADVICE = {
     "undefined-function": "define every function you declare; call no library's compute by declaring it yourself",
     "source-text": source_text.ADVICE,
     "directive": "use only #include, #define, #undef, #if/#ifdef/#ifndef/#elif/#else/#endif, #pragma, #error and #warning",
+    "reserved-macro": "give your own macros names that start with neither two underscores nor an underscore and a "
+                      "capital letter",
     "pragma": "use only #pragma unroll, once, pack and diagnostic pragmas",
 }
 
@@ -96,7 +98,7 @@ _NAME_RULES = [
      r"|cudaDeviceSetLimit|cudaCtxResetPersistingL2Cache|cudaStreamSetAttribute|CUDAEvent|CUDAGraph",
      "interferes with timing or device state"),
     ("timing-tamper", USE, r"clock_gettime|clock_settime|gettimeofday|settimeofday", "reads or sets the host clock"),
-    ("timing-tamper", ANY, r"(::)?std::chrono\b.*", "reads the host clock"),
+    ("timing-tamper", ANY, r"(::)?(cuda::)?std::chrono\b.*", "reads the host clock"),
     ("ipc", ANY, r"cudaIpc\w*|cuIpc\w*", "shares GPU memory between processes"),
     ("driver-api", ANY, r"cu(Init|Ctx|Device|Mem|Module|Launch|Stream|Event|Func|Graph|Link|Get|Driver|Pointer|Tex|Surf"
      r"|Array|Occupancy|Library|Kernel|Tensor|Profiler|GreenCtx|Multicast|Signal|Wait|Import|External|Thread|Flush)\w*"

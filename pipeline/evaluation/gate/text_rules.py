@@ -36,6 +36,10 @@ _PRAGMAS = re.compile(r"(unroll|nounroll|once|pack|GCC\s+(unroll|ivdep|diagnosti
                       r"|(nv_)?diag_(suppress|default|warning|error|once)|nv_diagnostic|nv_exec_check_disable"
                       r"|hd_warning_disable)\b.*|(unroll|pack)\s*\(.*", re.S)
 _DIRECTIVE_LINE = re.compile(r"^[ \t]*(#|%:)[ \t]*(\w*)(.*)$", re.M)
+# names reserved to the compiler and its libraries (__CUDA_ARCH__, __CUDACC__, _GLIBCXX_ASSERTIONS, ...): defining or
+# undefining one changes what the system headers and the compiler's own passes mean; one common honest spelling kept
+_RESERVED_NAME = re.compile(r"__\w*|_[A-Z]\w*")
+_RESERVED_OK = {"_USE_MATH_DEFINES"}
 _PRAGMA_OPERATOR = re.compile(r"""_Pragma\s*\(\s*(?:L|u8|u|U)?"((?:\\.|[^"\\\n])*)"\s*\)""")
 _ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b(?:\s|\bvolatile\b|\b__volatile__\b|\bgoto\b|\binline\b)*\(")
 _ASM_LITERAL = re.compile(LITERALS, re.S)  # the source's literals, lexed as the compiler does
@@ -120,6 +124,11 @@ def text_findings(code: str, kept: str, line_of, add, fmt: str, profile: GatePro
                 add(hit[0], line, hit[1])
         elif name not in DIRECTIVES:
             add("directive", line, f"has the directive #{name}, which is not on the allow-list")
+        elif name in ("define", "undef"):
+            macro = re.match(r"\s*(\w+)", rest)
+            if macro and _RESERVED_NAME.fullmatch(macro.group(1)) and macro.group(1) not in _RESERVED_OK:
+                add("reserved-macro", line, f"#{name}s {macro.group(1)}, a name reserved to the compiler and its "
+                                       f"libraries")
     for m in re.finditer(r"\b(_Pragma|__pragma)\b", code):
         if m.group(1) == "__pragma":
             add("pragma", line_of(m.start()), "uses __pragma(...), which is not on the allow-list")
