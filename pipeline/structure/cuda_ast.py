@@ -185,7 +185,7 @@ def eval_const(node, consts: dict[str, int], macros: Macros | None = None, depth
         return ord(s) if len(s) == 1 else None
     if t == "true":
         return 1
-    if t == "false":
+    if t in ("false", "null", "nullptr"):  # null: nullptr as the parse reads it
         return 0
     if t == "identifier":
         name = text(node)
@@ -212,12 +212,15 @@ def eval_const(node, consts: dict[str, int], macros: Macros | None = None, depth
         return {"-": -v, "+": v, "~": ~v, "!": int(not v)}.get(op)
     if t == "binary_expression":
         op = text(node.child_by_field_name("operator"))
-        a, b = rec(node.child_by_field_name("left")), rec(node.child_by_field_name("right"))
+        a = rec(node.child_by_field_name("left"))
+        if op in ("&&", "and", "||", "or") and a is not None and bool(a) == (op in ("||", "or")):
+            return int(bool(a))  # short-circuit: the right side is never evaluated
+        b = rec(node.child_by_field_name("right"))
         if a is None or b is None:
             return None
-        if op == "&&":
+        if op in ("&&", "and"):
             return int(bool(a and b))
-        if op == "||":
+        if op in ("||", "or"):
             return int(bool(a or b))
         fn = _INT_OPS.get(op)
         return fn(a, b) if fn else None

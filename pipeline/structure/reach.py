@@ -12,8 +12,14 @@ The walk follows host calls, `<<<...>>>` launches and the launch APIs (`cudaLaun
 `cudaLaunchCooperativeKernel`, `cudaLaunchKernelEx`...) from the entry points, through
 functions of any kind (a kernel's launches and device calls count once the kernel counts).
 Code that cannot run is skipped: a branch whose condition folds to a constant (`if (0)`,
-`if constexpr (false)`, `while (0)`, `#if 0`), statements after an unconditional `return` or
-`throw`. What the walk cannot resolve makes kernels *possible*, never definite: a kernel or
+`if constexpr (false)`, `while (0)`, `#if 0`, a `switch`, `?:`, `&&` and `||` on a constant),
+statements after a jump (`return`, `throw`, `break`, `continue`, `goto`) or a call that never returns
+(`exit`, `abort`, `__builtin_unreachable`... when the source does not define the name) up to the next
+statement holding a label, and unevaluated operands (`sizeof`, `decltype`, `noexcept`).
+What the walk cannot resolve makes kernels *possible*, never definite: a lambda's code where it is
+not called by the name it is stored under (or invoked where it is written), a `catch` handler, both
+sides of an `if constexpr` the parse cannot fold (a template parameter), each definition of an
+overloaded name (which one a call reaches is not resolved; the C-linkage one of an entry is), a kernel or
 host function named other than by a call (a function pointer, `&k`, an argument), a name used
 by a macro, code under a preprocessor condition it cannot fold, and a launch through a pointer
 (which makes every kernel possible). `score.conservative_combine` counts a possible kernel only
@@ -36,6 +42,13 @@ LAUNCH_APIS = {"cudaLaunchKernel": 0, "cudaLaunchCooperativeKernel": 0, "cudaLau
                "cuLaunchCooperativeKernel": None, "cudaGraphAddKernelNode": None,
                "cudaLaunchCooperativeKernelMultiDevice": None}
 BINDING_MODULES = ("PYBIND11_MODULE", "TORCH_LIBRARY", "TORCH_LIBRARY_IMPL", "TORCH_LIBRARY_FRAGMENT")
+# calls that never return: what follows them in a block cannot run (unless the source defines the name itself)
+NORETURN = {"exit", "_Exit", "quick_exit", "abort", "terminate", "__builtin_unreachable", "__builtin_trap", "__trap",
+            "unreachable"}
+# operands the compiler never evaluates: nothing named in them runs
+UNEVALUATED = ("sizeof_expression", "alignof_expression", "decltype", "offsetof_expression", "static_assert_declaration",
+               "noexcept", "requires_expression", "requires_clause", "type_descriptor")
+_JUMPS = ("return_statement", "throw_statement", "break_statement", "continue_statement", "goto_statement")
 _CONDITIONAL = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_else", "preproc_elifdef")
 DEFINITE, POSSIBLE = 2, 1
 
@@ -102,6 +115,7 @@ def _launch_target(arg) -> str:
 class _Walker:
     def __init__(self, root, macros: A.Macros, consts: dict, funcs: list[A.FunctionInfo]):
         self.macros, self.consts = macros, consts
+        self.c_linkage = _c_linkage_names(root)
         self.by_name: dict[str, list[A.FunctionInfo]] = {}
         for f in funcs:
             self.by_name.setdefault(f.name, []).append(f)
@@ -152,19 +166,119 @@ class _Walker:
             return self.scans[name]
         s = _Scan()
         self.scans[name] = s
-        for f in self.by_name.get(name, []):
+        defs = self.by_name.get(name, [])
+        sole_c = [f for f in defs if f.name in self.c_linkage]
+        for f in defs:
             local: dict = {}
+            lambdas: dict = {}
             for n in A.walk(f.body):
                 if n.type == "declaration":
                     local.update(A.const_declarations(n, {**self.consts, **local}, self.macros))
-            self._scan_body(f.body, s, local)
+                elif n.type == "init_declarator":
+                    value = n.child_by_field_name("value")
+                    if value is not None and value.type == "lambda_expression":
+                        lambdas[A.declarator_name(n.child_by_field_name("declarator"))] = value
+            # overloads: which definition a call reaches is not resolved here, so each may run (possible);
+            # a C-linkage one, the entry, runs for certain
+            top = DEFINITE if len(defs) == 1 or (len(sole_c) == 1 and f is sole_c[0]) else POSSIBLE
+            self._scan_body(f.body, s, local, lambdas, top)
         return s
 
-    def _scan_body(self, body, s: _Scan, local: dict) -> None:
-        stack = [(body, DEFINITE)]
+    def _noreturn(self, stmt) -> bool:
+        """A statement that never completes: a jump, or a call of exit/abort/... the source does not define."""
+        if stmt.type in _JUMPS:
+            return True
+        if stmt.type != "expression_statement" or not stmt.named_children:
+            return False
+        call = stmt.named_children[0]
+        if call.type != "call_expression":
+            return False
+        name = _callee_name(call.child_by_field_name("function"))
+        return name in NORETURN and name not in self.by_name and name not in self.macros.objects and \
+            name not in self.macros.functions
+
+    def _live_statements(self, kids: list) -> list:
+        """The statements of a block that can run: none after one that never completes, until a label
+        (anything holding a label can be jumped into)."""
+        out, cut = [], False
+        for c in kids:
+            if cut and (c.type == "case_statement" or any(d.type == "labeled_statement" for d in A.walk(c))):
+                cut = False
+            if not cut:
+                out.append(c)
+                cut = self._noreturn(c)
+        return out
+
+    def _switch_live(self, n, local: dict) -> list | None:
+        """The case statements a switch on a constant can run (from the matching case, falling through
+        while no case ends in a jump); None when its condition is not a constant."""
+        v = self._fold(n.child_by_field_name("condition"), local)
+        body = n.child_by_field_name("body")
+        if v is None or body is None:
+            return None
+        cases = [c for c in body.named_children if c.type == "case_statement"]
+        if len(cases) != len([c for c in body.named_children if c.type != "comment"]):
+            return None  # statements outside any case: read as usual
+        start = next((i for i, c in enumerate(cases) if c.child_by_field_name("value") is not None and
+                      self._fold(c.child_by_field_name("value"), local) == v), None)
+        if start is None:
+            if any(c.child_by_field_name("value") is not None and
+                   self._fold(c.child_by_field_name("value"), local) is None for c in cases):
+                return None
+            start = next((i for i, c in enumerate(cases) if c.child_by_field_name("value") is None), len(cases))
+        live = []
+        for c in cases[start:]:
+            live.append(c)
+            stmts = [k for k in c.named_children if k != c.child_by_field_name("value")]
+            if stmts and self._live_statements(stmts) != stmts or (stmts and self._noreturn(stmts[-1])):
+                break
+        return live
+
+    def _scan_body(self, body, s: _Scan, local: dict, lambdas: dict | None = None, top: int = DEFINITE) -> None:
+        """Launches, calls and references of one body into `s`. `lambdas`: the body's lambdas by the name they
+        are stored under (their code counts where it is called; elsewhere a lambda is only possible)."""
+        lambdas = lambdas or {}
+        stack = [(body, top)]
+        seen_lambdas: set = set()
+
+        def run_lambda(lam, mode: int) -> None:
+            key = (lam.id, mode)
+            if key not in seen_lambdas:
+                seen_lambdas.add(key)
+                stack.extend((c, mode) for c in lam.children)
         while stack:
             n, mode = stack.pop()
             t = n.type
+            if t in UNEVALUATED:
+                continue
+            if t == "lambda_expression":  # a lambda that is only defined (or passed on) may never run
+                run_lambda(n, min(mode, POSSIBLE))
+                continue
+            if t == "catch_clause":  # runs only if something throws
+                stack.extend((c, min(mode, POSSIBLE)) for c in n.children)
+                continue
+            if t == "conditional_expression" or (t == "binary_expression" and A.text(
+                    n.child_by_field_name("operator")) in ("&&", "||", "and", "or")):
+                first = n.child_by_field_name("condition" if t == "conditional_expression" else "left")
+                v = self._fold(first, local)
+                dead = None
+                if v is not None and t == "conditional_expression":
+                    dead = n.child_by_field_name("alternative" if v else "consequence")
+                elif v is not None and bool(v) == (A.text(n.child_by_field_name("operator")) in ("||", "or")):
+                    dead = n.child_by_field_name("right")  # short-circuited
+                stack.extend((c, mode) for c in reversed(n.children) if c != dead)
+                continue
+            if t == "switch_statement":
+                live = self._switch_live(n, local)
+                if live is not None:
+                    stack.extend((c, mode) for c in reversed(live))
+                    continue
+            if t == "if_statement" and any(c.type == "constexpr" for c in n.children) and \
+                    self._fold(n.child_by_field_name("condition"), local) is None:
+                # a compile-time branch on what the parse cannot fold (a template parameter): either side may be
+                # the one compiled in
+                stack.extend((c, min(mode, POSSIBLE)) for c in reversed(n.children))
+                continue
             if t in ("if_statement", "while_statement", "for_statement"):
                 cond = n.child_by_field_name("condition")
                 v = self._fold(cond, local) if cond is not None else None
@@ -192,21 +306,19 @@ class _Walker:
             if t in _CONDITIONAL:
                 stack.extend((c, min(mode, POSSIBLE)) for c in n.children)
                 continue
-            if t == "compound_statement":
-                kids, cut = list(n.children), None
-                for i, c in enumerate(kids):
-                    if c.type in ("return_statement", "throw_statement") and cut is None:
-                        cut = i
-                    elif cut is not None and c.type in ("labeled_statement", "case_statement"):
-                        cut = None  # a label after the return can be jumped to
-                    if cut is None or i == cut:
-                        stack.append((c, mode))
+            if t in ("compound_statement", "case_statement"):
+                stack.extend((c, mode) for c in reversed(self._live_statements(list(n.children))))
                 continue
             if t == "call_expression":
                 fn = n.child_by_field_name("function")
                 args = n.child_by_field_name("arguments")
                 launch = next((c for c in n.children if c.type == "kernel_call_syntax"), None)
                 name = _callee_name(fn)
+                if fn is not None and (fn.type == "lambda_expression" or name in lambdas) and launch is None:
+                    run_lambda(fn if fn.type == "lambda_expression" else lambdas[name], mode)  # a lambda called here
+                    if args is not None:
+                        stack.append((args, mode))
+                    continue
                 if launch is not None:
                     if name in self.kernels:
                         _put(s.launches, name, mode)

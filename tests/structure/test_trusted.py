@@ -111,6 +111,7 @@ __global__ void good(const float4* in, float4* out, int n) {
         for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) out[i] = in[i];
 }
 '''
+_G = "good<<<1, 256>>>((const float4*)in, (float4*)out, n);"
 ENTRY = 'extern "C" void entry(const float* in, float* out, int n) {{ {body} bad<<<(n + 255) / 256, 256>>>(in, out, n); }}\n'
 DECOYS = {
     "never_named": ("", ""),
@@ -125,6 +126,33 @@ DECOYS = {
     "launch_through_pointer": ("", "void (*fp)(const float4*, float4*, int) = good; if (n < 0) fp<<<1, 256>>>((const float4*)in, (float4*)out, n);"),
     "cudaLaunchKernel_dead": ("static void never(void** a) { cudaLaunchKernel((const void*)good, 1, 256, a, 0, 0); }\n", ""),
     "second_c_entry": ('extern "C" void decoy(const float* in, float* out, int n) { good<<<1, 256>>>((const float4*)in, (float4*)out, n); }\n', ""),
+    # code that never runs although no branch is run-time: lambdas never called, overloads never called,
+    # compile-time branches on template parameters, code after a call that never returns or a jump, constant
+    # switches, ternaries and short-circuits, unevaluated operands, handlers of an empty try
+    **{k: tuple(x.replace("GX", _G[:-1]).replace("G;", _G) for x in pair) for k, pair in {
+        "lambda_never_called": ("", "auto never = [&]() { G; }; (void)never;"),
+        "lambda_calls_dead_helper": ("static void h2(const float* in, float* out, int n) { G; }\n",
+                                     "auto q = [&] { h2(in, out, n); }; (void)q;"),
+        "overload_never_called": ("static void helper(const float* in, float* out, int n) { G; }\n"
+                                  "static void helper(int n) { }\n", "helper(n);"),
+        "c_entry_overload": ("void entry(int n, const float* in, float* out) { G; }\n", ""),
+        "constexpr_if_template_false": ("template <bool B> static void run(const float* in, float* out, int n) "
+                                        "{ if constexpr (B) { G; } }\n", "run<false>(in, out, n);"),
+        "after_exit": ("#include <cstdlib>\n", "if (n < 0) { exit(0); G; }"),
+        "after_abort_in_helper": ("#include <cstdlib>\nstatic void h(const float* in, float* out, int n) "
+                                  "{ std::abort(); G; }\n", "if (n < -5) h(in, out, n);"),
+        "after_unreachable": ("", "if (n < 0) { __builtin_unreachable(); G; }"),
+        "after_break": ("", "for (int z = 0; z < 1; ++z) { break; G; }"),
+        "after_continue": ("", "for (int z = 0; z < 1; ++z) { continue; G; }"),
+        "after_goto": ("", "goto done; G; done:;"),
+        "switch_constant": ("", "switch (0) { case 1: G; break; default: break; }"),
+        "ternary_false": ("", "(void)(0 ? (GX, 0) : 0);"),
+        "and_false": ("", "(void)(false && (GX, true));"),
+        "if_nullptr": ("", "if (nullptr) { G; }"),
+        "sizeof_operand": ("", "(void)sizeof((GX, 0));"),
+        "decltype_operand": ("", "using T = decltype(GX); "),
+        "catch_of_empty_try": ("", "try { } catch (...) { G; }"),
+    }.items()},
 }
 
 
@@ -140,6 +168,34 @@ def test_a_kernel_that_never_runs_does_not_raise_the_score(nvcc, how):
     assert honest.score < 0.9 and decorated.score <= honest.score + 1e-9, (honest.score, decorated.score)
     assert decorated.features()["static.global_loads"] == honest.features()["static.global_loads"] or \
         decorated.score < honest.score
+
+
+def _entry(body):
+    return 'extern "C" void entry(const float* in, float* out, int n) { ' + body + ' }\n'
+
+
+BAD_LAUNCH = "bad<<<(n + 255) / 256, 256>>>(in, out, n);"
+RUNS = {  # code that runs: the kernels it launches count for certain
+    "lambda_called": _entry(f"auto run = [&](int b) {{ {_G} }}; run(256);"),
+    "lambda_invoked_at_once": _entry(f"[&]() {{ {_G} }}();"),
+    "switch_matching_case": _entry(f"switch (1) {{ case 1: {_G} break; default: break; }}"),
+    "after_an_early_return": _entry(f"if (n <= 0) return; {_G}"),
+    "constexpr_true": "constexpr bool V = true;\n" + _entry(f"if constexpr (V) {{ {_G} }} else {{ {BAD_LAUNCH} }}"),
+    "ternary_true": _entry(f"(void)(1 ? ({_G[:-1]}, 0) : 0);"),
+    "after_a_local_exit_that_returns": "static void exit(int) {}\n" + _entry(f"exit(0); {_G}"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(RUNS))
+def test_a_kernel_that_runs_counts_for_certain(nvcc, how):
+    a = _score(BAD + GOOD + RUNS[how])
+    assert a.static.reach.definite == {"good"}, a.static.reach
+
+
+def test_a_kernel_behind_a_label_in_a_block_after_a_return_still_counts(nvcc):
+    """A jump can enter a block the walk would skip as dead: the bad kernel it launches must count."""
+    a = _score(BAD + GOOD + _entry(f"{_G} if (n > 0) goto X; return; {{ X: {BAD_LAUNCH} }}"))
+    assert a.static.reach.definite == {"good", "bad"}, a.static.reach
 
 
 def test_never_launched_kernel_gets_a_hint_and_a_launched_one_counts(nvcc):
