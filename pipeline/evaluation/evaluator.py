@@ -168,11 +168,11 @@ class Evaluator:
     def result_of(self, task: Task, cand: Candidate, verdict: str, reason: str = "", **kw) -> EvalResult:
         """A result for `cand`; fields a malformed one lacks (intake.py) take defaults: no hash, the task's format."""
         fmt, turn = getattr(cand, "format", None), getattr(cand, "turn", 0)
-        named = isinstance(cand, Candidate) and isinstance(getattr(cand, "code", None), str)
+        named = isinstance(cand, Candidate) and type(getattr(cand, "code", None)) is str and type(fmt) is str
         return EvalResult(task_id=task.id, candidate_hash=cand.content_hash() if named else "",
-                          format=fmt if fmt in get_args(CandidateFormat) else
+                          format=fmt if type(fmt) is str and fmt in get_args(CandidateFormat) else
                           ("c2cuda" if task.kind == "c2cuda" else "light"),
-                          turn=turn if isinstance(turn, int) and not isinstance(turn, bool) else 0,
+                          turn=turn if type(turn) is int else 0,
                           verdict=verdict, reason=reason, gpu=self.gpu_name, evaluator_version=EVALUATOR_VERSION, **kw)
 
     def _guarded(self, task: Task, cand: Candidate, stage: str, work, *args):

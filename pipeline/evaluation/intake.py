@@ -9,8 +9,8 @@ A candidate's text reaches files (the compiler's source), hashes, JSON (the resu
 and the policy's next prompt; each of these fails on text that is not plain UTF-8, and a failure there
 must be this candidate's verdict, never the group's exception. The classes refused here:
 - `malformed-candidate`: a field of the wrong type or value (code not a string, an unknown format, a turn
-  that is not a whole number): a record that bypassed validation (`model_construct`, a copy with an
-  `update`) or is no Candidate at all;
+  that is not a whole number, a subclass of str or int in their place): a record that bypassed validation
+  (`model_construct`, a copy with an `update`) or is no Candidate at all;
 - `unreadable-text`: text UTF-8 cannot encode (a lone surrogate such as "\\ud800");
 - `nul-byte`: a NUL character, which C tools read as the end of the text and no source file holds;
 - `too-large`: more than the gate's `MAX_CANDIDATE_BYTES`, refused before its bytes are hashed or scanned.
@@ -37,12 +37,14 @@ class Unusable:
 def unusable(cand) -> Unusable | None:
     """`None` when `cand` is a Candidate the evaluator can read; else the first problem found."""
     code, fmt, turn = getattr(cand, "code", None), getattr(cand, "format", None), getattr(cand, "turn", 0)
-    if not isinstance(code, str):
-        return Unusable("malformed-candidate", f"the candidate's code is a {type(code).__name__}, not text")
-    if not isinstance(fmt, str) or fmt not in get_args(CandidateFormat):
-        return Unusable("malformed-candidate", f"the candidate's format {str(fmt)[:40]!r} is not one of "
+    # exact types: a subclass (what validation never makes) could redefine encode, len or equality
+    if type(code) is not str:
+        return Unusable("malformed-candidate", f"the candidate's code is a {type(code).__name__[:40]}, not text")
+    if type(fmt) is not str or fmt not in get_args(CandidateFormat):
+        shown = str.__repr__(fmt[:40]) if type(fmt) is str else type(fmt).__name__[:40]
+        return Unusable("malformed-candidate", f"the candidate's format {shown} is not one of "
                                                f"{', '.join(get_args(CandidateFormat))}")
-    if not isinstance(turn, int) or isinstance(turn, bool):
+    if type(turn) is not int:
         return Unusable("malformed-candidate", f"the candidate's turn is a {type(turn).__name__}, not a whole number")
     if len(code) > MAX_CANDIDATE_BYTES:  # characters: at most its bytes, counted without encoding a huge text
         return Unusable("too-large", f"the candidate is {len(code):,} characters, over the limit of "
@@ -63,11 +65,18 @@ def unusable(cand) -> Unusable | None:
 
 
 def _finite(value) -> bool:
-    return not isinstance(value, float) or math.isfinite(value)
+    """A feature a float can hold: text, a flag, a finite float or an int within float's range."""
+    if isinstance(value, (str, bool)) or not isinstance(value, (int, float)):
+        return True
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an int past float's range: no reader of features could use it
+        return False
 
 
 def finite_result(result: EvalResult) -> EvalResult:
-    """`result` without a non-finite number: a feature that is NaN or infinite is left out (a finding says
+    """`result` without a non-finite number: a feature that is NaN, infinite or an int past float's range is
+    left out (a finding says
     which); a speedup that is not a finite positive number, or a time that is not finite (a timing of our own
     that went wrong), makes the result `evaluator_error`, which is never cached and earns nothing.
     Unchanged when all is finite."""

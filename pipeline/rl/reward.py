@@ -47,7 +47,10 @@ def structural_score(result: EvalResult) -> float | None:
     value = result.features.get("struct.score")
     if value is None or isinstance(value, (str, bool)):
         return None
-    value = float(value)
+    try:
+        value = float(value)
+    except (OverflowError, TypeError, ValueError):  # an int past float's range, or no number at all
+        return None
     return value if math.isfinite(value) and 0.0 <= value <= 1.0 else None
 
 

@@ -13,7 +13,7 @@ from pipeline.evaluation.evaluator import Evaluator
 from pipeline.evaluation.feedback import format_feedback
 from pipeline.evaluation.intake import finite_result
 from pipeline.evaluation.result_cache import LEFT_OUT, settings_digest
-from pipeline.rl.reward import compute_reward
+from pipeline.rl.reward import compute_reward, reward_notes
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +28,28 @@ def saxpy(builtin_tasks):
 
 def honest(task, tag=""):
     return Candidate(task_id=task.id, code=task.implementations[0].code + tag, format="c2cuda")
+
+
+class _Unencodable(str):
+    def encode(self, *a, **k):
+        raise RuntimeError("encode of a candidate's own type")
+
+    def __format__(self, spec):
+        raise RuntimeError("format of a candidate's own type")
+
+
+class _EqualsAll(str):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+
+class _Unprintable(int):
+    def __repr__(self):
+        raise RuntimeError("repr of a candidate's own type")
+
+    __str__ = __repr__
 
 
 BAD_INPUTS = {  # name -> (how to make the candidate from honest code, the rule of its verdict)
@@ -46,6 +68,13 @@ BAD_INPUTS = {  # name -> (how to make the candidate from honest code, the rule 
                      "malformed-candidate"),
     "unknown format": (lambda c: c.model_copy(update={"format": "fortran"}), "malformed-candidate"),
     "turn of the wrong type": (lambda c: c.model_copy(update={"turn": "1"}), "malformed-candidate"),
+    # subclasses that validation never makes, redefining what the evaluator calls on them
+    "code a str subclass whose encode raises": (lambda c: c.model_copy(update={"code": _Unencodable(c.code)}),
+                                                "malformed-candidate"),
+    "format a str subclass equal to anything": (lambda c: c.model_copy(update={"format": _EqualsAll("x")}),
+                                                "malformed-candidate"),
+    "turn an int subclass whose str raises": (lambda c: c.model_copy(update={"turn": _Unprintable(1)}),
+                                              "malformed-candidate"),
 }
 
 
@@ -105,6 +134,17 @@ def test_a_non_finite_speedup_is_an_evaluator_error_never_a_correct_verdict(fiel
     r = EvalResult(task_id="t", candidate_hash="h", format="c2cuda", verdict="correct", **{"speedup": 2.0, field: value})
     out = finite_result(r)
     assert out.verdict == "evaluator_error" and field in out.reason and out.speedup is None
+
+
+@pytest.mark.parametrize("value", [10 ** 400, -(2 ** 1100)], ids=["10**400", "-2**1100"])
+def test_an_int_feature_past_floats_range_never_reaches_the_reward(value):
+    r = EvalResult(task_id="t", candidate_hash="h", format="c2cuda", verdict="not_executed",
+                   features={"struct.score": value, "static.global_loads": value, "occupancy": 0.5})
+    out = finite_result(r)
+    assert out.features == {"occupancy": 0.5}
+    cfg = RewardSection(struct_not_executed=True)
+    assert compute_reward(r, cfg) == compute_reward(out, cfg)  # the reward never raises on it either
+    assert reward_notes(r)
 
 
 def test_a_non_finite_time_or_feature_never_leaves_the_evaluator():
