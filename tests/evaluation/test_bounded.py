@@ -229,3 +229,22 @@ def test_honest_answers_get_the_same_findings_and_features_bounded(tmp_path, bui
             direct = analyze_source("\n".join(texts), run_nvcc=False) if texts else None
             assert json.dumps(features, sort_keys=True) == json.dumps(direct.features() if direct else {}, sort_keys=True)
             assert findings == (direct.findings if direct else [])
+
+
+def test_a_kept_pass_whose_own_lines_expand_past_the_cap_stops_early(tmp_path):
+    """Reading a kept preprocessing pass runs in the compile process: a pass just under compile.preprocessed_bytes
+    whose own lines are millions of expanded statements (about a minute and GiBs to read whole) stops at
+    OWN_EXPANSION_BYTES, within a few seconds, naming it; an honest pass is read whole."""
+    import time
+    from pipeline.evaluation.build.compile import OWN_EXPANSION_BYTES, ExpansionTooLarge, kept_expansions
+    keep = tmp_path / "kept"
+    keep.mkdir()
+    statement = "y[i] = a * x[i] + y[i];\n"
+    (keep / "candidate.cpp1.ii").write_text('# 1 "candidate.cu"\n' + statement * (60 * 2 ** 20 // len(statement)))
+    t0 = time.perf_counter()
+    with pytest.raises(ExpansionTooLarge, match="simplify the macros"):
+        kept_expansions(str(keep), "candidate")
+    assert time.perf_counter() - t0 < 20  # whole: about 3 s per million lines here, 2.6 M lines
+    (keep / "candidate.cpp1.ii").write_text('# 1 "candidate.cu"\n' + statement * 100 + '# 1 "h.h" 1\nint q;\n')
+    assert len(kept_expansions(str(keep), "candidate")["device"]) == 100
+    assert OWN_EXPANSION_BYTES >= 16 * 256 * 1024  # 16 times the largest candidate the gate reads

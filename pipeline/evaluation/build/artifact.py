@@ -62,7 +62,8 @@ import tempfile
 from pathlib import Path
 
 from pipeline.core.config import CompileSection
-from pipeline.evaluation.build.compile import CompileResult, object_flags, own_lines, toolchain_id
+from pipeline.evaluation.build.compile import (OWN_EXPANSION_BYTES, CompileResult, ExpansionTooLarge, object_flags,
+                                              own_lines, toolchain_id)
 from pipeline.evaluation.build.tool_run import CompileBudget, run_build, run_limited, tool_env
 from pipeline.evaluation.gate import GateProfile, gate_profile, gated_sources, task_is_float32
 from pipeline.evaluation.gate.source_text import compiler_text
@@ -266,7 +267,10 @@ def preprocessed_findings(source: str, cfg: CompileSection, scratch: str, fmt: s
         return [rule_finding("artifact-check", line_offset + 1, f"the preprocessed source is {size >> 20} MiB, past "
                                                                 f"its cap of {cfg.preprocessed_bytes >> 20} MiB "
                                                                 f"(compile.preprocessed_bytes)")]
-    lines = own_lines(Path(scratch, "pre.ii").read_text(errors="replace"), "pre.cu")
+    try:
+        lines = own_lines(Path(scratch, "pre.ii").read_text(errors="replace"), "pre.cu", OWN_EXPANSION_BYTES)
+    except ExpansionTooLarge as e:
+        return [rule_finding("artifact-check", line_offset + 1, str(e))]
     return expanded_findings(lines, fmt, float32, profile, line_offset, host_only)
 
 

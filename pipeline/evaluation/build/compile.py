@@ -197,15 +197,26 @@ _MARKER = re.compile(r'^#\s*(\d+)\s+"((?:\\.|[^"\\])*)"((?:\s+\d)*)\s*$')
 _NVCC_ANNOTATION = re.compile(r"__attribute__\(\((global|device|host|shared|constant|managed|grid_constant)\)\)")
 
 
-def own_lines(preprocessed: str, filename: str) -> list[tuple[int, str]]:
+class ExpansionTooLarge(ValueError):
+    """The candidate's own lines of one preprocessing pass passed OWN_EXPANSION_BYTES."""
+
+
+# The candidate's own lines of one preprocessing pass, after macro expansion: 16 times the largest candidate the gate
+# reads. Past it the pass is not read further (own_lines raises) and the build is a compile_error naming it, so
+# reading a kept pass costs the compile process about a second at most, whatever the macros expand to.
+OWN_EXPANSION_BYTES = 4 << 20
+
+
+def own_lines(preprocessed: str, filename: str, max_bytes: int | None = None) -> list[tuple[int, str]]:
     """(candidate line, text) of each preprocessed line that comes from `filename` itself.
 
     Line markers `# N "file" flags` say where the next line comes from: flag 1 enters an included
     file, flag 2 returns from one; a marker without either renames or renumbers the current file.
-    Only lines at include depth 0 under the candidate's own name are kept.
+    Only lines at include depth 0 under the candidate's own name are kept. Past `max_bytes` of kept text,
+    ExpansionTooLarge.
     """
     out: list[tuple[int, str]] = []
-    depth, current, line = 0, "", 0
+    depth, current, line, kept = 0, "", 0, 0
     for text in preprocessed.splitlines():
         m = _MARKER.match(text)
         if m:
@@ -216,6 +227,11 @@ def own_lines(preprocessed: str, filename: str) -> list[tuple[int, str]]:
             continue
         if depth == 0 and current == filename and text.strip():
             out.append((line, _restore(text)))
+            kept += len(text)
+            if max_bytes is not None and kept > max_bytes:
+                raise ExpansionTooLarge(f"the candidate's own lines expand to more than {max_bytes >> 20} MiB in one "
+                                        f"preprocessing pass; simplify the macros: an expansion this large costs the "
+                                        f"evaluator more than any kernel is worth")
         line += 1
     return out
 
@@ -246,12 +262,12 @@ def oversized_pass(keep_dir: str, stem: str, max_bytes: int) -> str:
 def kept_expansions(keep_dir: str, stem: str) -> dict[str, list[tuple[int, str]]]:
     """The candidate's own lines as each of nvcc's preprocessing passes expanded them (device: __CUDA_ARCH__
     defined, as `nvcc -E` gives; host: undefined), read from a compile's --keep intermediates; a pass whose file
-    is missing is left out."""
+    is missing is left out. ExpansionTooLarge past OWN_EXPANSION_BYTES in a pass."""
     out = {}
     for name, suffix in PREPROCESSED_PASSES.items():
         path = Path(keep_dir, f"{stem}.{suffix}")
         if path.is_file():
-            out[name] = own_lines(path.read_text(errors="replace"), f"{stem}.cu")
+            out[name] = own_lines(path.read_text(errors="replace"), f"{stem}.cu", OWN_EXPANSION_BYTES)
     return out
 
 
@@ -294,7 +310,10 @@ class Compiler:
             too_big = oversized_pass(os.path.join(scratch, "kept"), "candidate", self.cfg.preprocessed_bytes)
             if too_big:
                 return CompileResult(ok=False, log=too_big, cpu_s=obj.cpu_s)
-            expanded = kept_expansions(os.path.join(scratch, "kept"), "candidate")
+            try:
+                expanded = kept_expansions(os.path.join(scratch, "kept"), "candidate")
+            except ExpansionTooLarge as e:
+                return CompileResult(ok=False, log=str(e), cpu_s=obj.cpu_s)
             report = trusted_report(self.cfg.arch, sorted(Path(scratch, "kept").glob("*.ptx")), [obj.object], flags,
                                     self.cfg.nvcc, self.cfg.timeout_s)  # never the compile's stderr: see resources.py
             shutil.rmtree(os.path.join(scratch, "kept"), ignore_errors=True)
