@@ -56,7 +56,10 @@ def test_hidden_by_macros_is_found_after_building(builtin_tasks, compile_cfg, na
     code = saxpy(top, body)
     from pipeline.evaluation.gate import check_candidate
     task = builtin_tasks["c2cuda/saxpy"]
-    assert not check_candidate(Candidate(task_id=task.id, code=code, format="c2cuda"), task), "the source gate sees it"
+    gated = check_candidate(Candidate(task_id=task.id, code=code, format="c2cuda"), task)
+    # the gate refuses an asm keyword whose statement it cannot read whole; the check of what was built must find
+    # each of these on its own all the same (the gate is a teacher, the built check the wall)
+    assert not gated or name == "asm-label-macro", "the source gate sees it"
     found = built(builtin_tasks, compile_cfg, code)
     assert (rule, line) in rules_at(found), [f.message for f in found]
     assert all(f"line {f.line}:" in f.message and f"[{f.rule}]" in f.message for f in found)
@@ -110,11 +113,13 @@ def test_every_builtin_native_implementation_passes(builtin_tasks, compile_cfg):
 
 def test_evaluator_rejects_after_compiling(eval_cfg, compile_cfg, builtin_tasks):
     task = builtin_tasks["c2cuda/saxpy"]
-    code = saxpy('#define BIND(d) d __asm__("system")\nBIND(int run_tool(const char*));', 'run_tool("id");')
+    code = saxpy('#define ALIAS(n) __attribute__((weakref(n)))\n'
+                 'static int spawn(void*, void*, void* (*)(void*), void*) ALIAS("pthread_create");', "spawn(0, 0, 0, 0);")
     r = Evaluator(eval_cfg, compile_cfg, use_gpu=False).evaluate(task, [Candidate(task_id=task.id, code=code,
                                                                                   format="c2cuda")])[0]
-    assert r.verdict == "rejected" and "process-or-file-or-network" in r.flags, (r.verdict, r.reason)
-    assert "system" in r.reason and "line 2:" in r.reason and "compile" in r.stage_s
+    assert r.verdict == "rejected" and "threads" in r.flags, (r.verdict, r.reason)  # seen only once built
+    assert "line 3:" in r.reason and "compile" in r.stage_s
+    assert any("pthread_create" in f.message for f in r.findings if f.rule == "threads")
 
 
 HD_SYSCALL = """\
