@@ -13,7 +13,9 @@ comes back pickled through a pipe, read with a byte cap (`result_bytes`).
 Only the soft limits are set: the worker runs trusted code, which never raises them, and a compiler
 it starts (tool_run.run_build) sets its own, larger memory limit, which a lowered hard limit would
 forbid. A MemoryError or RecursionError in the worker is the input's doing and becomes a StageLimit;
-any other exception is a bug of ours and is raised here as RuntimeError with the worker's traceback.
+any other exception is a bug of ours and is raised here as RuntimeError with the worker's traceback, and
+so is a worker that ends without an answer in a way no limit ends it (_CAP_OF_SIGNAL): never a verdict a
+cache would keep for the candidate.
 
 What this does not do: isolate the stages from the host (they are trusted code; the compilers they
 start run in their own sandbox, compile.py), or bound a stage run in-process by other callers.
@@ -147,6 +149,18 @@ def _job(conn, caps: StageCaps, fn, args: tuple) -> None:
     conn.close()
 
 
+# How a worker's limits end it when Python cannot answer: RLIMIT_CPU sends SIGXCPU (SIGKILL at the hard limit); a
+# C stack overflow (deep recursion in a parser) is SIGSEGV; memory refused to C++ code aborts (std::bad_alloc), and the
+# kernel's out-of-memory killer sends SIGKILL. Any other end is not a limit's.
+_CAP_OF_SIGNAL = {-signal.SIGXCPU: "cpu", -signal.SIGSEGV: "depth", -signal.SIGABRT: "memory", -signal.SIGKILL: "memory"}
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "no exit status"
+    return f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+
+
 def _descendants(pid: int) -> list[int]:
     """`pid`'s live descendants (from /proc), parents before children."""
     out, todo = [], [pid]
@@ -206,10 +220,13 @@ def run_stage(caps: StageCaps, fn, *args):
                 if kind == "error":
                     raise RuntimeError(f"{caps.stage} failed in its worker (a bug, not the candidate's):\n{value}")
                 cap = value if kind == "limit" else None
-            except EOFError:  # the worker died without an answer: killed by one of its limits
+            except EOFError:  # the worker died without an answer: killed by one of its limits, or a bug of ours
                 proc.join(5)
                 code = proc.exitcode
-                cap = {-signal.SIGXCPU: "cpu", -signal.SIGSEGV: "depth"}.get(code, "memory")
+                cap = _CAP_OF_SIGNAL.get(code)
+                if cap is None:  # an exit status no limit gives (an import that failed, a crash): never the input's
+                    raise RuntimeError(f"{caps.stage} failed in its worker (a bug, not the candidate's): the worker "
+                                       f"ended with {_exit_text(code)} and no answer")
             except OSError:  # recv_bytes: a message longer than the cap
                 cap = "output"
     finally:

@@ -248,3 +248,15 @@ def test_a_kept_pass_whose_own_lines_expand_past_the_cap_stops_early(tmp_path):
     (keep / "candidate.cpp1.ii").write_text('# 1 "candidate.cu"\n' + statement * 100 + '# 1 "h.h" 1\nint q;\n')
     assert len(kept_expansions(str(keep), "candidate")["device"]) == 100
     assert OWN_EXPANSION_BYTES >= 16 * 256 * 1024  # 16 times the largest candidate the gate reads
+
+
+def _exits_early(code: int) -> None:
+    os._exit(code)
+
+
+def test_a_worker_that_ends_without_a_limit_is_our_failure_never_the_candidates():
+    """A worker that dies with an exit status no limit gives (an import that failed in the fork server, a crash) is
+    a bug of ours: RuntimeError (the evaluator's guard makes it that answer's evaluator_error, never cached), not a
+    memory verdict that a cache would keep for the candidate."""
+    with pytest.raises(RuntimeError, match="exit status 3"):
+        bounded.run_stage(bounded.caps_of("gate", TrustedLimits()), _exits_early, 3)
