@@ -4,6 +4,9 @@
 #                                 [kernelbench_baseline] [kernelbench_bench] [pareval] [bench]
 #                                 [structure] [generation] [train] [sft] [train_sft] [sft_bench] [measure] [multi_gpu]
 #                                 [fidelity] [hardening] [throughput] [timed_honest] [timed_attacks] [bounded]
+#                                 [bounded_smoke]
+# bounded_smoke: the short form of bounded for a call with little time: the sandbox's escape probe from the child's side
+#   and honest c2cuda and light implementations (SMOKE_TASKS) through the whole evaluator (hardening_gpu.py --honest-only).
 # bounded: the trusted side's limits on a GPU host: the sandbox tests from the child's side (the narrowed /proc and
 #   /sys under the real driver) and the bounded stages' tests, then the evaluator's GPU tests (tests/evaluation),
 #   with benchmarks/trusted_stage_limits.py (every trusted stage's worst case against its cap) beside them on the
@@ -160,6 +163,11 @@ for step in $steps; do
                  > "$OUT/bounded_stages.log" 2>&1 ) &
              timeout ${BOUNDED_GPU_S:-500} python3 -m pytest -m gpu -q -p no:cacheprovider -rfE --durations=8 \
                ${GPU_TESTS:-tests/evaluation} > "$OUT/bounded_gpu.log" 2>&1; rc_b=$?; wait; (exit $rc_b) ;;
+    bounded_smoke) ( timeout 60 python3 -m pytest -q -x -p no:cacheprovider -rfE tests/evaluation/test_sandbox.py \
+                       -k cannot_leave > "$OUT/smoke_sandbox.log" 2>&1 ) &
+                   timeout ${SMOKE_S:-80} python3 benchmarks/hardening_gpu.py --honest-only \
+                     --tasks ${SMOKE_TASKS:-c2cuda/saxpy,c2cuda/dot} --out "$OUT/hardening_smoke.json" > "$OUT/smoke.log" 2>&1
+                   rc_s=$?; wait; (exit $rc_s) ;;
     multi_gpu) timeout 590 python3 benchmarks/multi_gpu.py --out "$OUT/multi_gpu.json" \
                  --parts "${MULTI_GPU_PARTS:-evaluators,sync,train}" > "$OUT/multi_gpu.log" 2>&1 ;;
   esac
@@ -192,5 +200,7 @@ for step in $steps; do printf '%-10s %s\n' "$step" "${status[$step]}"; done
 [ -f "$OUT/bounded_sandbox.log" ] && grep -E "passed|failed|FAILED|Error|assert" "$OUT/bounded_sandbox.log" | tail -12
 [ -f "$OUT/bounded_stages.log" ] && tail -14 "$OUT/bounded_stages.log"
 [ -f "$OUT/bounded_gpu.log" ] && grep -E "passed|failed|FAILED|Error|^[0-9.]+s " "$OUT/bounded_gpu.log" | tail -24
+[ -f "$OUT/smoke_sandbox.log" ] && grep -E "passed|failed|^E " "$OUT/smoke_sandbox.log" | head -12
+[ -f "$OUT/smoke.log" ] && tail -9 "$OUT/smoke.log"
 [ -f "$OUT/multi_gpu.log" ] && grep -E -A16 "^==== multi_gpu|^multi_gpu:" "$OUT/multi_gpu.log" | head -30
 exit 0

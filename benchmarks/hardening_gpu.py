@@ -98,7 +98,10 @@ class ModelNew(nn.Module):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None, help="JSON file to write (default: a new file under benchmarks/results/v<evaluator version>/)")
+    ap.add_argument("--tasks", default=",".join(KNOWN_GOOD), help="comma-separated built-in tasks of step 1")
+    ap.add_argument("--honest-only", action="store_true", help="step 1 alone (honest code under the whole wall)")
     args = ap.parse_args()
+    known_good = args.tasks.split(",")
     from pipeline.core.config import CompileSection, EvalSection
     from pipeline.evaluation import evaluator as evaluator_module
     from pipeline.evaluation.evaluator import Evaluator
@@ -132,14 +135,17 @@ def main() -> None:
         from concurrent.futures import ThreadPoolExecutor
 
         from pipeline.evaluation.build.compile import Compiler
-        sources = [NEW_TENSOR, ALIASING, TORCH_OPS, LIBRARY_IMPL, TUPLE_SUBCLASS] + [
-            i.code for t in KNOWN_GOOD for i in tasks[t].implementations if i.format == "kernelbench"]
+        sources = ([] if args.honest_only else [NEW_TENSOR, ALIASING, TORCH_OPS, LIBRARY_IMPL, TUPLE_SUBCLASS]) + [
+            i.code for t in known_good for i in tasks[t].implementations if i.format == "kernelbench"]
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(Compiler(compile_cfg).compile_kernelbench, sources))
-    for task_id in KNOWN_GOOD:  # 1. honest code works under the whole wall
+    for task_id in known_good:  # 1. honest code works under the whole wall
         for impl in tasks[task_id].implementations:
             evaluate("kernelbench" if impl.format == "kernelbench" else "strict", task_id, f"honest {impl.name}",
                      impl.code, impl.format)
+    if args.honest_only:
+        _report(rows, gpu, None, args.out, torch.cuda.get_device_name(0) if gpu else "")
+        return
     new = evaluate("kernelbench", "torch2cuda/relu", "copy: new tensor", NEW_TENSOR, "kernelbench", gate=False)
     alias = evaluate("kernelbench", "torch2cuda/relu", "copy: aliases the harness buffer", ALIASING, "kernelbench",
                      gate=False)
@@ -147,19 +153,25 @@ def main() -> None:
                        ("strict: tuple subclass", TUPLE_SUBCLASS)):
         evaluate("strict", "torch2cuda/relu", name, code, "kernelbench", gate=False)
 
+    _report(rows, gpu, (new, alias), args.out, torch.cuda.get_device_name(0) if gpu else "")
+
+
+def _report(rows: list[dict], gpu: bool, copies: tuple | None, out: str | None, device: str) -> None:
+    """Each row's expectation, the JSON and the table."""
     expect = {"honest": "correct", "strict": "rejected|incorrect|runtime_error"}
     for row in rows:
         want = next((v for k, v in expect.items() if row["probe"].startswith(k)), "")
         row["as_expected"] = (row["verdict"] in want.split("|")) if want and gpu else None
+    new, alias = copies or ({"speedup": None}, {"speedup": None})
     alias_gain = (alias["speedup"] / new["speedup"]) if alias["speedup"] and new["speedup"] else None
-    summary = {"gpu": gpu, "device": torch.cuda.get_device_name(0) if gpu else "", "alias_over_new": alias_gain,
+    summary = {"gpu": gpu, "device": device, "alias_over_new": alias_gain,
                "alias_within_one_copy": (alias_gain is not None and alias_gain < 2.0) if gpu else None,
                "rows": rows}
-    if args.out is None:
+    if out is None:
         from benchmarks.results_path import fresh_result_path
-        args.out = str(fresh_result_path("hardening_gpu.json"))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(summary, indent=1))
+        out = str(fresh_result_path("hardening_gpu.json"))
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(summary, indent=1))
     print(f"\n{'probe':44} {'task':22} {'profile':11} {'verdict':15} {'speedup':>8}  ok")
     for row in rows:
         sp = f"{row['speedup']:.2f}" if row["speedup"] else "-"
