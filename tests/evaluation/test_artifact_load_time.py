@@ -12,17 +12,7 @@ from pipeline.evaluation.gate import gate_profile
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 
-SAXPY = """\
-#include <cuda_runtime.h>
-TOP
-__global__ void saxpy_kernel(int n, float a, const float* x, float* y) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * x[i] + y[i];
-}
-extern "C" void saxpy(int n, float a, const float* x, float* y) {
-    saxpy_kernel<<<(n + 255) / 256, 256>>>(n, a, x, y);
-}
-"""
+from test_artifact import saxpy  # noqa: E402  the same saxpy source, TOP and BODY filled in
 IFUNC = 'extern "C" { static void real() {} static void (*pick())() { return real; } void hook() __attribute__((ifunc("pick"))); }'
 LOAD_TIME = [
     ("ifunc", IFUNC, "ifunc"),
@@ -39,7 +29,7 @@ def object_of(code: str, compile_cfg, tmp_path) -> str:
 
 @pytest.mark.parametrize("name,top,needle", LOAD_TIME, ids=[c[0] for c in LOAD_TIME])
 def test_load_time_code_without_an_init_array_entry_is_refused(compile_cfg, tmp_path, name, top, needle):
-    code = SAXPY.replace("TOP", top)
+    code = saxpy(top)
     found = artifact.object_findings(code, object_of(code, compile_cfg, tmp_path), str(tmp_path), "c2cuda", True,
                                      gate_profile("strict"))
     hits = [f for f in found if f.rule == "load-time-code" and needle in f.message]
@@ -47,7 +37,7 @@ def test_load_time_code_without_an_init_array_entry_is_refused(compile_cfg, tmp_
 
 
 def test_an_honest_object_has_no_resolvers_or_thread_locals(compile_cfg, tmp_path):
-    code = SAXPY.replace("TOP", "")
+    code = saxpy()
     obj = object_of(code, compile_cfg, tmp_path)
     assert not artifact.resolver_findings(code, artifact.nm_symbols(obj, str(tmp_path)), obj, str(tmp_path))
 

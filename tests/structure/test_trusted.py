@@ -12,22 +12,7 @@ from pipeline.structure.reach import C_ENTRY
 from pipeline.structure.resources import filter_report, neutralise_strings, ptxas_options
 from pipeline.structure.score import ScoreWeights, combine, conservative_combine, score_components, structural_score
 
-HEAVY = r'''
-__global__ void __launch_bounds__(1024, 2) heavy(const float* __restrict__ in, float* out, int n) {
-    float acc[96];
-    #pragma unroll
-    for (int i = 0; i < 96; ++i) acc[i] = in[i * n + threadIdx.x];
-    #pragma unroll
-    for (int r = 0; r < 8; ++r)
-        #pragma unroll
-        for (int i = 0; i < 96; ++i) acc[i] = acc[i] * acc[(i + r + 1) % 96] + 1.0f;
-    float s = 0;
-    #pragma unroll
-    for (int i = 0; i < 96; ++i) s += acc[i] * (i + 1);
-    out[threadIdx.x] = s;
-}
-extern "C" void entry(const float* in, float* out, int n) { heavy<<<1, 1024>>>(in, out, n); }
-'''
+from test_ptxas import SPILL as HEAVY  # noqa: E402  one spilling kernel for both files
 FAKE = ("ptxas info    : Compiling entry function '_Z5heavyPKfPfi' for 'sm_90'\\n"
         "ptxas info    : Function properties for _Z5heavyPKfPfi\\n"
         "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\\n"
