@@ -319,19 +319,24 @@ def test_the_calibration_writes_the_outputs_bytes_and_its_own_gpu_time_is_not_ov
 
 
 def test_a_cold_first_calibration_does_not_widen_the_noise_for_a_false_claim():
-    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002, claim_factor=0.8)
-    seen = []
+    """A claim 20 % below its work is not made believable by one cold calibration sample. The work is host sleeps,
+    whose jitter on a loaded 2-core machine can reach 20 % by itself now and then: of three independent runs, at
+    most one may believe the claim (a cold sample that widened the noise would make all three believe it)."""
+    believed = 0
+    for _ in range(3):
+        ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002, claim_factor=0.8)
+        seen = []
 
-    def calibration(msg, timeout_s):  # the configuration's first calibration is slow, the rest are not
-        if msg.get("fill_bytes"):
-            seen.append(msg)
-            time.sleep(0.05 if len(seen) == 1 else 0.0005)
-        else:
-            time.sleep(0.0005)
-        return {"ok": True, "events_ms": 0.0}
-    ev.null_child("c2cuda").request = calibration
-    times = time_config(ev, group, 0, cd, child, "c2cuda")
-    assert not times.claims_believed  # a claim 20 % below its work is not made believable by one cold sample
+        def calibration(msg, timeout_s):  # the configuration's first calibration is slow, the rest are not
+            if msg.get("fill_bytes"):
+                seen.append(msg)
+                time.sleep(0.05 if len(seen) == 1 else 0.0005)
+            else:
+                time.sleep(0.0005)
+            return {"ok": True, "events_ms": 0.0}
+        ev.null_child("c2cuda").request = calibration
+        believed += bool(time_config(ev, group, 0, cd, child, "c2cuda").claims_believed)
+    assert believed <= 1, f"{believed} of 3 runs believed a claim 20 % below its work"
 
 
 def test_a_short_pytorch_baseline_runs_once_untimed_right_before_its_timed_batch():
