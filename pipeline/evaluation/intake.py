@@ -76,8 +76,7 @@ def _finite(value) -> bool:
 
 def finite_result(result: EvalResult) -> EvalResult:
     """`result` without a non-finite number: a feature that is NaN, infinite or an int past float's range is
-    left out (a finding says
-    which); a speedup that is not a finite positive number, or a time that is not finite (a timing of our own
+    left out (a finding says which); a speedup that is not a finite positive number, or a time that is not finite (a timing of our own
     that went wrong), makes the result `evaluator_error`, which is never cached and earns nothing.
     Unchanged when all is finite."""
     bad = sorted(k for k, v in result.features.items() if not _finite(v))

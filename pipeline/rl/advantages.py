@@ -28,13 +28,14 @@ from typing import Literal
 import torch
 
 from pipeline.core.config import RLSection
+from pipeline.rl.reward import UNJUDGED
 
 Estimator = Literal["grpo", "rloo"]
 
 
-UNJUDGED_VERDICTS = ("evaluator_error", "unbuilt")
-"""Turns nothing is known of (the evaluator's own failure; code no compiler here could build): advantage 0,
-outside their group's mean and spread (reward.UNJUDGED, kept equal by a test)."""
+UNJUDGED_VERDICTS = UNJUDGED
+"""Turns nothing is known of (reward.UNJUDGED: the evaluator's own failure; code no compiler here could build):
+advantage 0, outside their group's mean and spread."""
 
 
 def discounted_returns(rewards: Sequence[float], gamma: float) -> list[float]:

@@ -104,7 +104,7 @@ def compute_reward(result: EvalResult, cfg: RewardSection,
         if cfg.struct_not_executed:
             terms["struct"] = cfg.w_struct * (structural_score(result) or 0.0)
     elif verdict in UNJUDGED:
-        pass  # neutral: neither blamed nor rewarded for what the evaluator or the host could not do
+        terms["base"] = 0.0  # neutral: neither blamed nor rewarded for what the evaluator or the host could not do
     elif verdict == "correct":
         terms["base"] = cfg.correct_value
         speedup = usable_speedup(result.speedup)
