@@ -295,25 +295,28 @@ def structure(limits, candidate, arch: str, ptxas_log: str | None, c_entry: str 
 
 def checked_build(compiler, candidate, task, profile: str, limits) -> CompileResult:
     """What a compile worker does for one candidate (each trusted stage bounded): the
-    gate (a refused or stopped candidate is not built; the evaluator's own gate names why), the build and the
-    artefact check, charged to one CPU budget; the findings travel in the result. A check stopped by a cap is
+    gate (a refused or stopped candidate is not built), the build and the artefact check, charged to one CPU
+    budget; the gate's and the check's findings travel in the result, so the evaluator reads them instead of
+    running either again. A check stopped by a cap is
     an error finding naming it, a budget spent in the check a compile error naming that."""
     from pipeline.evaluation.intake import unusable
     if unusable(candidate) is not None:  # the evaluator's intake names why; nothing of it is built
         return CompileResult(ok=False, log="not built: the evaluator cannot read this candidate")
     found = gate(limits, candidate, task, profile)
-    if isinstance(found, StageLimit) or any(f.severity == "error" for f in found):
-        return CompileResult(ok=False, log="not built: the static gate refused it (the evaluator names the rule)")
+    gated = {"gate_findings": [limit_finding(found)] if isinstance(found, StageLimit) else found,
+             "built_profile": profile}  # the evaluator reads them instead of gating again
+    if any(f.severity == "error" for f in gated["gate_findings"]):
+        return CompileResult(ok=False, log="not built: the static gate refused it (the evaluator names the rule)",
+                             **gated)
     budget = CompileBudget.of(candidate.format, compiler.cfg)
     comp = compiler.compile(candidate, task, budget)
     if not comp.ok:
-        return comp
+        return comp.model_copy(update=gated)
     checked = artifact_check(limits, candidate, task, comp, compiler.cfg, profile, budget)
     if isinstance(checked, str):
-        return CompileResult(ok=False, log=checked, key=comp.key, cpu_s=comp.cpu_s)
+        return CompileResult(ok=False, log=checked, key=comp.key, cpu_s=comp.cpu_s, **gated)
     findings = [limit_finding(checked)] if isinstance(checked, StageLimit) else checked
-    return comp.model_copy(update={"built_findings": findings, "built_profile": profile,
-                                   "cpu_s": budget.total - budget.left})
+    return comp.model_copy(update={**gated, "built_findings": findings, "cpu_s": budget.total - budget.left})
 
 
 def measured(fn, *args) -> tuple:

@@ -192,10 +192,13 @@ class Evaluator:
         t0 = time.perf_counter()
         if (task.kind == "c2cuda") != (cand.format == "c2cuda"):
             return self.result_of(task, cand, "format_error", f"a {task.kind} task does not take {cand.format} candidates")
-        findings = bounded.gate(self.cfg.limits, cand, task, self.cfg.gate_profile)  # in a worker with OS limits
+        if comp is not None and comp.built_profile == self.cfg.gate_profile and comp.gate_findings is not None:
+            findings = comp.gate_findings  # the compile worker gated it (bounded.checked_build)
+        else:
+            findings = bounded.gate(self.cfg.limits, cand, task, self.cfg.gate_profile)  # in a worker with OS limits
+            if isinstance(findings, StageLimit):
+                findings = [limit_finding(findings)]
         gate_s = time.perf_counter() - t0
-        if isinstance(findings, StageLimit):
-            findings = [limit_finding(findings)]
         errors = [f for f in findings if f.severity == "error"]
         if errors:
             return self.result_of(task, cand, "rejected", errors[0].message, findings=findings,
@@ -290,15 +293,12 @@ class Evaluator:
                 for i in runnable:
                     if results[i] is not None:
                         results[i].peak_memory_bytes = peak
-        except (TaskBroken, MemoryTooLarge, MemoryWaitTimeout) as e:  # the trusted side failed: nobody is blamed
+        except Exception as e:  # noqa: BLE001 - the trusted side failed on the group: nobody is blamed
+            why = str(e) if isinstance(e, (TaskBroken, MemoryTooLarge, MemoryWaitTimeout)) else \
+                f"the evaluator failed on the group: {type(e).__name__}: {str(e)[:300]}"
             for i in runnable:
                 if results[i] is None:
-                    results[i] = self._evaluator_error(task, candidates[i], prepared[i], str(e))
-        except Exception as e:  # noqa: BLE001 - our own code failed on the group: its unjudged candidates say so
-            for i in runnable:
-                if results[i] is None:
-                    results[i] = self._evaluator_error(task, candidates[i], prepared[i], f"the evaluator failed on "
-                                                       f"the group: {type(e).__name__}: {str(e)[:300]}")
+                    results[i] = self._evaluator_error(task, candidates[i], prepared[i], why)
 
     # --- GPU group ----------------------------------------------------------------------------
     def _probe_child_user(self) -> None:

@@ -95,7 +95,8 @@ def test_runtime_launch_memory_and_libm_are_allowed():
 def test_own_lines_follow_markers_and_drop_headers():
     pre = ('# 0 "c.cu"\n# 1 "/usr/include/h.h" 1 3 4\nint from_header;\n# 2 "c.cu" 2\nint a;\n\nint b;\n'
            '# 9 "c.cu"\n__attribute__((global)) void k() {}\n')
-    assert artifact.own_lines(pre, "c.cu") == [(2, "int a;"), (4, "int b;"), (9, "__global__ void k() {}")]
+    from pipeline.evaluation.build.compile import own_lines
+    assert own_lines(pre, "c.cu") == [(2, "int a;"), (4, "int b;"), (9, "__global__ void k() {}")]
 
 
 @pytest.mark.integration

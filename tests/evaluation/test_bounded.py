@@ -243,10 +243,10 @@ def test_a_kept_pass_whose_own_lines_expand_past_the_cap_stops_early(tmp_path):
     (keep / "candidate.cpp1.ii").write_text('# 1 "candidate.cu"\n' + statement * (60 * 2 ** 20 // len(statement)))
     t0 = time.perf_counter()
     with pytest.raises(ExpansionTooLarge, match="simplify the macros"):
-        kept_expansions(str(keep), "candidate")
+        kept_expansions(str(keep), "candidate", 64 << 20)
     assert time.perf_counter() - t0 < 20  # whole: about 3 s per million lines here, 2.6 M lines
     (keep / "candidate.cpp1.ii").write_text('# 1 "candidate.cu"\n' + statement * 100 + '# 1 "h.h" 1\nint q;\n')
-    assert len(kept_expansions(str(keep), "candidate")["device"]) == 100
+    assert len(kept_expansions(str(keep), "candidate", 64 << 20)["device"]) == 100
     assert OWN_EXPANSION_BYTES >= 16 * 256 * 1024  # 16 times the largest candidate the gate reads
 
 
@@ -260,3 +260,18 @@ def test_a_worker_that_ends_without_a_limit_is_our_failure_never_the_candidates(
     memory verdict that a cache would keep for the candidate."""
     with pytest.raises(RuntimeError, match="exit status 3"):
         bounded.run_stage(bounded.caps_of("gate", TrustedLimits()), _exits_early, 3)
+
+
+@needs_nvcc
+def test_the_artefact_checks_own_preprocessing_is_read_only_within_its_cap(tmp_path):
+    """A kernelbench source the compile did not expand is preprocessed by the check itself (`nvcc -E`): past
+    compile.preprocessed_bytes the pass is not read, and the check says so as a finding."""
+    from pipeline.evaluation.build import artifact
+    from pipeline.evaluation.gate import gate_profile
+    bomb = "#define A x x x x x x x x\n#define B A A A A A A A A\n#define C B B B B B B B B\n" \
+           "#define D C C C C C C C C\nint f() { return 0; }\n" + "D\n" * 256  # 256 lines of 4,096 tokens: 2 MiB
+    cfg = CompileSection(cache_dir=str(tmp_path), preprocessed_bytes=1 << 19, sandbox="none")
+    found = artifact.preprocessed_findings(bomb, cfg, str(tmp_path), "kernelbench", True, gate_profile("strict"),
+                                           drop_includes=True, line_offset=3)
+    assert [(f.rule, f.line) for f in found] == [("artifact-check", 4)]
+    assert "compile.preprocessed_bytes" in found[0].message

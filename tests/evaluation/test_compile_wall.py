@@ -226,15 +226,21 @@ def test_the_compile_worker_builds_once_and_checks_what_it_built(tmp_path, built
     assert comp.built_findings == [] and comp.built_profile == "strict" and "Used" in comp.ptxas_log
     packed = comp.packed()
     assert set(packed.payload) == {"artifact.so", "candidate.o"}
-    checks = []  # the evaluator runs the check in a worker: counted where it is sent
+    assert comp.gate_findings == []  # the worker's gate travels with the result too
+    checks, gates = [], []  # the evaluator runs the check and the gate in workers: counted where they are sent
     monkeypatch.setattr(bounded, "artifact_check", lambda *a, **k: checks.append(1) or [])
+    real_gate = bounded.gate
+    monkeypatch.setattr(bounded, "gate", lambda *a, **k: gates.append(1) or real_gate(*a, **k))
     ev = Evaluator(EvalSection(result_cache_dir=""), cfg, use_gpu=False)
     r = ev.evaluate(task, [Candidate(task_id=task.id, code=impl.code, format="c2cuda")], [packed])[0]
-    assert r.verdict == "not_executed" and checks == []  # the worker's findings were read, not made again
+    assert r.verdict == "not_executed" and checks == [] and gates == []  # the worker's findings were read
     ev.cfg = ev.cfg.model_copy(update={"gate_profile": "kernelbench"})  # made under another profile: checked here
     ev.evaluate(task, [Candidate(task_id=task.id, code=impl.code + "\n// other\n", format="c2cuda")], [packed])
-    assert checks == [1]
+    assert checks == [1] and gates == [1]
     refused = impl.code.replace("{", "{ system(\"id\");", 1)
     gated = bounded.checked_build(Compiler(cfg), Candidate(task_id=task.id, code=refused, format="c2cuda"), task,
                                   "strict", TrustedLimits())
     assert not gated.ok and "gate" in gated.log and gated.cpu_s == 0 and not gated.key
+    ev.cfg, gates[:] = ev.cfg.model_copy(update={"gate_profile": "strict"}), []  # the profile the worker gated under
+    rejected = ev.evaluate(task, [Candidate(task_id=task.id, code=refused, format="c2cuda")], [gated])[0]
+    assert rejected.verdict == "rejected" and "process-or-file-or-network" in rejected.flags and gates == []

@@ -62,8 +62,8 @@ import tempfile
 from pathlib import Path
 
 from pipeline.core.config import CompileSection
-from pipeline.evaluation.build.compile import (OWN_EXPANSION_BYTES, CompileResult, ExpansionTooLarge, object_flags,
-                                              own_lines, toolchain_id)
+from pipeline.evaluation.build.compile import (CompileResult, ExpansionTooLarge, object_flags, pass_lines,
+                                              toolchain_id)
 from pipeline.evaluation.build.tool_run import CompileBudget, run_build, run_limited, tool_env
 from pipeline.evaluation.gate import GateProfile, gate_profile, gated_sources, task_is_float32
 from pipeline.evaluation.gate.source_text import compiler_text
@@ -262,13 +262,8 @@ def preprocessed_findings(source: str, cfg: CompileSection, scratch: str, fmt: s
     if isinstance(proc, str) or proc.returncode or not Path(scratch, "pre.ii").exists():
         why = proc if isinstance(proc, str) else (proc.stderr or proc.stdout)[-300:]
         return [rule_finding("artifact-check", line_offset + 1, f"the source does not preprocess on its own ({why})")]
-    size = Path(scratch, "pre.ii").stat().st_size
-    if size > cfg.preprocessed_bytes:  # a macro expansion bomb: never read
-        return [rule_finding("artifact-check", line_offset + 1, f"the preprocessed source is {size >> 20} MiB, past "
-                                                                f"its cap of {cfg.preprocessed_bytes >> 20} MiB "
-                                                                f"(compile.preprocessed_bytes)")]
     try:
-        lines = own_lines(Path(scratch, "pre.ii").read_text(errors="replace"), "pre.cu", OWN_EXPANSION_BYTES)
+        lines = pass_lines(Path(scratch, "pre.ii"), "pre.cu", cfg.preprocessed_bytes)
     except ExpansionTooLarge as e:
         return [rule_finding("artifact-check", line_offset + 1, str(e))]
     return expanded_findings(lines, fmt, float32, profile, line_offset, host_only)

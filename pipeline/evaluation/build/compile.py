@@ -62,7 +62,9 @@ class CompileResult(BaseModel):
                                         "check reads it instead of building its own)")
     built_findings: list[Finding] | None = Field(None, description="the artefact check's findings, where the compile "
                                                                "worker ran it (bounded.checked_build)")
-    built_profile: str = Field("", description="the gate profile built_findings were made under")
+    gate_findings: list[Finding] | None = Field(None, description="the static gate's findings, where the compile "
+                                                              "worker ran it (bounded.checked_build)")
+    built_profile: str = Field("", description="the gate profile gate_findings and built_findings were made under")
     expanded: dict[str, list[tuple[int, str]]] = Field(
         default_factory=dict, description="c2cuda and light: the candidate's own lines as nvcc's device and host "
                                           "preprocessing passes expanded them in this compile (the artefact check "
@@ -246,28 +248,28 @@ def _restore(text: str) -> str:
 PREPROCESSED_PASSES = {"device": "cpp1.ii", "host": "cpp4.ii"}
 
 
-def oversized_pass(keep_dir: str, stem: str, max_bytes: int) -> str:
-    """A sentence naming the first kept preprocessing pass larger than `max_bytes` (compile.preprocessed_bytes),
-    else '': such a pass is never read (a macro expansion bomb)."""
-    for name, suffix in PREPROCESSED_PASSES.items():
-        path = Path(keep_dir, f"{stem}.{suffix}")
-        size = path.stat().st_size if path.is_file() else 0
-        if size > max_bytes:
-            return (f"the {name} preprocessing pass of the source is {size >> 20} MiB, past its cap of "
-                    f"{max_bytes >> 20} MiB (compile.preprocessed_bytes); simplify the source: macro expansion "
-                    f"this large costs the evaluator more than any kernel is worth")
-    return ""
+def pass_lines(path: str | Path, filename: str, max_pass_bytes: int, name: str = "") -> list[tuple[int, str]]:
+    """The own lines (`own_lines`) of one preprocessing pass kept at `path`, read only within its caps: a file over
+    `max_pass_bytes` (compile.preprocessed_bytes) is never read, and reading stops past OWN_EXPANSION_BYTES of own
+    text; either raises ExpansionTooLarge with the sentence a compile error or a finding gives."""
+    size = Path(path).stat().st_size
+    if size > max_pass_bytes:
+        raise ExpansionTooLarge(f"the {name + ' ' if name else ''}preprocessing pass of the source is {size >> 20} MiB, "
+                                f"past its cap of {max_pass_bytes >> 20} MiB (compile.preprocessed_bytes); simplify "
+                                f"the source: macro expansion this large costs the evaluator more than any kernel is "
+                                f"worth")
+    return own_lines(Path(path).read_text(errors="replace"), filename, OWN_EXPANSION_BYTES)
 
 
-def kept_expansions(keep_dir: str, stem: str) -> dict[str, list[tuple[int, str]]]:
+def kept_expansions(keep_dir: str, stem: str, max_pass_bytes: int) -> dict[str, list[tuple[int, str]]]:
     """The candidate's own lines as each of nvcc's preprocessing passes expanded them (device: __CUDA_ARCH__
-    defined, as `nvcc -E` gives; host: undefined), read from a compile's --keep intermediates; a pass whose file
-    is missing is left out. ExpansionTooLarge past OWN_EXPANSION_BYTES in a pass."""
+    defined, as `nvcc -E` gives; host: undefined), read from a compile's --keep intermediates within their caps
+    (`pass_lines`: ExpansionTooLarge past one); a pass whose file is missing is left out."""
     out = {}
     for name, suffix in PREPROCESSED_PASSES.items():
         path = Path(keep_dir, f"{stem}.{suffix}")
         if path.is_file():
-            out[name] = own_lines(path.read_text(errors="replace"), f"{stem}.cu", OWN_EXPANSION_BYTES)
+            out[name] = pass_lines(path, f"{stem}.cu", max_pass_bytes, name)
     return out
 
 
@@ -307,11 +309,8 @@ class Compiler:
                                      scratch, source, "candidate.cu", product="candidate.o", budget=budget)
             if not obj.ok:
                 return obj
-            too_big = oversized_pass(os.path.join(scratch, "kept"), "candidate", self.cfg.preprocessed_bytes)
-            if too_big:
-                return CompileResult(ok=False, log=too_big, cpu_s=obj.cpu_s)
             try:
-                expanded = kept_expansions(os.path.join(scratch, "kept"), "candidate")
+                expanded = kept_expansions(os.path.join(scratch, "kept"), "candidate", self.cfg.preprocessed_bytes)
             except ExpansionTooLarge as e:
                 return CompileResult(ok=False, log=str(e), cpu_s=obj.cpu_s)
             report = trusted_report(self.cfg.arch, sorted(Path(scratch, "kept").glob("*.ptx")), [obj.object], flags,
