@@ -7,7 +7,6 @@ unknown key names the closest valid one.
 """
 from __future__ import annotations
 
-import difflib
 import math
 from pathlib import Path
 from typing import Any, Literal
@@ -15,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from pipeline.core.config_messages import describe_error
 from pipeline.core.errors import UserError
 
 
@@ -509,43 +509,6 @@ class ConfigError(UserError, ValueError):
     """Every problem found in a configuration, one per line."""
 
 
-def _closest(key: str, valid: list[str], prefix: str) -> str:
-    match = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
-    if match:
-        return f"; did you mean '{prefix}{match[0]}'?"
-    return f"; valid keys here: {', '.join(prefix + v for v in sorted(valid))}"
-
-
-def _model_at(path: tuple) -> type[BaseModel] | None:
-    model: Any = RunConfig
-    for part in path:
-        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
-        if field is None:
-            return None
-        model = field.annotation
-    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
-
-
-def _describe(err: dict) -> str:
-    loc = tuple(str(p) for p in err["loc"])
-    key = ".".join(loc)
-    if err["type"] == "extra_forbidden":
-        parent = _model_at(loc[:-1])
-        valid = list(parent.model_fields) if parent else []
-        prefix = "".join(p + "." for p in loc[:-1])
-        return f"unknown key '{key}'{_closest(loc[-1], valid, prefix)}"
-    value = err.get("input")
-    return f"'{key}' = {value!r}: {err['msg'].lower()} (expected {_expected(loc)})"
-
-
-def _expected(loc: tuple) -> str:
-    parent = _model_at(loc[:-1])
-    if parent is None or loc[-1] not in parent.model_fields:
-        return "a valid value"
-    ann = parent.model_fields[loc[-1]].annotation
-    return getattr(ann, "__name__", str(ann)).replace("typing.", "")
-
-
 def _parse_scalar(text: str) -> Any:
     """A command-line value: YAML scalars and lists (`3`, `0.5`, `true`, `[1,2]`, `name`)."""
     if not text.strip():
@@ -614,7 +577,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         return RunConfig.model_validate(raw)
     except ValidationError as e:
         where = f" in {path}" if path else ""
-        lines = [f"  - {_describe(err)}" for err in e.errors()]
+        lines = [f"  - {describe_error(err, RunConfig)}" for err in e.errors()]
         raise ConfigError(f"{len(lines)} problem(s) in the configuration{where}:\n" + "\n".join(lines)) from None
 
 
