@@ -161,8 +161,9 @@ def _inputs_on(torch, ctx: dict, device) -> list:
 
 
 def kernelbench_procedure(torch, ref_src: str, new_src: str | None, device, correct_trials: int,
-                          perf_trials: int) -> dict:
-    """eval_kernel_against_ref's steps (module docstring); returns correctness and nothing else."""
+                          perf_trials: int, extensions: dict | None = None) -> dict:
+    """eval_kernel_against_ref's steps (module docstring); returns correctness and nothing else. `extensions`:
+    the answer's extensions as our compile step built them (load_inline then loads them instead of building)."""
     ctx: dict = {}
     exec(compile(ref_src, "<reference>", "exec"), ctx)
     _seed(torch, 42)
@@ -172,7 +173,10 @@ def kernelbench_procedure(torch, ref_src: str, new_src: str | None, device, corr
         _seed(torch, 42)
         original = ctx["Model"](*init_inputs)
     new_cls = ctx["Model"]
-    if new_src is not None:
+    if new_src is not None and extensions:
+        from pipeline.evaluation.child.torch_guard import load_candidate
+        new_cls = load_candidate(new_src, extensions)["ModelNew"]
+    elif new_src is not None:
         new_ctx: dict = {}
         exec(compile(new_src, "<answer>", "exec"), new_ctx)
         new_cls = new_ctx["ModelNew"]
@@ -203,7 +207,7 @@ def kernelbench_procedure(torch, ref_src: str, new_src: str | None, device, corr
     return {"correct": passed == correct_trials, "correctness_trials": f"({passed} / {correct_trials})"}
 
 
-def measure_kernelbench(torch, ref_src, new_src, device, args) -> dict:
+def measure_kernelbench(torch, ref_src, new_src, device, args, extensions: dict | None = None) -> dict:
     gc.collect()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats(device)
@@ -211,7 +215,8 @@ def measure_kernelbench(torch, ref_src, new_src, device, args) -> dict:
     row = {"device_used_before": total - free, "new_model": "answer" if new_src else "reference"}
     with DeviceMemorySampler(lambda: (lambda f, t: t - f)(*torch.cuda.mem_get_info(device))) as sampler:
         try:
-            row.update(kernelbench_procedure(torch, ref_src, new_src, device, args.correct_trials, args.perf_trials))
+            row.update(kernelbench_procedure(torch, ref_src, new_src, device, args.correct_trials, args.perf_trials,
+                                             extensions))
         except Exception as e:  # noqa: BLE001 - out of memory or a broken answer: recorded, the run goes on
             row["error"] = f"{type(e).__name__}: {str(e)[:500]}"
         torch.cuda.synchronize(device)
@@ -228,32 +233,52 @@ def answer_path(answers: Path, level: int, problem: Path) -> Path | None:
     return path if path.is_file() else None
 
 
-def precompile(evaluator, problems: list[tuple[int, Path]], answers: Path, workers: int = 8,
-               timeout_s: float | None = None) -> None:
-    """Gate and compile every answer at once (load_inline takes 30-90 s each on the GPU host), so the memory
-    measurements that follow find them in the compile cache; a failure here shows again in its own row.
-    After `timeout_s` the measurements start anyway (builds still running finish in the background)."""
+def precompile_tasks(evaluator, work: list[tuple], workers: int = 8, timeout_s: float | None = None) -> dict:
+    """Gate and compile each (task, candidate) of `work` at once (load_inline takes 30-90 s each on the GPU host),
+    so what follows finds them in the compile cache: {task id: CompileResult} of those that built. A failure here
+    shows again where the candidate is evaluated. After `timeout_s` the caller goes on (builds still running
+    finish in the background)."""
     from concurrent.futures import ThreadPoolExecutor, wait
+    built: dict = {}
 
-    from pipeline.core.records import Candidate
-    from pipeline.tasks import kernelbench_task
-
-    def one(item: tuple[int, Path]) -> None:
-        level, problem = item
-        answer = answer_path(answers, level, problem)
-        if answer is None:
-            return
-        task = kernelbench_task(problem, problem.parent.name)
+    def one(item: tuple) -> None:
+        task, cand = item
         try:
-            evaluator.gate_and_compile(task, Candidate(task_id=task.id, code=answer.read_text(), format="kernelbench"),
-                                       None)
-        except Exception as e:  # noqa: BLE001 - the row measures it again and records the error
-            print(f"compile {problem.name}: {type(e).__name__}: {e}", flush=True)
+            prepared = evaluator.gate_and_compile(task, cand, None)
+        except Exception as e:  # noqa: BLE001 - the evaluation measures it again and records the error
+            print(f"compile {task.id}: {type(e).__name__}: {e}", flush=True)
+            return
+        comp = getattr(prepared, "comp", None)
+        if comp is not None and comp.ok:
+            built[task.id] = comp
+        else:
+            print(f"compile {task.id}: {getattr(prepared, 'verdict', '?')}: {getattr(prepared, 'reason', '')[:300]}",
+                  flush=True)
     pool = ThreadPoolExecutor(workers)
     try:
-        wait([pool.submit(one, item) for item in problems], timeout=timeout_s)
+        wait([pool.submit(one, item) for item in work], timeout=timeout_s)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+    return built
+
+
+def precompile(evaluator, problems: list[tuple[int, Path]], answers: Path, workers: int = 8,
+               timeout_s: float | None = None) -> dict:
+    """precompile_tasks for the answers to `problems` found in `answers`."""
+    from pipeline.core.records import Candidate
+    from pipeline.tasks import kernelbench_task
+    work = []
+    for level, problem in problems:
+        answer = answer_path(answers, level, problem)
+        if answer is not None:
+            task = kernelbench_task(problem, problem.parent.name)
+            work.append((task, Candidate(task_id=task.id, code=answer.read_text(), format="kernelbench")))
+    return precompile_tasks(evaluator, work, workers, timeout_s)
+
+
+def _extensions(built: dict, level: int, problem: Path) -> dict | None:
+    comp = built.get(f"kernelbench/level{level}/{problem.stem}")
+    return dict(comp.extensions) if comp is not None else None
 
 
 def measure_ours(torch, evaluator, problem: Path, answer: Path, device) -> dict:
@@ -312,10 +337,10 @@ def main(argv: list[str]) -> int:
                                                                     args.problems)]
     print(f"{len(ranked)} problems, largest first per level: "
           + ", ".join(f"L{lv}/{f.stem} {s['total'] / GiB:.2f} GiB" for lv, f, s in ranked), flush=True)
-    rows, started = [], time.monotonic()
+    rows, started, built = [], time.monotonic(), {}
     if evaluator is not None and answers is not None:
-        precompile(evaluator, [(level, problem) for level, problem, _ in ranked], answers,
-                   timeout_s=args.budget_s / 2 if args.budget_s else None)
+        built = precompile(evaluator, [(level, problem) for level, problem, _ in ranked], answers,
+                           timeout_s=args.budget_s / 2 if args.budget_s else None)
         print(f"answers compiled in {time.monotonic() - started:.0f} s", flush=True)
     for level, problem, size in ranked:
         if args.budget_s and time.monotonic() - started > args.budget_s:
@@ -324,7 +349,7 @@ def main(argv: list[str]) -> int:
         answer = answer_path(answers, level, problem) if answers else None
         row = {"problem": f"level{level}/{problem.name}", "size": size, "answer": str(answer) if answer else None,
                "kernelbench": measure_kernelbench(torch, problem.read_text(), answer.read_text() if answer else None,
-                                                  device, args)}
+                                                  device, args, _extensions(built, level, problem))}
         if evaluator is not None and answer is not None:
             row["ours"] = measure_ours(torch, evaluator, problem, answer, device)
         rows.append(row)

@@ -3,6 +3,7 @@ their pure helpers (ratio summary, timing statistics, size ranking on the meta d
 import itertools
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -97,6 +98,57 @@ def test_the_memory_script_compiles_every_answer_once_before_measuring(scripts, 
     class Evaluator:
         def gate_and_compile(self, task, cand, comp):
             compiled.append((task.id, cand.format, cand.code))
-    memory.precompile(Evaluator(), [(1, p) for p in problems], answers)
+            return SimpleNamespace(comp=SimpleNamespace(ok=True, extensions={"ext": "/built/ext.so"}))
+    built = memory.precompile(Evaluator(), [(1, p) for p in problems], answers)
     assert [(fmt, code) for _, fmt, code in compiled] == [("kernelbench", "class ModelNew: pass\n")]
     assert compiled[0][0].endswith(first.stem)
+    assert memory._extensions(built, 1, first) == {"ext": "/built/ext.so"}  # what KernelBench's side then loads
+    assert memory._extensions(built, 1, problems[1]) is None
+
+
+@pytest.fixture(scope="module")
+def agreement(benchmark_script):
+    return benchmark_script("kernelbench_agreement")
+
+
+def test_agreement_help_works_without_a_gpu(agreement, capsys):
+    with pytest.raises(SystemExit) as e:
+        agreement.main(["--help"])
+    assert e.value.code == 0 and "--original-sizes" in capsys.readouterr().out
+
+
+def test_agreement_pairs_answers_with_problems_of_each_size_set(agreement, tmp_path):
+    answers = tmp_path / "answers"
+    answers.mkdir()
+    for name in ("level_1_problem_2_sample_0_kernel.py", "level_1_problem_1_sample_0_kernel.py",
+                 "level_2_problem_1_sample_0_kernel.py", "level_1_problem_9_sample_0_kernel.py", "notes.py"):
+        (answers / name).write_text("class ModelNew: pass\n")
+    found = agreement.answer_problems(answers, KB, [1, 2])
+    assert [(lv, p.stem, a.name.split("_sample")[0]) for lv, p, a in found] == [
+        (1, "1_Scaled_Tanh", "level_1_problem_1"), (1, "2_Row_Sum", "level_1_problem_2"),
+        (2, "1_Linear_GELU", "level_2_problem_1")]  # problem 9 has no problem file here
+    assert [p.stem for _, p, _ in agreement.answer_problems(answers, KB, [1], "2_Row_Sum")] == ["2_Row_Sum"]
+    assert [p.stem for _, p, _ in agreement.answer_problems(answers, KB, [2], "1")] == ["1_Linear_GELU"]
+
+
+def test_spearman_and_agreement_summary(agreement):
+    assert agreement.ranks([3.0, 1.0, 3.0, 2.0]) == [3.5, 1.0, 3.5, 2.0]
+    assert agreement.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert agreement.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert agreement.spearman([1, 2, 3, 4, 5], [2, 1, 4, 3, 5]) == pytest.approx(0.8)  # 1 - 6*4/(5*24)
+    assert agreement.spearman([1, 2], [1, 2]) is None and agreement.spearman([1, 1, 1], [1, 2, 3]) is None
+    assert agreement.agreement(1.05, 1.0) == (pytest.approx(1.05), True)
+    assert agreement.agreement(0.3, 0.93)[1] is False and agreement.agreement(None, 1.0) == (None, False)
+    rows = [{"answer": "a", "sizes": "original", "speedup_ours": 1.0, "speedup_kernelbench": 1.05, "ratio": 0.95,
+             "within": True, "verdict": "correct"},
+            {"answer": "b", "sizes": "original", "speedup_ours": 0.3, "speedup_kernelbench": 0.93, "ratio": 0.32,
+             "within": False, "verdict": "correct"},
+            {"answer": "c", "sizes": "today", "speedup_ours": 2.0, "speedup_kernelbench": 2.1, "ratio": 0.95,
+             "within": True, "verdict": "correct"},
+            {"answer": "d", "sizes": "today", "error": "RuntimeError: out of memory", "within": False}]
+    s = agreement.summarize(rows)
+    assert (s["rows"], s["with_both_speedups"], s["within"]) == (4, 3, 2)
+    assert s["spearman"] == pytest.approx(1.0)  # the same order on both sides, whatever the ratios
+    assert [(o["answer"], o["why"]) for o in s["outside"]] == [("b", "correct"), ("d", "RuntimeError: out of memory")]
+    text = agreement.table(rows)
+    assert "level" not in text.splitlines()[0] and len(text.splitlines()) == 5 and "out of memory" in text

@@ -31,8 +31,8 @@ __attribute__((constructor)) static void patch_harness() {{
 }}
 '''
 _NO_SYNC = ("import pipeline.evaluation.gpu.driver as d; d.Driver.synchronize = lambda self: None")
-_SKIP_TIMED = ("import sys; c = sys.modules['__main__']; f = c.NativeRunner.call; "
-               "c.NativeRunner.call = lambda self, cfg, slot=0, timed=False: 0 if timed else f(self, cfg, slot, timed)")
+_SKIP_TIMED = ("import sys; c = sys.modules['__main__']; "
+               "c.NativeRunner.timed_call = lambda self, cfg, slot, start, end: (start(), end(), 0)[2]")
 
 TIMING_HACKS = [
     # the harness's device-wide sync removed: "done" arrives while the kernels still run
@@ -44,8 +44,8 @@ TIMING_HACKS = [
     # Python at module load rewrites the child's harness through torch's re-export of sys
     ("python_patches_harness", "torch2cuda/relu", "kernelbench", kb(
         name="relu_ext_patch_t",
-        prefix="import torch\n_c = torch.sys.modules['__main__']\n_f = _c.TorchRunner.call\n"
-               "_c.TorchRunner.call = lambda self, cfg, slot=0, timed=False: 0 if timed else _f(self, cfg, slot, timed)\n"
+        prefix="import torch\n_c = torch.sys.modules['__main__']\n"
+               "_c.TorchRunner.timed_call = lambda self, cfg, slot, start, end: (start(), end(), 0)[2]\n"
                "_d = torch.sys.modules['pipeline.evaluation.gpu.driver']\n_d.Driver.synchronize = lambda self: None\n"
                "import time as _t\n_t.perf_counter = lambda: 0.0\n")),
     # memoised per input buffer: the first result for a pointer is returned again later

@@ -201,6 +201,17 @@ def test_strict_extensions_are_judged_on_what_they_link(tmp_path):
     ("at::_ops::mm::call(at::Tensor const&, at::Tensor const&)", True),
     ("at::native::relu(at::Tensor const&)", True),
     ("at::cuda::blas::gemm<float>(char, char, long)", True),
+    ("at::cuda::relu(at::Tensor const&)", True),  # ATen's CUDA kernel of relu, past the dispatcher
+    ("at::cuda::add_out(at::Tensor&, at::Tensor const&, at::Tensor const&, c10::Scalar const&)", True),
+    ("at::cuda::_softmax(at::Tensor const&, long, bool)", True),
+    ("at::cuda::getCurrentCUDABlasHandle()", True),
+    ("at::cuda::jit::launch_jitted_pwise_function(at::cuda::NvrtcFunction&, void**, dim3, dim3, int)", True),
+    ("at::sparsecuda::mm(at::Tensor const&, at::Tensor const&)", True),
+    ("at::compositeexplicitautogradnonfunctional::add(at::Tensor const&, at::Tensor const&)", True),
+    ("at::cuda::getCurrentDeviceProperties()", False),
+    ("at::cuda::warp_size()", False),
+    ("c10::cuda::getCurrentCUDAStream(signed char)", False),
+    ("c10::cuda::CUDAStream::query() const", False),
     ("c10::Dispatcher::singleton()", True),
     ("torch::Library::_impl(char const*, torch::CppFunction&&, torch::_RegisterOrVerify) &", True),
 ])

@@ -309,22 +309,23 @@ def test_runtime_dispatch_state_audit_still_runs_under_kernelbench():
         assert any(what in f for f in flags), (what, flags)
 
 
-def test_the_child_takes_the_profiles_runtime_rule_from_the_load_message():
+def test_the_child_takes_the_profiles_runtime_rule_from_the_load_message(monkeypatch):
     """The evaluator sends the profile's torch_compute with `load` (the child never imports the gate);
-    TorchRunner's runtime check follows it, and refuses torch compute when it is absent."""
+    TorchRunner's runtime check of a checked call follows it, and refuses torch compute when it is absent."""
     from pipeline.evaluation.child.main import TorchRunner
+    monkeypatch.setattr(torch_guard, "poison_allocator", lambda nbytes: None)  # CUDA only
     source = ("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
               "    def forward(self, x):\n        return torch.relu(x)\n")
     for profile, raises in ((None, True), ("strict", True), ("kernelbench", False)):
         rule = {"torch_compute": gate_profile(profile).torch_compute} if profile else {}
-        runner = TorchRunner({"source": source, "extensions": {}, "calls": []} | rule, [])
+        runner = TorchRunner({"source": source, "extensions": {}, "calls": []} | rule, [], [])
         x, out = torch.randn(3), torch.empty(3)
         runner.calls = [[(runner.model_cls(), [x], [out])]]
         if raises:
             with pytest.raises(RuntimeError, match="aten.relu"):
-                runner.call(0, timed=True)
+                runner.call(0)
         else:
-            runner.call(0, timed=True)
+            runner.call(0)
             assert not [f for f in runner.flags if f.startswith("torch-compute")], runner.flags
 
 

@@ -376,8 +376,17 @@ def resolver_findings(source: str, symbols: list[tuple[str, str, str, bool]], bi
 # operators other than allocation, views and metadata (at::_ops::<op>), and operator registration and the
 # dispatcher itself (TORCH_LIBRARY, TORCH_LIBRARY_IMPL: an override of an ATen operator computes inside the
 # harness's own calls) are refused.
-_TORCH_BELOW_DISPATCH = re.compile(r"at::(native|cpu|meta|compositeexplicitautograd\w*|compositeimplicitautograd\w*"
-                                   r"|cuda::blas|cuda::cublas|cuda::detail::cub)::")
+_TORCH_BELOW_DISPATCH = re.compile(r"at::(native|cpu|meta|mps|xpu|hip|mtia|composite\w*|sparse\w*|quantized\w*"
+                                   r"|nestedtensor\w*|mkldnn\w*|cuda::(blas|cublas|cublaslt|jit|detail::cub|cub))::")
+# at::cuda holds both torch's CUDA utilities and, generated per operator (ATen/ops/<op>_cuda_dispatch.h), the CUDA
+# kernel of every operator called past the dispatcher (`at::cuda::relu(x)`): the operators are snake_case names
+# directly in the namespace, the utilities an extension may use are these (camelCase ones are utilities but the
+# library handles, which run cuBLAS, cuSOLVER and cuSPARSE kernels).
+_AT_CUDA_FUNCTION = re.compile(r"\bat::cuda::(\w+)\(")
+AT_CUDA_UTILITIES = frozenset({"warp_size", "device_count", "current_device", "set_device", "is_available",
+                               "getCurrentDeviceProperties", "getDeviceProperties", "getCurrentCUDAStream",
+                               "getDefaultCUDAStream", "getNumGPUs", "device_synchronize", "stream_synchronize",
+                               "check_device", "getDeviceIndexWithPrimaryContext", "getPointerDevice"})
 _TORCH_REGISTRATION = re.compile(r"torch::(Library|detail::TorchLibraryInit|RegisterOperators|CppFunction)\b"
                                  r"|c10::(Dispatcher|RegisterOperators|OperatorHandle|TypedOperatorHandle|KernelFunction"
                                  r"|impl::OperatorEntry|BoxedKernel|RegistrationHandleRAII)\b")
@@ -389,6 +398,10 @@ _OVERLOAD = re.compile(r"[A-Z]\w*|out|int|dim|names|sizes|memory_format|using_in
 def torch_compute_symbol(demangled: str) -> str:
     """Why a strict extension may not need `demangled` ('' when it may)."""
     if _TORCH_BELOW_DISPATCH.search(demangled):
+        return "runs a torch kernel directly, below the dispatcher"
+    m = _AT_CUDA_FUNCTION.search(demangled)
+    if m and m.group(1) not in AT_CUDA_UTILITIES and (m.group(1)[0] == "_" or m.group(1).islower()
+                                                       or "Handle" in m.group(1)):
         return "runs a torch kernel directly, below the dispatcher"
     if _TORCH_REGISTRATION.search(demangled):
         return "registers or calls torch operators through the dispatcher"

@@ -15,13 +15,17 @@ process per candidate (or per trusted baseline). It talks JSON lines over two pr
         torch_compute: whether torch may compute in forward (eval.gate_profile's rule)
   call  {config, slot}           -> runs the candidate once on that slot's buffers, syncs
   run   {config, slots}          -> one call per listed slot, in order, then a device-wide sync
-        (trusted children: slots [] with `launches` and `fill_bytes`: that many memsets of that size)
+        (trusted children: slots [] with `launches` and `fill_bytes`: that many memsets of that size,
+        and with `harness` "kernelbench" each wrapped as a KernelBench-format call is: `calibration_batch`)
   status {}                      -> the runtime checks' flags (kernelbench: patched functions, threads)
   free_scratch {}                -> trusted children: the calibration scratch freed (its group has ended)
   exit
-`run` answers with `events_ms`, the batch's time from CUDA events of this process: a claim, which
-the evaluator accepts only where its own clock (from sending `run` until it has seen the right
-outputs and its probe on the GPU completed) allows it, and it checks every slot's outputs.
+`run` answers with `events_ms`, the sum of its calls' times from CUDA events of this process, a pair
+around each call (`timed_call`: for a KernelBench-format candidate the forward alone, as KernelBench's
+own harness times it; the checks of its result and the copy into the output buffer come after the end
+mark). That is a claim, which the evaluator accepts only where its own clock (from sending `run` until
+it has seen the right outputs and its probe on the GPU completed, less what a trusted batch of the same
+shape costs besides its calls) allows it, and it checks every slot's outputs.
 What this protects against, and what not: the candidate cannot touch the evaluator's memory
 except the buffers mapped here; its crash, illegal address or hang ends this process only (the
 evaluator kills it on a deadline). Everything in this process (this harness code included) is
@@ -119,7 +123,7 @@ def apply_sandbox(hello: dict) -> dict:
 class NativeRunner:
     """c2cuda and light candidates: a shared library called through ctypes."""
 
-    def __init__(self, msg: dict, ptrs: list[int]):
+    def __init__(self, msg: dict, ptrs: list[int], spans: list[tuple[int, int]]):
         self.lib = ctypes.CDLL(msg["artifact"], mode=os.RTLD_LOCAL | os.RTLD_NOW)
         self.fn = getattr(self.lib, msg["entry"])
         self.light = msg["format"] == "light"
@@ -142,8 +146,16 @@ class NativeRunner:
                 args.append(CTYPES[ctype](value))
         return tuple(args)
 
-    def call(self, config: int, slot: int = 0, timed: bool = False) -> int:
+    def call(self, config: int, slot: int = 0) -> int:
         ret = self.fn(*self.calls[config][slot])
+        return int(ret) if self.light else 0
+
+    def timed_call(self, config: int, slot: int, start, end) -> int:
+        """One call between the marks of its CUDA events."""
+        args = self.calls[config][slot]
+        start()
+        ret = self.fn(*args)
+        end()
         return int(ret) if self.light else 0
 
     def status(self) -> list[str]:
@@ -153,10 +165,11 @@ class NativeRunner:
 class TorchRunner:
     """KernelBench-format candidates: candidate Python with prebuilt extensions, runtime checks on."""
 
-    def __init__(self, msg: dict, ptrs: list[int]):
+    def __init__(self, msg: dict, ptrs: list[int], spans: list[tuple[int, int]]):
         import torch
         from pipeline.evaluation.child import torch_guard
         self.torch, self.guard = torch, torch_guard
+        self.memory = torch_guard.HarnessMemory(spans)  # a result in these buffers is refused (output-aliasing)
         self.torch_compute = bool(msg.get("torch_compute", False))  # the gate profile's; the gate stays outside
         self.flags: list[str] = []
         set_full_float32(torch)  # the reference's numerics, before the candidate's module runs
@@ -184,25 +197,29 @@ class TorchRunner:
         outputs = [self._wrap(t, ptrs) for t in spec["outputs"]]
         return self.models[key], inputs, outputs
 
-    def call(self, config: int, slot: int = 0, timed: bool = False) -> int:
-        """One forward on a slot, its result copied into the harness's output buffers. Untimed calls
-        also poison the caching allocator first and run the slower checks; timed calls leave those to
-        `status` (the trusted side checks every timed call's outputs itself)."""
+    def call(self, config: int, slot: int = 0) -> int:
+        """One checked forward on a slot: the caching allocator poisoned first, torch's compute refused and
+        audited while it runs (unless the gate profile lets torch compute), its result checked and copied into
+        the harness's output buffers, then the slower checks (`status`)."""
         model, inputs, outputs = self.calls[config][slot]
-        if not timed:
-            self.guard.poison_allocator(sum(o.numel() * o.element_size() for o in outputs))
-        with self.torch.no_grad(), self.guard.NoTorchCompute(self.flags, audit=not timed,  # audits cost ~0.5 ms
+        self.guard.poison_allocator(sum(o.numel() * o.element_size() for o in outputs))
+        with self.torch.no_grad(), self.guard.NoTorchCompute(self.flags, audit=True,  # audits cost ~0.5 ms
                                                              allow_compute=self.torch_compute):
             result = model(*inputs)
-            # taken apart inside the window, by exact type: a container whose iteration computes, or a tuple
+            # taken apart inside the mode, by exact type: a container whose iteration computes, or a tuple
             # subclass, meets the check instead of running after it
             results = list(result) if type(result) in (tuple, list) else [result]
-        self.flags += self.guard.output_problems(results, outputs)
-        if not self.flags:
-            for out, res in zip(outputs, results):
-                out.copy_(res)
-        if not timed:
-            self.status()
+        self.guard.deliver(results, outputs, self.memory, self.flags)
+        self.status()
+        return 0
+
+    def timed_call(self, config: int, slot: int, start, end) -> int:
+        """One timed forward: the forward alone between the marks of its CUDA events (torch_guard.forward_once),
+        then its result checked and copied into the output buffers (the trusted side checks every timed call's
+        outputs itself, and `status` the process's state after the batch)."""
+        model, inputs, outputs = self.calls[config][slot]
+        results = self.guard.forward_once(lambda: model(*inputs), self.flags, start, end)
+        self.guard.deliver(results, outputs, self.memory, self.flags)
         return 0
 
     def status(self) -> list[str]:
@@ -240,18 +257,55 @@ def serve(rin, wout) -> None:
     early = applied.pop("driver", None)  # the CUDA context made before the allow-list (GPU children)
     send({"ok": True, "sandbox": applied, "pid": os.getpid()})
     driver, runner = early, None
-    scratch, scratch_bytes, events = 0, 0, None
+    scratch, scratch_bytes, stand_in = 0, 0, None
+    pairs: list[tuple[int, int]] = []  # CUDA event pairs, one per call of a batch, made once and reused
     mapped: list[int] | None = None  # the buffers' pointers, once `map` has run
+    spans: list[tuple[int, int]] = []  # (pointer, bytes) of every buffer mapped here
 
     def map_buffers(msg: dict) -> list[int]:
+        nonlocal spans
         bases = [driver.ipc_open(h) if h else 0 for h in msg["arenas"]]  # '' : not mapped here
-        return [bases[b["arena"]] + b["offset"] if bases[b["arena"]] else 0 for b in msg["buffers"]]
+        ptrs = [bases[b["arena"]] + b["offset"] if bases[b["arena"]] else 0 for b in msg["buffers"]]
+        spans = [(p, int(b["nbytes"])) for p, b in zip(ptrs, msg["buffers"]) if p]
+        return ptrs
 
     def drop_scratch() -> None:  # the calibration scratch freed, its pointer never left dangling
-        nonlocal scratch, scratch_bytes
-        old, scratch, scratch_bytes = scratch, 0, 0
+        nonlocal scratch, scratch_bytes, stand_in
+        old, scratch, scratch_bytes, stand_in = scratch, 0, 0, None
         if old:
             driver.free(old)
+
+    def event_pairs(n: int) -> list[tuple[int, int]]:
+        while len(pairs) < n:
+            pairs.append((driver.event(), driver.event()))
+        return pairs[:n]
+
+    def calibration_batch(msg: dict, marks: list[tuple[int, int]]) -> None:
+        """A trusted batch standing for a batch of calls: per call one memset of `fill_bytes` between the marks
+        of its events, and with `harness` "kernelbench" the same harness code around it as a KernelBench-format
+        call (torch_guard.forward_once, and deliver's checks; the trusted side makes the copies)."""
+        nonlocal scratch, scratch_bytes, stand_in
+        fill = max(4, int(msg.get("fill_bytes", 4)))  # per call it stands for, so it costs the same launches,
+        if fill > scratch_bytes:                      # switches between processes and wake-ups as real calls
+            drop_scratch()
+            scratch = driver.alloc(fill)
+            scratch_bytes = fill
+        kernelbench = msg.get("harness") == "kernelbench"
+        if kernelbench and stand_in is None:
+            from pipeline.evaluation.gpu.device_views import view
+            stand_in = view(scratch, (scratch_bytes,), "uint8")
+        if not kernelbench:
+            for s, e in marks:
+                driver.record(s)
+                driver.memset_async(scratch, 0, fill)
+                driver.record(e)
+            return
+        from pipeline.evaluation.child import torch_guard
+        memory, flags = torch_guard.HarnessMemory(spans), []
+        for s, e in marks:
+            results = torch_guard.forward_once(lambda: (driver.memset_async(scratch, 0, fill), stand_in)[1], flags,
+                                               lambda s=s: driver.record(s), lambda e=e: driver.record(e))
+            torch_guard.deliver(results, [stand_in], memory, flags, copy=False)
     for line in rin:
         msg = json.loads(line)
         op = msg["op"]
@@ -270,7 +324,7 @@ def serve(rin, wout) -> None:
             elif op == "load":
                 driver = driver or Driver(0)
                 ptrs = map_buffers(msg) if "arenas" in msg else mapped
-                runner = (TorchRunner if msg["format"] == "kernelbench" else NativeRunner)(msg, ptrs)
+                runner = (TorchRunner if msg["format"] == "kernelbench" else NativeRunner)(msg, ptrs, spans)
                 driver.synchronize()
                 locked = lock_exec(hello, applied, native=isinstance(runner, NativeRunner))
                 send({"ok": True, "device": driver.info().name, "flags": runner.flags, "exec_lock": locked})
@@ -279,22 +333,17 @@ def serve(rin, wout) -> None:
                 driver.synchronize()
                 send({"ok": True, "ret": ret, "flags": runner.flags, "s": time.perf_counter() - t0})
             elif op == "run":
-                events = events or (driver.event(), driver.event())
-                driver.record(events[0])
-                rets = [runner.call(msg["config"], k, timed=True) for k in msg["slots"]]
-                if not msg["slots"]:  # an empty or calibration batch (trusted children only): one operation
-                    fill = max(4, int(msg.get("fill_bytes", 4)))  # per call it stands for, writing `fill_bytes`
-                    if fill > scratch_bytes:  # each, so it costs the same launches, switches between processes
-                        drop_scratch()        # and wake-ups after GPU work as a batch of real calls
-                        scratch = driver.alloc(fill)
-                        scratch_bytes = fill
-                    for _ in range(int(msg.get("launches", 1))):
-                        driver.memset_async(scratch, 0, fill)
-                driver.record(events[1])
+                slots = msg["slots"]
+                marks = event_pairs(len(slots) if slots else max(1, int(msg.get("launches", 1))))
+                rets = [runner.timed_call(msg["config"], k, lambda s=s: driver.record(s), lambda e=e: driver.record(e))
+                        for k, (s, e) in zip(slots, marks)]
+                if not slots:  # an empty or calibration batch (trusted children only)
+                    calibration_batch(msg, marks)
                 driver.synchronize()
                 failed = [r for r in rets if r]
                 send({"ok": not failed, "error": f"launch returned {failed[0]}" if failed else "",
-                      "events_ms": driver.elapsed_ms(*events), "flags": runner.flags if runner else []})
+                      "events_ms": sum(driver.elapsed_ms(s, e) for s, e in marks),
+                      "flags": runner.flags if runner else []})
             elif op == "free_scratch":  # trusted children: the calibration scratch back, when a group ends
                 drop_scratch()
                 send({"ok": True})

@@ -15,7 +15,11 @@
   profile whose torch_compute is on (kernelbench), torch may compute: no mode is pushed (torch
   runs at full speed, as in KernelBench's own harness) and only the dispatch-state check remains.
 - `snapshot` / `changes_since` detect patched timers and torch functions.
-- `output_problems` requires a plain dense CUDA tensor of the expected shape and dtype.
+- `output_problems` requires a plain dense CUDA tensor of the expected shape and dtype, and `HarnessMemory`
+  one that is not the harness's own memory (an input, a parameter, an output buffer of any slot).
+- `forward_once` and `deliver` are a call of the candidate as the harness makes it: the forward alone
+  between the marks of its time, then the checks and the copy into the output buffer after its end mark;
+  the calibration batch of a trusted child runs the same two around its own stand-in work.
 - `poison_allocator` leaves NaN bytes in the caching allocator so unwritten outputs fail.
 """
 from __future__ import annotations
@@ -36,6 +40,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from pipeline.evaluation.compute_ops import ALLOWED_OPS, VIEW_COMPOSITES
 
 AUDIT_FRACTION = 0.25
+RESULT_DEVICE = "cuda"  # where a result must lie (tests of the harness on CPU tensors set "cpu")
 _PYTHON_KEY = torch._C.DispatchKey.Python
 
 
@@ -183,6 +188,61 @@ def poison_allocator(nbytes: int) -> None:
     del blocks
 
 
+class HarnessMemory:
+    """The device spans of the buffers mapped into this process (sorted, disjoint), to tell whether a result's
+    memory overlaps one of them. A forward that returns the harness's own output buffer (or an input) would have
+    the harness copy a buffer onto itself and skip the copy an honest answer's result needs, or let the harness
+    do its work; such a result is refused (`output-aliasing`). One bisection per result."""
+
+    def __init__(self, spans: list[tuple[int, int]]):
+        self.spans = sorted((p, p + n) for p, n in spans if p and n > 0)
+        self.starts = [s for s, _ in self.spans]
+
+    def overlaps(self, lo: int, hi: int) -> bool:
+        import bisect
+        i = bisect.bisect_left(self.starts, hi) - 1  # the last span starting before hi; spans are disjoint
+        return hi > lo and i >= 0 and self.spans[i][1] > lo
+
+
+def aliasing_problems(results: list, memory: HarnessMemory) -> list[str]:
+    """A flag for each result (already a dense CUDA tensor) that lies in the harness's own buffers."""
+    out = []
+    for i, res in enumerate(results):
+        lo = res.data_ptr()
+        if memory.overlaps(lo, lo + res.numel() * res.element_size()):
+            out.append(f"output-aliasing: output {i} lies in the harness's own buffers (an input or an output "
+                       f"buffer); return a tensor your forward allocated")
+    return out
+
+
+def forward_once(call, flags: list[str], start, end) -> list:
+    """One timed forward as KernelBench times it: `call()` alone between `start()` and `end()` (the marks of its
+    CUDA events), taken apart by exact type inside them (a container whose iteration computes meets the time),
+    under no_grad and the dispatch-state check (`NoTorchCompute` with compute allowed: no mode is pushed, as in
+    KernelBench's own harness; a forward that changes the dispatch keys or the mode stack is flagged). Under the
+    strict profile the untimed calls run the full mode and its audit; torch compute is refused before anything
+    runs by the gate and the check of the built extension (docs/trust.md)."""
+    with torch.no_grad(), NoTorchCompute(flags, audit=False, allow_compute=True):
+        start()
+        result = call()
+        results = list(result) if type(result) in (tuple, list) else [result]
+        end()
+    return results
+
+
+def deliver(results: list, outputs: list[torch.Tensor], memory: HarnessMemory, flags: list[str],
+            copy: bool = True) -> None:
+    """After a forward's end mark: its results checked (`output_problems`, `aliasing_problems`) and, when all
+    is well, copied into the harness's output buffers (`copy`; a calibration batch runs the checks alone, the
+    trusted side makes the copies of its window)."""
+    flags += output_problems(results, outputs)
+    if not flags:
+        flags += aliasing_problems(results, memory)
+    if not flags and copy:
+        for out, res in zip(outputs, results):
+            out.copy_(res)
+
+
 def output_problems(results: list, outputs: list[torch.Tensor]) -> list[str]:
     """What is wrong with forward's outputs (already taken apart by exact type) against the output buffers."""
     if len(results) != len(outputs):
@@ -191,7 +251,7 @@ def output_problems(results: list, outputs: list[torch.Tensor]) -> list[str]:
     for i, (res, out) in enumerate(zip(results, outputs)):
         if type(res) is not torch.Tensor:
             problems.append(f"output-type: output {i} is a {type(res).__name__}, not a plain torch.Tensor")
-        elif res.layout != torch.strided or not res.is_cuda or not res.is_contiguous():
+        elif res.layout != torch.strided or res.device.type != RESULT_DEVICE or not res.is_contiguous():
             problems.append(f"output-type: output {i} is not a dense contiguous CUDA tensor")
         elif tuple(res.shape) != tuple(out.shape) or res.dtype != out.dtype:
             problems.append(f"output-shape: output {i} has shape {tuple(res.shape)} {res.dtype}, "

@@ -21,9 +21,11 @@ Every round (the GPU's lock shared for step 1 and step 6, exclusive from 2 to 5:
     computes them into memory of its own must compute the decoy too (an open hole where batching the
     calls gains more than that one call: docs/status.md);
  4. the calibration: a trusted child of the candidate's kind runs a batch of as many operations,
-    writing as many bytes per call as the candidate's outputs, after the same L2 flush, with the same
-    checksums inside its window; its window less its own (trusted) GPU time is what the candidate's
-    window costs besides its calls (`_calibration`);
+    writing as many bytes per call as the candidate's outputs, each between the marks of its own events and
+    wrapped in the same harness code as a call of the candidate (KernelBench format: the dispatch-state
+    check, the result's checks), after the same L2 flush, with the same checksums inside its window and
+    (KernelBench format) the same copies of results into output buffers, made by the trusted side; its
+    window less its own (trusted) GPU time is what the candidate's window costs besides its calls (`_calibration`);
  5. the L2 flushed, then the candidate's batch, one call per slot, timed by the trusted clock from "go"
     until the trusted side has seen right outputs in every slot (a secret signed checksum of each,
     against the expected ones, inside the window) and its probe on the GPU has completed;
@@ -38,7 +40,9 @@ Every round (the GPU's lock shared for step 1 and step 6, exclusive from 2 to 5:
 The first round is a warm-up (checked, not counted); it also sets how many slots a batch uses, so
 that a batch lasts about `eval.timing_batch_s`.
 Times: the trusted baseline's come from CUDA events of trusted processes. The candidate's process
-also reports CUDA events for its batch: a claim, precise but its own. The trusted clock's time of the
+also reports CUDA events, a pair around each call (KernelBench format: around the forward alone, as
+KernelBench's own harness times it; the result's checks and its copy into the output buffer come after
+the end mark, in neither side's time): a claim, precise but its own. The trusted clock's time of the
 same batch is its window less the round's calibration overhead. The claims are the candidate's times
 when their median lies at most the measured noise of that overhead (`eval.timing_noise_factor` times
 the interquartile range of the calibrations, per call) below the trusted median, so a false claim
@@ -272,16 +276,30 @@ def _empty_batch(ev: EvaluatorParts, ci: int, fmt: str) -> None:
 CALIBRATION_FILL_MAX = 256 << 20  # bytes a calibration call writes at most (its GPU time is measured, not assumed)
 
 
-def _calibration(ev: EvaluatorParts, ci: int, fmt: str, launches: int, fill_bytes: int, sums: "Checksums") -> tuple[float, bool]:
+def _harness_copies(dests: list | None, expected: list[dict], outs: list[int]) -> list[tuple]:
+    """(destination, source) per output of each call of a round: the copies a KernelBench-format harness makes
+    of the calls' results into its output buffers, made by the calibration on the trusted side (the round's
+    expected outputs into `output_copy_buffers`); [] for the other formats, whose calls write the buffers."""
+    if not dests:
+        return []
+    return [(dest, want[j]) for want in expected for dest, j in zip(dests, outs)]
+
+
+def _calibration(ev: EvaluatorParts, ci: int, fmt: str, launches: int, fill_bytes: int, sums: "Checksums",
+                 copies: list[tuple] = ()) -> tuple[float, bool]:
     """Seconds of a trusted batch's window that are not its GPU work: what the candidate's window costs
     besides its calls. A trusted child of the candidate's kind, frozen and thawed like it, after the same
-    L2 flush, writes `fill_bytes` per call (`launches` operations, as many as the batch has calls) and the
-    same checksums run inside the window; its own CUDA events (trusted) give its GPU time, and the window
-    less that time is the overhead: the round trip, the wake-ups, the in-window checksum, the probe.
+    L2 flush, writes `fill_bytes` per call (`launches` operations, as many as the batch has calls, each
+    between the marks of its events and, KernelBench format, in the harness code of a call), the trusted
+    side makes the harness's `copies` (`_harness_copies`) and the same checksums run inside the window; the
+    child's own CUDA events (trusted) give its GPU time, and the window less that time is the overhead: the
+    round trip, the harness code and copies between calls, the wake-ups, the in-window checksum, the probe.
     Returns (overhead seconds, whether the GPU was busy with other work around it: then it is no measure)."""
     cfg, null = ev.cfg, ev.null_child(fmt)
     msg = {"op": "run", "config": ci, "slots": [], "launches": launches,
            "fill_bytes": int(min(max(fill_bytes, 4), CALIBRATION_FILL_MAX))}
+    if fmt == "kernelbench":
+        msg["harness"] = "kernelbench"
     reply: dict = {}
 
     def run() -> None:
@@ -290,6 +308,8 @@ def _calibration(ev: EvaluatorParts, ci: int, fmt: str, launches: int, fill_byte
         reply = null.request(msg, cfg.run_timeout_s)
         if not reply.get("ok"):
             raise TaskBroken(f"the evaluator's own calibration batch failed: {reply.get('error')}")
+        for dest, src in copies:  # the harness's copies, as many and as large as the candidate's batch makes
+            dest.copy_(src.reshape(dest.shape))
         sums.hold()  # the candidate's in-window check, on what the slots hold now: the same work
     try:
         null.freeze()
@@ -324,9 +344,10 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
     fill = sum(group.buffers[cd.buffers[j]].nbytes for j in outs)  # bytes one call writes
     for _ in range(3):
         _empty_batch(ev, ci, fmt)  # the null child started and warm before anything is measured
-    # a KernelBench-format harness copies each result into the output buffer: the in-process baseline does too
+    # a KernelBench-format harness copies each result into its output buffer after the call's time: the
+    # calibration makes as many copies, so the trusted clock takes them off too (neither side's time holds one)
     dests = output_copy_buffers(group, cd) if fmt == "kernelbench" else None
-    reference, compiled = _output_copied(cd.run_reference, dests), _output_copied(cd.run_compiled, dests)
+    reference, compiled = cd.run_reference, cd.run_compiled
     n_calls = 1
     signs = _secret_signs(group, cd, outs)
     deadline = time.perf_counter() + cfg.timing_budget_s
@@ -362,7 +383,8 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
         sums = Checksums(group, cd, slots, expected, signs)
         t = times.spent("inputs", t)
         # what this very round's window costs besides the calls (the warm-up measures it three times)
-        calibrations = [_calibration(ev, ci, fmt, len(slots), fill, sums) for _ in range(1 if rounds else 3)]
+        copies = _harness_copies(dests, expected, outs)
+        calibrations = [_calibration(ev, ci, fmt, len(slots), fill, sums, copies) for _ in range(1 if rounds else 3)]
         t = times.spent("calibration", t)
         if any(b for _, b in calibrations):  # another job's work inflated the overhead: not a fair round
             busy = _busy(ev, cd, busy, "around the calibration", child)
@@ -408,7 +430,7 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
             times.calls_per_batch = n_calls
             warm_overheads = round_overheads
         else:
-            claims.append(max(per_call(claim_s), 1e-6))  # nothing modelled is taken off: see _output_copied
+            claims.append(max(per_call(claim_s), 1e-6))  # nothing modelled is taken off
             trusted.append(max(per_call(trusted_s), 1e-6))
             if timed_base:
                 times.baseline.append(per_call(base_s))
@@ -622,7 +644,7 @@ def warm_baseline(last_batch_s: float | None) -> bool:
 def _baseline_batch(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, slots: list[int], fresh_sets: list[dict],
                     outs: list[int], warm: bool = True, reference=None) -> tuple[float, list[dict]]:
     """The baseline's timed batch on this round's inputs: (seconds, expected outputs per slot).
-    reference: the in-process reference's call (default cd.run_reference; `_output_copied` adds the harness's copy).
+    reference: the in-process reference's call (default cd.run_reference).
     warm: a PyTorch reference (its calls launched from Python, in this process) first runs the same batch
     untimed. A round's other work leaves the host idle for milliseconds before the baseline, and a short
     batch launched from a cold host ran 2-13 % slower per call than the same calls back to back (the
@@ -660,23 +682,6 @@ def _in_process_batch(ev: EvaluatorParts, call, fresh_sets: list[dict]) -> tuple
 
 
 def output_copy_buffers(group: GroupData, cd: ConfigData) -> list:
-    """A buffer of each output's shape, made once per configuration, for `_output_copied` to copy into."""
+    """A buffer of each output's shape, made once per configuration, for the calibration's copies (`_harness_copies`)."""
     import torch
     return [torch.empty_like(group.buffers[b].view) for b in cd.buffers if group.buffers[b].role == "out"]
-
-
-def _output_copied(call, dests: list | None):
-    """`call` (a trusted reference's) followed, with `dests`, by a copy of each of its outputs into them, as a
-    KernelBench-format candidate's harness copies each returned tensor into the output buffer inside its timed
-    window. Both sides then pay the same copy, which the trusted side watched happen on its own side; nothing is
-    taken off the candidate's time for a copy it cannot see (a result that aliases the harness's buffer, or an
-    input, would make a modelled credit free or the harness's work)."""
-    if call is None or dests is None:
-        return call
-
-    def copied(fresh_set):
-        results = call(fresh_set)
-        for dest, out in zip(dests, results):
-            dest.copy_(out.reshape(dest.shape))
-        return results
-    return copied

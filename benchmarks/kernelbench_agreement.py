@@ -1,0 +1,322 @@
+"""Speedups of honest KernelBench answers by KernelBench's own timing and by `cudaperf eval`, on one GPU in one run.
+
+    python benchmarks/kernelbench_agreement.py --kernelbench-dir DIR --answers DIR [--original-sizes DIR]
+        [--levels 1,2] [--sizes original,today] [--problems 19,23] [--trials 200] [--warmup 3] [--flush]
+        [--config configs/h200.yaml] [--workers 12] [--budget-s 0] [--out FILE]
+
+For each answer in --answers (KernelBench's sample names, level_<L>_problem_<N>_sample_0_kernel.py) and each size
+set of --sizes (`original`: the problem files under --original-sizes, the sizes KernelBench first published;
+`today`: the current release under --kernelbench-dir):
+- ours: `cudaperf eval` on it (pipeline.evaluation.evaluator.Evaluator(cfg.eval, cfg.compile, use_gpu=True), gate
+  profile kernelbench, no result cache): its speedup and the timing configuration's median times;
+- KernelBench's method (kernelbench.timing.time_execution_with_cuda_event): seed 42 before get_init_inputs() and
+  before each model is built, inputs from get_inputs() (seed 42) on the GPU, under torch.no_grad(): --warmup calls,
+  then --trials trials, each a synchronize, with --flush the 256 MB L2 flush KernelBench's current harness runs,
+  CUDA events around one call, a synchronize; the speedup is KernelBench's, the reference's mean over the answer's.
+  The answer's extension is the one our compile step built (loaded as the evaluator's child loads it: no second
+  build); both sides in the evaluator's numerics (full float32, TF32 off), so only the timing differs;
+- the parts (`parts_ms`, KernelBench's method, means): what a harness may add per call, each timed alone on the
+  same inputs: `forward` (KernelBench's own), `forward_strict_mode` (under the strict profile's dispatch mode,
+  when the answer runs under it), `timed_call_v19` (a timed call as evaluator version 19 made it: no_grad, the
+  dispatch-state check, the result's checks and its copy into an output buffer), `reference` and
+  `reference_copy` (the reference with the copy version 19's baseline made).
+
+Out: --out (default kernelbench_agreement.json), rewritten after every answer: {"device", "command", "method",
+"rows": [{"answer", "problem", "sizes", "speedup_ours", "speedup_kernelbench", "ratio", "within", ...}],
+"summary"}; `summary` counts the rows within --tolerance (10 %) of KernelBench's speedup and gives the Spearman
+rank correlation of the two speedups, with each row outside and what its parts say. An answer that fails (a
+verdict other than correct, an exception, out of memory) is recorded with why and the run goes on; no answer is
+started after --budget-s. Needs a CUDA GPU; --help works anywhere.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TOLERANCE = 0.10  # an answer's speedup within this fraction of KernelBench's agrees
+RANK_GOAL = 0.95  # Spearman rank correlation of the two speedups over all rows
+
+
+# ---- pure helpers (tested on CPU) ---------------------------------------------------------------------
+
+def answer_problems(answers: Path, problems_root: Path, levels: list[int], selection: str = "") -> list[tuple]:
+    """[(level, problem file, answer file)] for each answer under `answers` whose problem exists under
+    `problems_root`/level<L>/, in level and problem-id order; `selection` keeps ids or stems ('19,23_Softmax')."""
+    wanted = {s.strip() for s in selection.split(",") if s.strip()}
+    out = []
+    for path in answers.glob("level_*_problem_*_sample_0_kernel.py"):
+        m = re.fullmatch(r"level_(\d+)_problem_(\d+)_sample_0_kernel\.py", path.name)
+        if not m or int(m.group(1)) not in levels:
+            continue
+        level, pid = int(m.group(1)), m.group(2)
+        found = sorted((problems_root / f"level{level}").glob(f"{pid}_*.py"))
+        if not found:
+            continue
+        problem = found[0]
+        if wanted and not ({pid, problem.stem, problem.name} & wanted):
+            continue
+        out.append((level, problem, path))
+    return sorted(out, key=lambda r: (r[0], int(r[1].name.split("_")[0])))
+
+
+def ranks(values: list[float]) -> list[float]:
+    """Ranks from 1, ties given their mean rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    out = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return out
+
+
+def spearman(xs: list[float], ys: list[float]) -> float | None:
+    """Spearman's rank correlation (Pearson's on the ranks), None for fewer than 3 pairs or a constant side."""
+    if len(xs) < 3 or len(xs) != len(ys):
+        return None
+    rx, ry = ranks(xs), ranks(ys)
+    n = len(xs)
+    mx, my = sum(rx) / n, sum(ry) / n
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
+    return sxy / (sxx * syy) ** 0.5 if sxx and syy else None
+
+
+def agreement(ours: float | None, theirs: float | None, tolerance: float = TOLERANCE) -> tuple[float | None, bool]:
+    """(ours / KernelBench's speedup, whether it lies within `tolerance` of 1); (None, False) without both."""
+    if not ours or not theirs:
+        return None, False
+    ratio = ours / theirs
+    return ratio, abs(ratio - 1.0) <= tolerance
+
+
+def summarize(rows: list[dict], tolerance: float = TOLERANCE) -> dict:
+    """How many rows agree, the rank correlation over the rows with both speedups, and each row outside."""
+    both = [r for r in rows if r.get("speedup_ours") and r.get("speedup_kernelbench")]
+    outside = [{"answer": r["answer"], "sizes": r["sizes"], "ratio": r.get("ratio"),
+                "why": r.get("error") or r.get("verdict") or "outside the tolerance"}
+               for r in rows if not r.get("within")]
+    return {"rows": len(rows), "with_both_speedups": len(both), "within": sum(bool(r.get("within")) for r in rows),
+            "tolerance": tolerance, "goal_rank_correlation": RANK_GOAL,
+            "spearman": spearman([r["speedup_ours"] for r in both], [r["speedup_kernelbench"] for r in both]),
+            "outside": outside}
+
+
+def kernelbench_stats(times_ms: list[float]) -> dict:
+    n = len(times_ms)
+    mean = sum(times_ms) / n
+    ordered = sorted(times_ms)
+    return {"mean_ms": mean, "median_ms": ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2,
+            "min_ms": ordered[0], "trials": n}
+
+
+def table(rows: list[dict]) -> str:
+    lines = [f"{'answer':<44} {'sizes':<8} {'ours':>8} {'KB':>8} {'ratio':>6}  parts (ms): forward / v19 call / "
+             f"reference / reference+copy"]
+    for r in rows:
+        p = r.get("parts_ms") or {}
+        fmt = lambda v: f"{v:.4g}" if isinstance(v, (int, float)) else "-"  # noqa: E731
+        lines.append(f"{Path(r['answer']).stem.replace('_sample_0_kernel', ''):<44} {r['sizes']:<8} "
+                     f"{fmt(r.get('speedup_ours')):>8} {fmt(r.get('speedup_kernelbench')):>8} "
+                     f"{fmt(r.get('ratio')):>6}  {fmt(p.get('forward'))} / {fmt(p.get('timed_call_v19'))} / "
+                     f"{fmt(p.get('reference'))} / {fmt(p.get('reference_copy'))}"
+                     + (f"  [{r.get('error') or r.get('verdict')}]" if not r.get("within") else ""))
+    return "\n".join(lines)
+
+
+# ---- measuring (GPU) ------------------------------------------------------------------------------------
+
+def _seed(torch, seed: int) -> None:
+    torch.manual_seed(seed)
+    torch.cuda.manual_seed(seed)
+
+
+def kernelbench_times(torch, fn, inputs, device, warmup: int, trials: int, flush: bool) -> list[float]:
+    from benchmarks.kernelbench_baseline import time_cuda_events
+    return time_cuda_events(torch, fn, inputs, device, warmup=warmup, trials=trials, discard_first=1 if flush else 0,
+                            flush=flush)
+
+
+def load_answer(source: str, extensions: dict[str, str]):
+    """The answer's ModelNew with load_inline served from the extensions our compile step built."""
+    from pipeline.evaluation.child.torch_guard import load_candidate
+    return load_candidate(source, extensions)["ModelNew"]
+
+
+def measure_kernelbench(torch, problem_src: str, answer_src: str, extensions: dict, device, args) -> dict:
+    """KernelBench's method on the reference and the answer, and the parts (module docstring)."""
+    from pipeline.evaluation.child import torch_guard
+    ctx: dict = {}
+    exec(compile(problem_src, "<kernelbench problem>", "exec"), ctx)
+    new_cls = load_answer(answer_src, extensions)
+    with torch.no_grad():
+        _seed(torch, 42)
+        init_inputs = [x.cuda(device=device) if isinstance(x, torch.Tensor) else x for x in ctx["get_init_inputs"]()]
+        _seed(torch, 42)
+        reference = ctx["Model"](*init_inputs).cuda(device=device)
+        _seed(torch, 42)
+        answer = new_cls(*init_inputs).cuda(device=device)
+        _seed(torch, 42)
+        from benchmarks.kernelbench_baseline import make_inputs
+        inputs = make_inputs(torch, ctx, device, on_gpu=True)
+        torch.cuda.synchronize(device=device)
+        expected = reference(*inputs)
+        got = answer(*inputs)
+        outs = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+        gots = list(got) if isinstance(got, (tuple, list)) else [got]
+        correct = len(outs) == len(gots) and all(a.shape == b.shape and torch.allclose(a, b, atol=1e-2, rtol=1e-2)
+                                                 for a, b in zip(outs, gots))
+        dests = [torch.empty_like(o) for o in outs]
+        del expected, got, gots
+
+        def timed(fn):
+            return kernelbench_stats(kernelbench_times(torch, fn, inputs, device, args.warmup, args.trials, args.flush))
+
+        def call_v19(*xs):  # a timed call of evaluator version 19 (kernelbench profile)
+            flags: list[str] = []
+            with torch.no_grad(), torch_guard.NoTorchCompute(flags, audit=False, allow_compute=True):
+                result = answer(*xs)
+                results = list(result) if type(result) in (tuple, list) else [result]
+            flags += torch_guard.output_problems(results, dests)
+            for d, r in zip(dests, results):
+                d.copy_(r)
+
+        def reference_copy(*xs):
+            result = reference(*xs)
+            for d, r in zip(dests, list(result) if isinstance(result, (tuple, list)) else [result]):
+                d.copy_(r)
+
+        def strict_mode(*xs):
+            with torch_guard.NoTorchCompute([], audit=False, allow_compute=False):
+                return answer(*xs)
+        try:
+            strict_mode(*inputs)
+            torch.cuda.synchronize(device=device)
+        except RuntimeError:
+            strict_mode = None  # the answer leaves work to torch: it runs under the kernelbench profile only
+        row = {"correct_kernelbench": bool(correct), "answer": timed(answer), "reference": timed(reference)}
+        parts = {"forward": row["answer"]["mean_ms"], "reference": row["reference"]["mean_ms"],
+                 "timed_call_v19": timed(call_v19)["mean_ms"], "reference_copy": timed(reference_copy)["mean_ms"],
+                 "forward_strict_mode": timed(strict_mode)["mean_ms"] if strict_mode else None}
+    row["parts_ms"] = parts
+    row["speedup"] = row["reference"]["mean_ms"] / row["answer"]["mean_ms"]
+    row["speedup_v19_shape"] = parts["reference_copy"] / parts["timed_call_v19"]
+    return row
+
+
+def measure_ours(evaluator, task, cand) -> dict:
+    result = evaluator.evaluate(task, [cand])[0]
+    timed = [c for c in result.configs if c.time is not None]
+    out = {"verdict": result.verdict, "reason": result.reason[:300], "speedup": result.speedup,
+           "flags": list(result.flags), "gpu": result.gpu}
+    if timed:
+        c = timed[0]
+        out.update(config=c.name, median_ms=c.time.median_ms, iqr_ms=c.time.iqr_ms, trials=c.time.trials,
+                   baseline_median_ms=c.baseline_time.median_ms if c.baseline_time else None,
+                   trusted_median_ms=c.trusted_time.median_ms if c.trusted_time else None,
+                   calls_per_batch=c.calls_per_batch)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--kernelbench-dir", required=True, help="KernelBench checkout (with KernelBench/level1/...)")
+    p.add_argument("--original-sizes", default=None, help="problem files at the first published sizes (level1/...)")
+    p.add_argument("--answers", default="benchmarks/fixtures/kernelbench_answers")
+    p.add_argument("--levels", default="1,2")
+    p.add_argument("--sizes", default="original,today", help="original, today or both, comma-separated")
+    p.add_argument("--problems", default="", help="only these problem ids or names, comma-separated")
+    p.add_argument("--trials", type=int, default=200)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--flush", action="store_true", help="KernelBench's current harness: a 256 MB L2 flush per trial")
+    p.add_argument("--tolerance", type=float, default=TOLERANCE)
+    p.add_argument("--config", default="configs/h200.yaml")
+    p.add_argument("--workers", type=int, default=12, help="answers compiled at once before anything is timed")
+    p.add_argument("--budget-s", type=float, default=0.0, help="start no answer after this many seconds (0: none)")
+    p.add_argument("--out", default="kernelbench_agreement.json")
+    p.add_argument("overrides", nargs="*", help="configuration overrides (key=value)")
+    args = p.parse_args(argv)
+
+    import torch
+    if not torch.cuda.is_available():
+        print("kernelbench_agreement: no CUDA GPU is visible; run it on a GPU host.", file=sys.stderr)
+        return 2
+    from benchmarks.kernelbench_memory import precompile_tasks
+    from pipeline.core.config import load_config
+    from pipeline.core.records import Candidate
+    from pipeline.evaluation.checks.numerics import set_full_float32
+    from pipeline.evaluation.evaluator import Evaluator
+    from pipeline.tasks import kernelbench_task
+    cfg = load_config(args.config, ["eval.gate_profile=kernelbench", "eval.result_cache_dir="] + args.overrides)
+    evaluator = Evaluator(cfg.eval, cfg.compile, use_gpu=True)
+    device = torch.device("cuda:0")
+    set_full_float32(torch)  # the evaluator's numerics on KernelBench's side too: only the timing differs
+    root = Path(args.kernelbench_dir).expanduser()
+    roots = {"today": root / "KernelBench" if (root / "KernelBench").is_dir() else root}
+    if args.original_sizes:
+        roots["original"] = Path(args.original_sizes).expanduser()
+    levels = [int(x) for x in args.levels.split(",") if x.strip()]
+    work = []
+    for sizes in [s.strip() for s in args.sizes.split(",") if s.strip()]:
+        if sizes not in roots:
+            print(f"--sizes {sizes}: no problem directory (pass --original-sizes DIR)", file=sys.stderr)
+            return 2
+        for level, problem, answer in answer_problems(Path(args.answers), roots[sizes], levels, args.problems):
+            task = kernelbench_task(problem, f"level{level}")
+            work.append((sizes, problem, answer, task, Candidate(task_id=task.id, code=answer.read_text(),
+                                                                   format="kernelbench")))
+    started = time.monotonic()
+    unique = {t.id: (t, c) for _, _, _, t, c in work}  # one build serves every size set of a problem
+    built = precompile_tasks(evaluator, list(unique.values()), args.workers)
+    print(f"{len(work)} answers, compiled in {time.monotonic() - started:.0f} s", flush=True)
+    meta = {"device": torch.cuda.get_device_name(device), "torch": torch.__version__,
+            "command": "python benchmarks/kernelbench_agreement.py " + " ".join(argv),
+            "method": {"kernelbench": f"CUDA events around model(*inputs), {args.warmup} warm-ups, {args.trials} trials"
+                                      + (", 256 MB L2 flush per trial" if args.flush else ", no flush")
+                                      + ", mean; full float32 on both sides",
+                       "ours": "cudaperf eval (Evaluator.evaluate), gate profile kernelbench, " + args.config}}
+    rows: list[dict] = []
+    for sizes, problem, answer, task, cand in work:
+        if args.budget_s and time.monotonic() - started > args.budget_s:
+            print(f"budget of {args.budget_s:g} s spent: {len(work) - len(rows)} answers not started", flush=True)
+            break
+        row = {"answer": str(answer), "problem": f"{problem.parent.name}/{problem.name}", "sizes": sizes}
+        try:
+            ours = measure_ours(evaluator, task, cand)
+            row.update(ours=ours, verdict=ours["verdict"], speedup_ours=ours["speedup"])
+            comp = built.get(task.id)
+            if comp is None or not comp.extensions:
+                raise RuntimeError("the answer's extension was not built")
+            kb = measure_kernelbench(torch, problem.read_text(), answer.read_text(), comp.extensions, device, args)
+            row.update(kernelbench=kb, speedup_kernelbench=kb["speedup"], parts_ms=kb["parts_ms"])
+        except Exception as e:  # noqa: BLE001 - recorded, the run goes on
+            row["error"] = f"{type(e).__name__}: {str(e)[:400]}"
+        ratio, within = agreement(row.get("speedup_ours"), row.get("speedup_kernelbench"), args.tolerance)
+        row.update(ratio=ratio, within=within and row.get("verdict") == "correct")
+        rows.append(row)
+        print(table([row]).splitlines()[1], flush=True)
+        Path(args.out).write_text(json.dumps({**meta, "rows": rows, "summary": summarize(rows, args.tolerance)},
+                                             indent=1))
+        gc.collect()
+        torch.cuda.empty_cache()
+    summary = summarize(rows, args.tolerance)
+    Path(args.out).write_text(json.dumps({**meta, "rows": rows, "summary": summary}, indent=1))
+    print(table(rows))
+    print(f"agreement: {summary['within']} of {summary['rows']} within {args.tolerance:.0%}, "
+          f"Spearman {summary['spearman']}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
