@@ -4,7 +4,11 @@
 #                                 [kernelbench_baseline] [kernelbench_bench] [pareval] [bench]
 #                                 [structure] [generation] [train] [sft] [train_sft] [sft_bench] [measure] [multi_gpu]
 #                                 [fidelity] [hardening] [throughput] [timed_honest] [timed_attacks] [bounded]
-#                                 [bounded_smoke]
+#                                 [bounded_smoke] [agreement]
+# agreement: honest KernelBench answers timed by KernelBench's own method and by `cudaperf eval` on this GPU
+#   (benchmarks/kernelbench_agreement.py; needs .kernelbench/ from benchmarks/tools/kernelbench_carry.sh): levels
+#   KB_LEVELS (default 1,2), size sets AGREE_SIZES (original, today or both; default original), no answer started
+#   after AGREE_BUDGET_S seconds (default 480); builds kept in .kb-cache/ for the next call on the same machine.
 # bounded_smoke: the short form of bounded for a call with little time: the sandbox's escape probe from the child's side
 #   and honest c2cuda and light implementations (SMOKE_TASKS) through the whole evaluator (hardening_gpu.py --honest-only).
 # bounded: the trusted side's limits on a GPU host: the sandbox tests from the child's side (the narrowed /proc and
@@ -90,7 +94,7 @@ for step in $steps; do
     kernelbench_bench) timeout ${KB_BENCH_S:-540} python3 -m pipeline.cli bench --answers benchmarks/fixtures/kernelbench_answers \
              --suite kernelbench --kernelbench-dir .kernelbench --levels ${KB_LEVELS:-1} --config configs/h200.yaml \
              --baseline-json .kernelbench/results/timing --baseline-hardware H100_Modal --out "$OUT/kernelbench_bench" \
-             eval.gate_profile=kernelbench compile.cache_dir=$CUDAPERF_TEST_COMPILE_CACHE > "$OUT/kernelbench_bench.log" 2>&1 ;;
+             eval.gate_profile=kernelbench compile.cache_dir=$PWD/.kb-cache > "$OUT/kernelbench_bench.log" 2>&1 ;;
     fidelity) timeout 250 python3 benchmarks/trusted_timing.py --stability-runs 2 --out "$OUT/trusted_timing_h200.json" \
                 > "$OUT/trust.log" 2>&1
               KB_BENCH_S=${FIDELITY_KB_S:-270} OUT="$OUT" bash benchmarks/gpu_checks.sh kernelbench_bench > /dev/null 2>&1 ;;
@@ -168,6 +172,10 @@ for step in $steps; do
                    timeout ${SMOKE_S:-80} python3 benchmarks/hardening_gpu.py --honest-only \
                      --tasks ${SMOKE_TASKS:-c2cuda/saxpy,c2cuda/dot} --out "$OUT/hardening_smoke.json" > "$OUT/smoke.log" 2>&1
                    rc_s=$?; wait; (exit $rc_s) ;;
+    agreement) timeout ${AGREE_S:-570} python3 benchmarks/kernelbench_agreement.py --kernelbench-dir .kernelbench \
+                 --original-sizes .kernelbench/original-sizes --levels ${KB_LEVELS:-1,2} --sizes ${AGREE_SIZES:-original} \
+                 --budget-s ${AGREE_BUDGET_S:-480} --workers ${AGREE_WORKERS:-12} --out "$OUT/kernelbench_agreement.json" \
+                 compile.cache_dir=$PWD/.kb-cache > "$OUT/agreement.log" 2>&1 ;;
     multi_gpu) timeout 590 python3 benchmarks/multi_gpu.py --out "$OUT/multi_gpu.json" \
                  --parts "${MULTI_GPU_PARTS:-evaluators,sync,train}" > "$OUT/multi_gpu.log" 2>&1 ;;
   esac
@@ -203,4 +211,5 @@ for step in $steps; do printf '%-10s %s\n' "$step" "${status[$step]}"; done
 [ -f "$OUT/smoke_sandbox.log" ] && grep -E "passed|failed|^E " "$OUT/smoke_sandbox.log" | head -12
 [ -f "$OUT/smoke.log" ] && tail -9 "$OUT/smoke.log"
 [ -f "$OUT/multi_gpu.log" ] && grep -E -A16 "^==== multi_gpu|^multi_gpu:" "$OUT/multi_gpu.log" | head -30
+[ -f "$OUT/agreement.log" ] && grep -vE "^(compile |WARNING|  warnings)" "$OUT/agreement.log" | tail -70
 exit 0

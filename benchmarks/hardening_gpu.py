@@ -4,12 +4,11 @@
 
 1. Honest implementations of the built-in tasks (every format) are correct under the child's full sandbox
    (namespaces, Landlock, seccomp, the exec lock after load) with CUDA and IPC working.
-2. The output-copy credit: a KernelBench answer that writes into the harness's own output buffer (found by
-   walking the harness's frames) and returns it, against the same answer returning a new tensor. With no
-   copy credited, aliasing can save at most the one copy the baseline also pays: the ratio of the two
-   speedups stays near 1, never the near-zero time a credited copy gave.
+2. Output aliasing: a KernelBench answer that writes into the harness's own output buffer (found by walking
+   the harness's frames) and returns it is refused (`output-aliasing`: a result in the harness's buffers
+   would have the harness copy a buffer onto itself); the same answer returning a new tensor is correct.
 3. The strict profile's compute rule decided outside the child: an extension that calls torch's relu through
-   at::_ops, or registers an override with TORCH_LIBRARY_IMPL, is refused by the artefact check; a forward
+   at::_ops or ATen's CUDA kernel itself (at::cuda::relu, past the dispatcher), or registers an override with TORCH_LIBRARY_IMPL, is refused by the artefact check; a forward
    that returns a tuple subclass or a container computing on iteration is caught by the (teacher) runtime check.
 Steps 2 and 3 switch the static gate off for their candidates (monkeypatched), since the wall must hold
 where the teacher was fooled. Without a GPU every verdict is not_executed and the script says so.
@@ -75,6 +74,15 @@ class ModelNew(nn.Module):
         return ext.relu_ops(x)
 '''
 
+ATEN_CUDA = _EXT.replace("EXTRA", '''
+#include <ATen/ops/relu_cuda_dispatch.h>
+torch::Tensor relu_ops(torch::Tensor x) { return at::cuda::relu(x); }
+''').replace("NAME", "relu_atcuda").replace('functions=["relu_into"]', 'functions=["relu_into", "relu_ops"]') + '''
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu_ops(x)
+'''
+
 LIBRARY_IMPL = _EXT.replace("EXTRA", '''
 #include <torch/library.h>
 at::Tensor my_alias(const at::Tensor& self) { return self; }
@@ -100,6 +108,7 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="JSON file to write (default: a new file under benchmarks/results/v<evaluator version>/)")
     ap.add_argument("--tasks", default=",".join(KNOWN_GOOD), help="comma-separated built-in tasks of step 1")
     ap.add_argument("--honest-only", action="store_true", help="step 1 alone (honest code under the whole wall)")
+    ap.add_argument("--probes-only", action="store_true", help="steps 2 and 3 alone (aliasing and the strict rule)")
     args = ap.parse_args()
     known_good = args.tasks.split(",")
     from pipeline.core.config import CompileSection, EvalSection
@@ -135,11 +144,12 @@ def main() -> None:
         from concurrent.futures import ThreadPoolExecutor
 
         from pipeline.evaluation.build.compile import Compiler
-        sources = ([] if args.honest_only else [NEW_TENSOR, ALIASING, TORCH_OPS, LIBRARY_IMPL, TUPLE_SUBCLASS]) + [
-            i.code for t in known_good for i in tasks[t].implementations if i.format == "kernelbench"]
+        sources = ([] if args.honest_only else [NEW_TENSOR, ALIASING, TORCH_OPS, ATEN_CUDA, LIBRARY_IMPL, TUPLE_SUBCLASS]) + [
+            i.code for t in ([] if args.probes_only else known_good) for i in tasks[t].implementations
+            if i.format == "kernelbench"]
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(Compiler(compile_cfg).compile_kernelbench, sources))
-    for task_id in known_good:  # 1. honest code works under the whole wall
+    for task_id in ([] if args.probes_only else known_good):  # 1. honest code works under the whole wall
         for impl in tasks[task_id].implementations:
             evaluate("kernelbench" if impl.format == "kernelbench" else "strict", task_id, f"honest {impl.name}",
                      impl.code, impl.format)
@@ -149,7 +159,8 @@ def main() -> None:
     new = evaluate("kernelbench", "torch2cuda/relu", "copy: new tensor", NEW_TENSOR, "kernelbench", gate=False)
     alias = evaluate("kernelbench", "torch2cuda/relu", "copy: aliases the harness buffer", ALIASING, "kernelbench",
                      gate=False)
-    for name, code in (("strict: at::_ops::relu", TORCH_OPS), ("strict: TORCH_LIBRARY_IMPL", LIBRARY_IMPL),
+    for name, code in (("strict: at::_ops::relu", TORCH_OPS), ("strict: at::cuda::relu", ATEN_CUDA),
+                       ("strict: TORCH_LIBRARY_IMPL", LIBRARY_IMPL),
                        ("strict: tuple subclass", TUPLE_SUBCLASS)):
         evaluate("strict", "torch2cuda/relu", name, code, "kernelbench", gate=False)
 
@@ -158,7 +169,8 @@ def main() -> None:
 
 def _report(rows: list[dict], gpu: bool, copies: tuple | None, out: str | None, device: str) -> None:
     """Each row's expectation, the JSON and the table."""
-    expect = {"honest": "correct", "strict": "rejected|incorrect|runtime_error"}
+    expect = {"honest": "correct", "strict": "rejected|incorrect|runtime_error", "copy: new tensor": "correct",
+              "copy: aliases": "rejected"}
     for row in rows:
         want = next((v for k, v in expect.items() if row["probe"].startswith(k)), "")
         row["as_expected"] = (row["verdict"] in want.split("|")) if want and gpu else None

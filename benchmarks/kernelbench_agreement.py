@@ -2,7 +2,7 @@
 
     python benchmarks/kernelbench_agreement.py --kernelbench-dir DIR --answers DIR [--original-sizes DIR]
         [--levels 1,2] [--sizes original,today] [--problems 19,23] [--trials 200] [--warmup 3] [--flush]
-        [--config configs/h200.yaml] [--workers 12] [--budget-s 0] [--out FILE]
+        [--config configs/h200.yaml] [--workers 12] [--budget-s 0] [--memory] [--out FILE] [key=value ...]
 
 For each answer in --answers (KernelBench's sample names, level_<L>_problem_<N>_sample_0_kernel.py) and each size
 set of --sizes (`original`: the problem files under --original-sizes, the sizes KernelBench first published;
@@ -19,7 +19,9 @@ set of --sizes (`original`: the problem files under --original-sizes, the sizes 
   same inputs: `forward` (KernelBench's own), `forward_strict_mode` (under the strict profile's dispatch mode,
   when the answer runs under it), `timed_call_v19` (a timed call as evaluator version 19 made it: no_grad, the
   dispatch-state check, the result's checks and its copy into an output buffer), `reference` and
-  `reference_copy` (the reference with the copy version 19's baseline made).
+  `reference_copy` (the reference with the copy version 19's baseline made);
+- peak memory: KernelBench's side, torch.cuda.max_memory_allocated over its method; ours (--memory), the
+  device-wide used memory (its sandboxed children included) sampled every 5 ms during the evaluation.
 
 Out: --out (default kernelbench_agreement.json), rewritten after every answer: {"device", "command", "method",
 "rows": [{"answer", "problem", "sizes", "speedup_ours", "speedup_kernelbench", "ratio", "within", ...}],
@@ -154,12 +156,16 @@ def load_answer(source: str, extensions: dict[str, str]):
     return load_candidate(source, extensions)["ModelNew"]
 
 
-def measure_kernelbench(torch, problem_src: str, answer_src: str, extensions: dict, device, args) -> dict:
-    """KernelBench's method on the reference and the answer, and the parts (module docstring)."""
+def measure_kernelbench(torch, problem_src: str, answer_src: str, extensions: dict, device, args,
+                        times=None, new_cls=None) -> dict:
+    """KernelBench's method on the reference and the answer, and the parts (module docstring). `times(fn, inputs)`:
+    per-trial ms (default `kernelbench_times`); `new_cls`: ModelNew (default the answer on its built extensions)."""
     from pipeline.evaluation.child import torch_guard
     ctx: dict = {}
     exec(compile(problem_src, "<kernelbench problem>", "exec"), ctx)
-    new_cls = load_answer(answer_src, extensions)
+    new_cls = new_cls or load_answer(answer_src, extensions)
+    times = times or (lambda fn, xs: kernelbench_times(torch, fn, xs, device, args.warmup, args.trials, args.flush))
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda device=None: None)
     with torch.no_grad():
         _seed(torch, 42)
         init_inputs = [x.cuda(device=device) if isinstance(x, torch.Tensor) else x for x in ctx["get_init_inputs"]()]
@@ -170,7 +176,7 @@ def measure_kernelbench(torch, problem_src: str, answer_src: str, extensions: di
         _seed(torch, 42)
         from benchmarks.kernelbench_baseline import make_inputs
         inputs = make_inputs(torch, ctx, device, on_gpu=True)
-        torch.cuda.synchronize(device=device)
+        sync(device=device)
         expected = reference(*inputs)
         got = answer(*inputs)
         outs = list(expected) if isinstance(expected, (tuple, list)) else [expected]
@@ -181,7 +187,7 @@ def measure_kernelbench(torch, problem_src: str, answer_src: str, extensions: di
         del expected, got, gots
 
         def timed(fn):
-            return kernelbench_stats(kernelbench_times(torch, fn, inputs, device, args.warmup, args.trials, args.flush))
+            return kernelbench_stats(times(fn, inputs))
 
         def call_v19(*xs):  # a timed call of evaluator version 19 (kernelbench profile)
             flags: list[str] = []
@@ -202,7 +208,7 @@ def measure_kernelbench(torch, problem_src: str, answer_src: str, extensions: di
                 return answer(*xs)
         try:
             strict_mode(*inputs)
-            torch.cuda.synchronize(device=device)
+            sync(device=device)
         except RuntimeError:
             strict_mode = None  # the answer leaves work to torch: it runs under the kernelbench profile only
         row = {"correct_kernelbench": bool(correct), "answer": timed(answer), "reference": timed(reference)}
@@ -215,11 +221,14 @@ def measure_kernelbench(torch, problem_src: str, answer_src: str, extensions: di
     return row
 
 
-def measure_ours(evaluator, task, cand) -> dict:
-    result = evaluator.evaluate(task, [cand])[0]
+def measure_ours(evaluator, task, cand, used=None) -> dict:
+    """`cudaperf eval` of the answer; `used()`: device-wide used bytes, sampled for its peak while it runs."""
+    from benchmarks.kernelbench_memory import DeviceMemorySampler
+    with DeviceMemorySampler(used or (lambda: 0)) as sampler:
+        result = evaluator.evaluate(task, [cand])[0]
     timed = [c for c in result.configs if c.time is not None]
     out = {"verdict": result.verdict, "reason": result.reason[:300], "speedup": result.speedup,
-           "flags": list(result.flags), "gpu": result.gpu}
+           "flags": list(result.flags), "gpu": result.gpu, "device_used_peak_bytes": sampler.peak}
     if timed:
         c = timed[0]
         out.update(config=c.name, median_ms=c.time.median_ms, iqr_ms=c.time.iqr_ms, trials=c.time.trials,
@@ -244,6 +253,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--config", default="configs/h200.yaml")
     p.add_argument("--workers", type=int, default=12, help="answers compiled at once before anything is timed")
     p.add_argument("--budget-s", type=float, default=0.0, help="start no answer after this many seconds (0: none)")
+    p.add_argument("--memory", action="store_true", help="also sample the device's used memory during our evaluation "
+                   "(a thread reading it every 5 ms, which can perturb host-bound timings: off for agreement runs)")
     p.add_argument("--out", default="kernelbench_agreement.json")
     p.add_argument("overrides", nargs="*", help="configuration overrides (key=value)")
     args = p.parse_args(argv)
@@ -277,9 +288,15 @@ def main(argv: list[str]) -> int:
             work.append((sizes, problem, answer, task, Candidate(task_id=task.id, code=answer.read_text(),
                                                                    format="kernelbench")))
     started = time.monotonic()
-    unique = {t.id: (t, c) for _, _, _, t, c in work}  # one build serves every size set of a problem
-    built = precompile_tasks(evaluator, list(unique.values()), args.workers)
-    print(f"{len(work)} answers, compiled in {time.monotonic() - started:.0f} s", flush=True)
+    # every answer's build starts at once (load_inline takes about a minute each), one build per problem for all
+    # size sets; each answer is measured as soon as its own build is done, while the rest still build
+    from concurrent.futures import ThreadPoolExecutor
+    pool = ThreadPoolExecutor(max(1, args.workers))
+    builds = {}
+    for _, _, _, task, cand in work:
+        if task.id not in builds:
+            builds[task.id] = pool.submit(precompile_tasks, evaluator, [(task, cand)], 1)
+    print(f"{len(work)} answers, {len(builds)} builds started", flush=True)
     meta = {"device": torch.cuda.get_device_name(device), "torch": torch.__version__,
             "command": "python benchmarks/kernelbench_agreement.py " + " ".join(argv),
             "method": {"kernelbench": f"CUDA events around model(*inputs), {args.warmup} warm-ups, {args.trials} trials"
@@ -293,12 +310,18 @@ def main(argv: list[str]) -> int:
             break
         row = {"answer": str(answer), "problem": f"{problem.parent.name}/{problem.name}", "sizes": sizes}
         try:
-            ours = measure_ours(evaluator, task, cand)
+            builds[task.id].result()  # built (or failed: the evaluation says why)
+            free, total = torch.cuda.mem_get_info(device)
+            row["device_used_before_bytes"] = total - free
+            used = (lambda: (lambda f, t: t - f)(*torch.cuda.mem_get_info(device))) if args.memory else None
+            ours = measure_ours(evaluator, task, cand, used)
             row.update(ours=ours, verdict=ours["verdict"], speedup_ours=ours["speedup"])
-            comp = built.get(task.id)
+            comp = builds[task.id].result().get(task.id)
             if comp is None or not comp.extensions:
                 raise RuntimeError("the answer's extension was not built")
+            torch.cuda.reset_peak_memory_stats(device)
             kb = measure_kernelbench(torch, problem.read_text(), answer.read_text(), comp.extensions, device, args)
+            kb["max_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
             row.update(kernelbench=kb, speedup_kernelbench=kb["speedup"], parts_ms=kb["parts_ms"])
         except Exception as e:  # noqa: BLE001 - recorded, the run goes on
             row["error"] = f"{type(e).__name__}: {str(e)[:400]}"
@@ -310,6 +333,7 @@ def main(argv: list[str]) -> int:
                                              indent=1))
         gc.collect()
         torch.cuda.empty_cache()
+    pool.shutdown(wait=False, cancel_futures=True)
     summary = summarize(rows, args.tolerance)
     Path(args.out).write_text(json.dumps({**meta, "rows": rows, "summary": summary}, indent=1))
     print(table(rows))

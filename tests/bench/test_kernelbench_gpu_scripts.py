@@ -152,3 +152,33 @@ def test_spearman_and_agreement_summary(agreement):
     assert [(o["answer"], o["why"]) for o in s["outside"]] == [("b", "correct"), ("d", "RuntimeError: out of memory")]
     text = agreement.table(rows)
     assert "level" not in text.splitlines()[0] and len(text.splitlines()) == 5 and "out of memory" in text
+
+
+def test_kernelbench_side_times_each_part_on_the_same_inputs(agreement):
+    """The KernelBench side's flow on CPU with a stand-in timer: the answer and the reference each timed alone,
+    the parts beside them, the strict mode's part left out for an answer that computes with torch, and the
+    speedup KernelBench's (mean over mean)."""
+    import torch
+
+    class ModelNew(torch.nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+            self.scale = scale
+
+        def forward(self, x):
+            return torch.tanh(x) * self.scale
+    timed = []
+
+    def times(fn, inputs):
+        timed.append(getattr(fn, "__name__", type(fn).__name__))
+        fn(*inputs)
+        return [2.0, 2.0, 5.0] if isinstance(fn, ModelNew) else [4.0, 4.0, 4.0]
+    args = SimpleNamespace(warmup=3, trials=3, flush=False)
+    row = agreement.measure_kernelbench(torch, (KB / "level1" / "1_Scaled_Tanh.py").read_text(), "", {},
+                                        torch.device("cpu"), args, times=times, new_cls=ModelNew)
+    assert row["correct_kernelbench"] is True
+    assert row["answer"]["mean_ms"] == 3.0 and row["answer"]["median_ms"] == 2.0 and row["reference"]["mean_ms"] == 4.0
+    assert row["speedup"] == pytest.approx(4.0 / 3.0)
+    assert set(row["parts_ms"]) == {"forward", "reference", "timed_call_v19", "reference_copy", "forward_strict_mode"}
+    assert row["parts_ms"]["forward_strict_mode"] is None  # torch.tanh raises under the strict mode
+    assert timed == ["ModelNew", "Model", "call_v19", "reference_copy"]
