@@ -155,10 +155,11 @@ HACK_EXT = r'''
 #include <torch/extension.h>
 #include <torch/library.h>
 namespace at { namespace native { at::Tensor mul(const at::Tensor& self, const at::Tensor& other); } }
+namespace at { namespace cuda { at::Tensor relu(const at::Tensor& self); } }
 typedef at::Tensor (*mul_fn)(const at::Tensor&, const at::Tensor&);
 torch::Tensor twice(torch::Tensor x) {
     mul_fn below = &at::native::mul;
-    return below(x, at::_ops::add_Tensor::call(x, x, 1));
+    return at::cuda::relu(below(x, at::_ops::add_Tensor::call(x, x, 1)));
 }
 at::Tensor my_copy(const at::Tensor& self) { return self; }
 TORCH_LIBRARY_IMPL(aten, CPU, m) { m.impl("alias", my_copy); }
@@ -185,7 +186,7 @@ def test_strict_extensions_are_judged_on_what_they_link(tmp_path):
     assert findings["honest"] == {"strict": [], "kernelbench": []}
     strict = " ".join(f.message for f in findings["hack"]["strict"])
     assert all(f.rule == "torch-compute-in-forward" for f in findings["hack"]["strict"])
-    for what in ("below the dispatcher", "add_Tensor", "registers or calls torch operators"):
+    for what in ("below the dispatcher", "add_Tensor", "registers or calls torch operators", "at::cuda::relu"):
         assert what in strict, strict
     assert findings["hack"]["kernelbench"] == []  # torch may compute under that profile
 

@@ -39,7 +39,7 @@ def test_the_candidate_module_loads_in_full_float32_whatever_the_process_had(mon
 
     monkeypatch.setattr(torch_guard, "load_candidate", load)
     with pytest.raises(Loaded):
-        child.TorchRunner({"source": "", "extensions": {}, "calls": []}, [])
+        child.TorchRunner({"source": "", "extensions": {}, "calls": []}, [], [])
     assert seen["mode"] == (False, False, "highest")
 
 
