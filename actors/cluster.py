@@ -111,7 +111,7 @@ class Training:
                  roles: RoleActors):
         self.learners = LearnerGroup(cfg.learner, cfg.rl, model_path, cfg.rollout.temperature,
                                      cfg.train.learner_gpus_per_rank, cfg.run.seed, placement.options("learner"),
-                                     roles.learner)
+                                     roles.learner, top_p=cfg.rollout.top_p)
         self._pools = []
         self._ranker = None
         try:

@@ -47,7 +47,7 @@ class LearnerActor:
         return ray.util.get_node_ip_address(), free_port()
 
     def setup(self, learner_cfg: LearnerSection, rl_cfg: RLSection, model_path: str, temperature: float,
-              master_addr: str, master_port: int, use_gpu: bool, seed: int) -> dict:
+              master_addr: str, master_port: int, use_gpu: bool, seed: int, top_p: float = 1.0) -> dict:
         """Join the group, load the policy (and the reference when rl.kl_coef > 0); returns the learner's info."""
         from pipeline.rl.distributed import init_process_group
         # Ray gives a GPU rank exactly one visible device, so its local GPU index is 0.
@@ -60,10 +60,10 @@ class LearnerActor:
         tokenizer = load_tokenizer(model_path)
         self.pad_id = padding_id(tokenizer)
         self.learner = Learner(learner_cfg, rl_cfg, build_policy(model_path, learner_cfg), tokenizer=tokenizer,
-                               temperature=temperature, seed=seed)
+                               temperature=temperature, top_p=top_p, seed=seed)
         if rl_cfg.kl_coef > 0:
             self.reference = Learner(learner_cfg, rl_cfg, build_policy(model_path, learner_cfg, lora=False),
-                                     temperature=temperature, trainable=False, seed=seed)
+                                     temperature=temperature, top_p=top_p, trainable=False, seed=seed)
         return self.learner.info
 
     def train(self, sequences: list[TrainSequence]) -> dict[str, float]:
@@ -102,9 +102,11 @@ class LearnerGroup:
     """`learner.ranks` LearnerActors as one data-parallel learner (resources from the driver)."""
 
     def __init__(self, learner_cfg: LearnerSection, rl_cfg: RLSection, model_path: str | Path, temperature: float,
-                 gpus_per_rank: float, seed: int, placement: dict | None = None, actor_cls: type = LearnerActor):
-        """`placement`: Ray options that put each rank on a learner node (actors/placement.py); `actor_cls`:
-        the rank's actor (a simulation passes a stand-in with the same methods)."""
+                 gpus_per_rank: float, seed: int, placement: dict | None = None, actor_cls: type = LearnerActor,
+                 top_p: float = 1.0):
+        """`temperature`, `top_p`: the generators' sampling settings; `placement`: Ray options that put each rank
+        on a learner node (actors/placement.py); `actor_cls`: the rank's actor (a simulation passes a stand-in
+        with the same methods)."""
         remote_cls = ray.remote(actor_cls)
         options = {"num_cpus": 1, "num_gpus": gpus_per_rank, **NO_RAY_RESTARTS,  # not restarted: see the top
                    **(placement or {})}
@@ -112,7 +114,7 @@ class LearnerGroup:
                                           for r in range(learner_cfg.ranks)]
         addr, port = ray.get(self.actors[0].address.remote())
         self.info = ray.get([a.setup.remote(learner_cfg, rl_cfg, str(model_path), temperature, addr, port,
-                                            gpus_per_rank > 0, seed) for a in self.actors])[0]
+                                            gpus_per_rank > 0, seed, top_p) for a in self.actors])[0]
         self.busy: list[tuple[float, float]] = []  # (start, end) perf_counter times of updates and exports
 
     @property

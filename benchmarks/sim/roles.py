@@ -156,7 +156,8 @@ class StandInLearner(_StandIn):
         from pipeline.rl.distributed import free_port
         return ray.util.get_node_ip_address(), free_port()
 
-    def setup(self, learner_cfg, rl_cfg, model_path, temperature, master_addr, master_port, use_gpu, seed) -> dict:
+    def setup(self, learner_cfg, rl_cfg, model_path, temperature, master_addr, master_port, use_gpu, seed,
+              top_p=1.0) -> dict:
         return {"parameters": 0, "trainable": 0}
 
     def train(self, sequences) -> dict:

@@ -107,18 +107,19 @@ class Learner:
     """One rank of the policy (or, with `trainable=False`, of the frozen reference model)."""
 
     def __init__(self, cfg: LearnerSection, rl: RLSection, build_model: Callable[[], torch.nn.Module], *,
-                 tokenizer=None, temperature: float = 1.0, trainable: bool = True, seed: int = 0):
+                 tokenizer=None, temperature: float = 1.0, trainable: bool = True, seed: int = 0,
+                 top_p: float = 1.0):
         """`build_model` returns a transformers causal LM (e.g. `lambda: AutoModelForCausalLM.
         from_pretrained(path, dtype=torch.bfloat16)`). Under ZeRO-3 with `accelerate` installed it
         runs inside transformers' partitioned construction (zero.Init), so a large model never
         exists whole on one rank; without accelerate (as in this environment) every rank builds the
         whole model in host memory and DeepSpeed partitions it (`info["partitioned_construction"]`
-        says which). `temperature` is the generators' sampling temperature: logprobs are computed
-        at it, as vLLM reports them."""
+        says which). `temperature` and `top_p` are the generators' sampling settings: logprobs are
+        those of the distribution sampled from (loss.token_logprobs), as the generators report them."""
         import deepspeed
 
         self.cfg, self.rl, self.tokenizer = cfg, rl, tokenizer
-        self.temperature, self.trainable = temperature, trainable
+        self.temperature, self.top_p, self.trainable = temperature, top_p, trainable
         self.rank, self.world_size = rank_and_world()
         self.bf16 = resolve_bf16(cfg.precision)
         ds_config = deepspeed_config(cfg, self.bf16, trainable)
@@ -161,7 +162,7 @@ class Learner:
         """[B, L] logprobs (differentiable when training) and, if asked, [B, L] entropies."""
         ids = mb.input_ids.to(self.device)
         logits = self.engine(input_ids=ids, attention_mask=mb.attention_mask.to(self.device), use_cache=False).logits
-        lp = token_logprobs(logits, ids, self.temperature)
+        lp = token_logprobs(logits, ids, self.temperature, top_p=self.top_p)
         ent = token_entropy(logits, self.temperature) if entropy else None
         return lp, ent
 

@@ -58,12 +58,15 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: Aggregation,
 
 
 def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: float = 1.0,
-                   chunk_rows: int = 4) -> torch.Tensor:
+                   chunk_rows: int = 4, top_p: float = 1.0) -> torch.Tensor:
     """[B, L, V] logits of a causal LM, [B, L] input ids -> [B, L] float32 log p(token j | tokens < j).
 
-    Column 0 is 0 (no context). Logits are divided by `temperature` first, so the numbers match
-    a generator that sampled at that temperature. Rows are processed `chunk_rows` at a time so
-    that only that many [L, V] float32 copies exist at once.
+    Column 0 is 0 (no context). The numbers are those of the distribution a generator sampled from:
+    logits divided by `temperature`, then, with `top_p` < 1, truncated to the nucleus (`nucleus_mask`)
+    and renormalised, as the generators' top-p does (transformers' TopPLogitsWarper, vLLM's sampler). A
+    token outside the nucleus (possible only under weights other than the sampler's) gets
+    -LOG_RATIO_LIMIT - 30, far below any sampled token, never -inf. Rows are processed `chunk_rows` at a
+    time so that only that many [L, V] float32 copies exist at once.
     """
     if logits.dim() != 3 or logits.shape[:2] != input_ids.shape:
         raise ValueError(f"logits {tuple(logits.shape)} must be [B, L, V] for input_ids {tuple(input_ids.shape)}")
@@ -71,9 +74,22 @@ def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: f
     for start in range(0, logits.shape[0], chunk_rows):
         lg = logits[start:start + chunk_rows, :-1].float() / temperature
         target = input_ids[start:start + chunk_rows, 1:]
+        if top_p < 1.0:
+            lg = lg.masked_fill(~nucleus_mask(lg, top_p), float("-inf"))
         picked = lg.gather(-1, target.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(lg, dim=-1)
+        picked = picked.clamp(min=-LOG_RATIO_LIMIT - 30.0)
         out.append(torch.nn.functional.pad(picked, (1, 0)))
     return torch.cat(out, dim=0)
+
+
+def nucleus_mask(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """[..., V] -> bool [..., V]: the tokens top-p sampling keeps. Sorted by probability, the least likely
+    tokens whose total mass is at most 1 - top_p are dropped, the most likely always kept (transformers'
+    TopPLogitsWarper and vLLM's rule: drop where the ascending cumulative mass is <= 1 - top_p)."""
+    probs_sorted, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=False)
+    drop_sorted = probs_sorted.cumsum(dim=-1) <= 1.0 - top_p
+    drop_sorted[..., -1] = False
+    return ~torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
 
 
 @torch.no_grad()

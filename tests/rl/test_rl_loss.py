@@ -114,3 +114,27 @@ def test_weighted_mask_gives_weighted_means():
     assert aggregate(values, weights, "seq_mean_token_mean").item() == pytest.approx(((1 + 20 + 3) / 12 + 4) / 2)
     lp = torch.log(torch.tensor([[0.5, 0.5, 0.5, 0.1, 0.5], [0.5, 0.5, 0.5, 0.5, 0.5]]))
     assert sft_loss(lp, weights).item() == pytest.approx(-(3 * math.log(0.5) + 10 * math.log(0.1)) / 13)
+
+
+@pytest.mark.parametrize("top_p", [0.9, 0.5, 0.05])
+def test_logprobs_under_top_p_are_the_samplers_so_the_first_ratio_is_one(top_p):
+    """The learner's logprobs of tokens sampled with top-p equal what the generator recorded (transformers'
+    TopPLogitsWarper after the temperature, as hf_backend samples; vLLM uses the same rule), so the first
+    pass's ratio exp(new - old) is 1 on every token; without top-p in the learner it is not."""
+    from transformers import TemperatureLogitsWarper, TopPLogitsWarper
+    gen = torch.Generator().manual_seed(3)
+    logits = torch.randn(3, 9, 50, generator=gen) * 3
+    warped = TopPLogitsWarper(top_p)(None, TemperatureLogitsWarper(0.8)(None, logits[:, :-1].reshape(-1, 50)))
+    sampler_lp = torch.log_softmax(warped, -1)
+    tokens = torch.multinomial(sampler_lp.exp(), 1, generator=gen).squeeze(-1)
+    ids = torch.cat([torch.zeros(3, 1, dtype=torch.long), tokens.reshape(3, 8)], dim=1)
+    recorded = sampler_lp.gather(-1, tokens[:, None]).squeeze(-1).reshape(3, 8)
+    learner = token_logprobs(logits, ids, temperature=0.8, chunk_rows=2, top_p=top_p)
+    assert torch.allclose(torch.exp(learner[:, 1:] - recorded), torch.ones(3, 8), atol=1e-5)
+    untruncated = token_logprobs(logits, ids, temperature=0.8)
+    assert not torch.allclose(torch.exp(untruncated[:, 1:] - recorded), torch.ones(3, 8), atol=1e-3)
+    outside = torch.where(torch.isinf(warped.reshape(3, 8, 50)[0, 0]))[0]
+    if len(outside):  # a token the nucleus leaves out: very unlikely, never -inf
+        ids[0, 1] = outside[0]
+        lp = token_logprobs(logits, ids, temperature=0.8, top_p=top_p)
+        assert torch.isfinite(lp).all() and lp[0, 1] < -40
