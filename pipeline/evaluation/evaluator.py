@@ -43,7 +43,7 @@ from pipeline.evaluation.gpu.lock import GpuLock
 from pipeline.evaluation.gpu.memory_budget import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout, gib
 from pipeline.evaluation import bounded
 from pipeline.evaluation.bounded import StageLimit, limit_finding
-from pipeline.evaluation.gate import gate_profile
+from pipeline.evaluation.gate import FORM_RULES, gate_profile
 from pipeline.evaluation.checks.reference import (GroupData, TaskBroken, add_anchor_slot,
                                                   add_timing_slots, adopt_baseline_outputs, arena_layout, build_c2cuda,
                                                   build_torch2cuda, can_anchor_c, check_outputs, config_bytes,
@@ -201,8 +201,9 @@ class Evaluator:
         gate_s = time.perf_counter() - t0
         errors = [f for f in findings if f.severity == "error"]
         if errors:
-            return self.result_of(task, cand, "rejected", errors[0].message, findings=findings,
-                              flags=sorted({f.rule for f in errors}), stage_s={"gate": gate_s})
+            slip = all(f.rule in FORM_RULES for f in errors)  # a misnamed entry point is no hack
+            return self.result_of(task, cand, "format_error" if slip else "rejected", errors[0].message,
+                                  findings=findings, flags=sorted({f.rule for f in errors}), stage_s={"gate": gate_s})
         t1 = time.perf_counter()
         budget = CompileBudget.of(cand.format, self.compiler.cfg)  # one CPU budget over all its builds
         if comp is not None:  # built by a compile worker, which charged its own copy of the budget

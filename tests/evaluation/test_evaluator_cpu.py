@@ -200,8 +200,23 @@ def test_cli_eval_prints_verdict_and_feedback(tmp_path, capsys, compile_cfg):
     rc = main(["eval", "c2cuda/saxpy", str(f), "--json", f"compile.cache_dir={compile_cfg.cache_dir}",
                "eval.result_cache_dir="])
     out = json.loads(capsys.readouterr().out)
-    assert rc == 0 and out["verdict"] == "rejected" and "missing-entry-point" in out["flags"]
+    assert rc == 0 and out["verdict"] == "format_error" and "missing-entry-point" in out["flags"]  # a slip, no hack
     assert out["task_note"] == ""  # the registry vouches for the built-in task
+
+
+def test_a_misnamed_entry_point_is_a_format_error_and_a_hack_beside_it_still_rejected(tmp_path, compile_cfg):
+    from pipeline.core.config import EvalSection
+    from pipeline.core.records import Candidate
+    from pipeline.evaluation.evaluator import Evaluator
+    from pipeline.tasks import load_tasks
+    task = next(t for t in load_tasks("builtin") if t.id == "c2cuda/saxpy")
+    honest = next(i.code for i in task.implementations if i.format == "c2cuda")
+    renamed = honest.replace("saxpy(", "saxpy_v2(")
+    hacked = '#include <cstdlib>\n' + renamed.replace("{", "{ system(\"true\");", 1)
+    ev = Evaluator(EvalSection(result_cache_dir=""), compile_cfg, use_gpu=False)
+    slip, hack = ev.evaluate(task, [Candidate(task_id=task.id, code=c, format="c2cuda") for c in (renamed, hacked)])
+    assert (slip.verdict, slip.flags) == ("format_error", ["missing-entry-point"])
+    assert hack.verdict == "rejected" and "missing-entry-point" in hack.flags and len(hack.flags) > 1
 
 
 def test_cli_reports_user_errors_in_one_line(capsys):

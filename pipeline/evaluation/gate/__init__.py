@@ -38,6 +38,10 @@ from pipeline.evaluation.gate.python_names import ADVICE, LOAD_INLINE, rule_find
 __all__ = ["ADVICE", "LOAD_INLINE", "MAX_CANDIDATE_BYTES", "PROFILES", "GateProfile", "check_candidate",
            "cuda_sources_of", "entry_points", "extract_load_inline", "gated_sources", "gate_profile", "task_is_float32"]
 MAX_CANDIDATE_BYTES = 256 * 1024  # larger candidates are refused unread (a policy answer is a few KB)
+# Rules an answer breaks by a slip in its form, not by an attempt on the reward: the entry point misnamed or with the
+# wrong parameters, Python that does not parse. Where every error of a candidate is one of these its verdict is
+# `format_error` (the reward of a form slip), not `rejected` (a caught hack's, the lowest).
+FORM_RULES = frozenset({"missing-entry-point", "syntax"})
 
 
 # --- load_inline build options (flags, linker flags, include paths) under a profile ----------------
