@@ -296,6 +296,11 @@ class RLSection(Section):
     minibatches_per_epoch: int = Field(1, ge=1, description="optimizer steps per pass (the turns split evenly)")
     staleness_steps: int = Field(0, ge=0, description="how many weight versions a trajectory may lag the learner; "
                                  "0 = synchronous")
+    negative_advantage_weight: float = Field(1.0, ge=0, le=1, description="multiplies every negative advantage after "
+                                             "the group's normalisation: 1 is plain GRPO; below 1 the failures of a "
+                                             "group push less than its successes pull (a saturated policy's "
+                                             "successes carry almost no gradient, so with 1 its update is mostly "
+                                             "unlikelihood on failures; 0 learns from successes alone)")
     shuffle_advantages: bool = Field(False, description="a control, never for training: each group's advantages "
                                      "are permuted among its samples, so an update no longer follows the reward "
                                      "(the learning experiment's third arm, benchmarks/learning_cpu.py)")

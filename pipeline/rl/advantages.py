@@ -17,6 +17,7 @@ simply absent from later groups):
 - rloo: A_i = R_i - mean_{j != i} R_j = n / (n - 1) * (R_i - mean(R)) (leave-one-out, as in
   Dr.Kernel's turn-level TRLOO); never divided by the std.
 A group of one sample has no baseline: its advantage is 0. Equal returns give 0 advantages.
+`rl.negative_advantage_weight` then scales every negative advantage (1: plain; 0: successes alone).
 `rl.shuffle_advantages` (a control, never for training) permutes each group's advantages among its samples.
 """
 from __future__ import annotations
@@ -104,7 +105,7 @@ def returns_and_advantages(task_ids: Sequence[str], rewards: Sequence[Sequence[f
         adv = group_advantages(torch.tensor([returns[e][t] for e, t in judged], dtype=torch.float64),
                                group_ids([(task_ids[e], t) for e, t in judged]), cfg.advantage_estimator,
                                cfg.normalise_by_std, cfg.std_eps)
-        values = adv.tolist()
+        values = [a * cfg.negative_advantage_weight if a < 0 else a for a in adv.tolist()]
         if cfg.shuffle_advantages:
             values = shuffled_within_groups(values, [(task_ids[e], t) for e, t in judged])
         for (e, t), a in zip(judged, values):

@@ -175,6 +175,19 @@ def test_shuffled_advantages_are_a_permutation_within_each_group_only():
     assert returns_and_advantages(tasks, rewards, verdicts, RLSection(shuffle_advantages=True))[1] == shuffled
 
 
+def test_negative_advantages_are_scaled_by_their_weight_and_positives_kept():
+    from pipeline.core.config import RLSection
+    from pipeline.rl.advantages import returns_and_advantages
+    tasks = ["a", "a", "a", "a"]
+    rewards = [[1.0], [0.0], [-1.0], [1.0]]
+    verdicts = [["correct"]] * 4
+    _, plain = returns_and_advantages(tasks, rewards, verdicts, RLSection())
+    for w in (0.0, 0.25):
+        _, scaled = returns_and_advantages(tasks, rewards, verdicts, RLSection(negative_advantage_weight=w))
+        assert [a for a, in scaled] == [a if a >= 0 else w * a for a, in plain]
+    assert min(a for a, in plain) < 0 and max(a for a, in plain) > 0  # both signs were there to scale
+
+
 def test_the_share_of_groups_whose_returns_all_tie_is_logged():
     cfg = RewardSection()
     same = [outcome(f"s{k}", ["compile_error"], [result("compile_error")]) for k in range(2)]
