@@ -119,6 +119,7 @@ class FakeDriver:
 
     def synchronize(self):
         self.now += 100.0  # time between batches is in no call's pair
+        self.log.append(("sync",))
 
     def info(self):
         return type("Info", (), {"name": "fake"})()
@@ -160,3 +161,6 @@ def test_a_batch_reports_the_sum_of_its_calls_own_event_pairs(monkeypatch):
     assert calls == [0, 1, 2, 1] and driver.made == 6  # three pairs, made once
     memsets = [x for x in driver.log if x[0] == "memset"]
     assert memsets == [("memset", 64), ("memset", 64)]
+    # every call (and every calibration operation) ends with the device idle, as a KernelBench trial does
+    after_ends = [driver.log[i + 1] for i, x in enumerate(driver.log) if x[0] == "record" and x[1] % 2 == 0]
+    assert after_ends == [("sync",)] * 6

@@ -348,11 +348,11 @@ def test_a_short_pytorch_baseline_runs_once_untimed_right_before_its_timed_batch
     calls, windows = [], []
 
     class Clock:
-        def events(self, run, flush_first=False):
+        def calls(self, each, flush_first=False):
             before = len(calls)
-            run()
+            results = [c() for c in each]
             windows.append((len(calls) - before, flush_first))
-            return 1e-3 * len(windows)
+            return 1e-3 * len(windows), results
 
     cd = SimpleNamespace(run_reference=lambda f: calls.append(f["x"]) or [f["x"] * 2],
                          reference_copy=lambda f: dict(f))
@@ -363,6 +363,52 @@ def test_a_short_pytorch_baseline_runs_once_untimed_right_before_its_timed_batch
     windows.clear()
     seconds, _ = _baseline_batch(SimpleNamespace(clock=Clock()), None, 0, cd, [0, 1], fresh, [1], warm=False)
     assert windows == [(2, True)] and seconds == 1e-3
+
+
+def test_trusted_calls_are_timed_one_by_one_on_an_idle_device_as_kernelbench_times_a_trial():
+    """TrustedClock.calls: per call a device-wide sync, an event, the call, an event; the time is the sum of the
+    calls' own pairs (what runs between calls, and the wait for the device, is in none)."""
+    log = []
+
+    class Driver:
+        now = 0.0
+
+        def event(self):
+            log.append("event")
+            return len([x for x in log if x == "event"])
+
+        def record(self, ev):
+            log.append(("record", ev))
+            self.stamps = getattr(self, "stamps", {})
+            self.stamps[ev] = self.now
+
+        def synchronize(self):
+            log.append("sync")
+            self.now += 10.0
+
+        def elapsed_ms(self, a, b):
+            return self.stamps[b] - self.stamps[a]
+
+        def memset_async(self, *a):
+            log.append("flush")
+
+        def alloc(self, nbytes):
+            return 0
+    driver = Driver()
+    clock = TrustedClock(driver, flush_ptr=1, flush_bytes=64)
+
+    def call(ms):
+        def run():
+            log.append(("call", ms))
+            driver.now += ms
+            return ms
+        return run
+    seconds, results = clock.calls([call(2.0), call(3.0)], flush_first=True)
+    assert results == [2.0, 3.0] and seconds == pytest.approx(5e-3)
+    assert log[log.index("flush") + 1:] == ["sync", ("record", 1), ("call", 2.0), ("record", 2),
+                                            "sync", ("record", 3), ("call", 3.0), ("record", 4), "sync"]
+    log.clear()
+    assert clock.calls([call(1.0)])[0] == pytest.approx(1e-3) and "event" not in log  # the pairs are made once
 
 
 def test_only_short_baseline_batches_are_warmed():
@@ -453,11 +499,11 @@ def test_kernelbench_copies_are_in_neither_sides_time_and_the_calibration_makes_
     monkeypatch.setattr(torch.Tensor, "copy_", counted)
 
     class Clock:
-        def events(self, run, flush_first=False):
+        def calls(self, each, flush_first=False):
             before = len(copies)
-            run()
+            results = [c() for c in each]
             windows.append(len(copies) - before)
-            return 1e-3
+            return 1e-3, results
 
         def batch(self, run):
             before = len(copies)

@@ -14,7 +14,7 @@ process per candidate (or per trusted baseline). It talks JSON lines over two pr
         calls: per configuration, the call spec of each slot (a set of buffers);
         torch_compute: whether torch may compute in forward (eval.gate_profile's rule)
   call  {config, slot}           -> runs the candidate once on that slot's buffers, syncs
-  run   {config, slots}          -> one call per listed slot, in order, then a device-wide sync
+  run   {config, slots}          -> one call per listed slot, in order, a device-wide sync after each
         (trusted children: slots [] with `launches` and `fill_bytes`: that many memsets of that size,
         and with `harness` "kernelbench" each wrapped as a KernelBench-format call is: `calibration_batch`)
   status {}                      -> the runtime checks' flags (kernelbench: patched functions, threads)
@@ -299,6 +299,7 @@ def serve(rin, wout) -> None:
                 driver.record(s)
                 driver.memset_async(scratch, 0, fill)
                 driver.record(e)
+                driver.synchronize()
             return
         from pipeline.evaluation.child import torch_guard
         memory, flags = torch_guard.HarnessMemory(spans), []
@@ -306,6 +307,7 @@ def serve(rin, wout) -> None:
             results = torch_guard.forward_once(lambda: (driver.memset_async(scratch, 0, fill), stand_in)[1], flags,
                                                lambda s=s: driver.record(s), lambda e=e: driver.record(e))
             torch_guard.deliver(results, [stand_in], memory, flags, copy=False)
+            driver.synchronize()
     for line in rin:
         msg = json.loads(line)
         op = msg["op"]
@@ -335,8 +337,11 @@ def serve(rin, wout) -> None:
             elif op == "run":
                 slots = msg["slots"]
                 marks = event_pairs(len(slots) if slots else max(1, int(msg.get("launches", 1))))
-                rets = [runner.timed_call(msg["config"], k, lambda s=s: driver.record(s), lambda e=e: driver.record(e))
-                        for k, (s, e) in zip(slots, marks)]
+                rets = []
+                for k, (s, e) in zip(slots, marks):  # each call alone on an idle device, as KernelBench's trials
+                    rets.append(runner.timed_call(msg["config"], k, lambda s=s: driver.record(s),
+                                                  lambda e=e: driver.record(e)))
+                    driver.synchronize()
                 if not slots:  # an empty or calibration batch (trusted children only)
                     calibration_batch(msg, marks)
                 driver.synchronize()

@@ -92,6 +92,27 @@ class TrustedClock:
         self.driver.synchronize()
         return self.driver.elapsed_ms(*self._events) / 1e3
 
+    def calls(self, calls: list[Callable[[], object]], flush_first: bool = False) -> tuple[float, list]:
+        """(seconds, results) of trusted calls in this process, each timed as KernelBench times a trial: the
+        device synchronised, an event, the call, an event; the seconds are the sum of the calls' own event
+        pairs, the same shape as a candidate's batch (child/main.py `run`). flush_first: the L2 flush queued
+        before the first call (the calls' inputs are cold, as the candidate's are)."""
+        pairs = getattr(self, "_pairs", [])
+        while len(pairs) < len(calls):
+            pairs.append((self.driver.event(), self.driver.event()))
+        self._pairs = pairs
+        if flush_first:
+            self.driver.synchronize()
+            self._queue_flush()
+        results = []
+        for call, (start, end) in zip(calls, pairs):
+            self.driver.synchronize()
+            self.driver.record(start)
+            results.append(call())
+            self.driver.record(end)
+        self.driver.synchronize()
+        return sum(self.driver.elapsed_ms(s, e) for s, e in pairs[:len(calls)]) / 1e3, results
+
     def overhead(self, run_empty: Callable[[], None], repeats: int = 15) -> float:
         """Median seconds of an empty batch of this kind (what every batch costs besides its calls)."""
         return statistics.median(self.batch(run_empty).seconds for _ in range(repeats))
