@@ -40,11 +40,13 @@ COMPILED = ("not_executed", "correct", "incorrect", "runtime_error", "timeout") 
 VERDICTS = ("format_error", "compile_error", "rejected", "not_executed")
 
 
-def common(runs: Path, arm: str, steps: int, lr: float) -> list[str]:
+def common(runs: Path, arm: str, steps: int, lr: float, model: str = "tiny-sft", samples: int = 8,
+           tasks_per_step: int = 2, seed: int = 0) -> list[str]:
     return ["--config", str(ROOT / "configs" / "local.yaml"), f"run.output_dir={runs}", f"run.name={arm}",
-            "tasks.kinds=[c2cuda]", "train.tasks_per_step=2", "rollout.samples_per_task=8", "rollout.max_turns=1",
+            "tasks.kinds=[c2cuda]", f"train.tasks_per_step={tasks_per_step}", f"rollout.samples_per_task={samples}",
+            "rollout.max_turns=1", f"model.path={model}", f"run.seed={seed}",
             f"learner.lr={lr}", f"train.steps={steps}", "train.progress_bar=false", "train.wandb_mode=disabled",
-            "train.samples_per_step=1000", "compile.workers=2"]
+            "train.samples_per_step=1000", "compile.workers=2", "learner.log_entropy=true"]
 
 
 def run(argv: list[str], log: Path) -> None:
@@ -71,7 +73,8 @@ def arm_figures(run_dir: Path, steps: int) -> dict:
                  "collapsed_groups": m.get("advantage/collapsed_group_fraction"),
                  "ratio": m.get("learner/ratio_mean_first"), "approx_kl": m.get("learner/approx_kl_first"),
                  "grad_norm": m.get("learner/grad_norm"), "sampled_by_version": m.get("rollout/weight_version"),
-                 "learner_version": m.get("learner/weight_version")} for m in train_rows]
+                 "learner_version": m.get("learner/weight_version"), "entropy": m.get("learner/entropy")}
+                for m in train_rows]
     synced = all(a["sampled_by_version"] == b["learner_version"] for a, b in zip(per_step[1:], per_step))
     samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     fresh = [s for s in samples if s["step"] > steps and s["verdict"] is not None]
@@ -130,6 +133,12 @@ def main(argv=None) -> int:
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--diagnose-lr", type=float, default=None, help="also run the rl arm at this learning rate "
                     "(arm rl_lr<LR>), to tell an update that follows the reward from one that is too large")
+    ap.add_argument("--model", default="tiny-sft", help="the start policy of every arm (model.path)")
+    ap.add_argument("--samples-per-task", type=int, default=8, help="group size (rollout.samples_per_task)")
+    ap.add_argument("--tasks-per-step", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0, help="run.seed of every arm (sampling, task order)")
+    ap.add_argument("--rl-set", action="append", default=[], help="a key=value override of the rl and shuffled "
+                    "arms (e.g. rl.negative_advantage_weight=0); may be given several times")
     ap.add_argument("--runs", default=None, help="directory of the arms' runs (default: a new one under runs/)")
     ap.add_argument("--out", default=None, help="JSON file (default: a new file under benchmarks/results/v<N>/)")
     args = ap.parse_args(argv)
@@ -140,30 +149,36 @@ def main(argv=None) -> int:
     shown = [a for i, a in enumerate(given) if a not in ("--runs", "--out") and (i == 0 or given[i - 1] not in
                                                                                 ("--runs", "--out"))]
     out = {"command": "python benchmarks/learning_cpu.py " + " ".join(shown),
-           "what": "the CPU-verifiable part of the reward (compiled_value, the structural term, format errors); "
-                   "not correctness or speed", "steps": args.steps, "eval_steps": args.eval_steps, "lr": args.lr,
+           "what": "the CPU-verifiable part of the reward (compiled_value, the structural term where the config "
+                   "asks for it, format errors); not correctness or speed", "steps": args.steps,
+           "eval_steps": args.eval_steps, "lr": args.lr, "model": args.model, "seed": args.seed,
+           "samples_per_task": args.samples_per_task, "tasks_per_step": args.tasks_per_step, "rl_set": args.rl_set,
            "arms": {}}
-    arms = {arm: (ARMS[arm], args.lr) for arm in args.arms.split(",")}
+    learning = {"rl": ARMS["rl"] + args.rl_set, "no_update": ARMS["no_update"],
+                "shuffled": ARMS["shuffled"] + args.rl_set}
+    arms = {arm: (learning[arm], args.lr) for arm in args.arms.split(",")}
     if args.diagnose_lr is not None:
-        arms[f"rl_lr{args.diagnose_lr:g}"] = (ARMS["rl"], args.diagnose_lr)
+        arms[f"rl_lr{args.diagnose_lr:g}"] = (learning["rl"], args.diagnose_lr)
+    setting = dict(model=args.model, samples=args.samples_per_task, tasks_per_step=args.tasks_per_step, seed=args.seed)
     for arm, (overrides, lr) in arms.items():
         log = runs / f"{arm}.log"
         t0, ran = time.perf_counter(), False
         if not checkpoint_dir(runs / arm, args.steps).is_dir():
             ran = True
-            run(["train", *common(runs, arm, args.steps, lr), f"train.checkpoint_every_steps={args.steps}",
+            run(["train", *common(runs, arm, args.steps, lr, **setting), f"train.checkpoint_every_steps={args.steps}",
                  *overrides], log)
         total = args.steps + args.eval_steps
         if not checkpoint_dir(runs / arm, total).is_dir():
             ran = True
-            run(["train", "--resume", str(runs / arm), *common(runs, arm, total, 0.0),
+            run(["train", "--resume", str(runs / arm), *common(runs, arm, total, 0.0, **setting),
                  f"train.checkpoint_every_steps={total}", *[a for a in overrides if not a.startswith("learner.lr")]],
                 log)
         out["arms"][arm] = {"overrides": overrides, "lr": 0.0 if "learner.lr=0" in overrides else lr,
                             "wall_s": round(time.perf_counter() - t0, 1) if ran else None,  # None: run earlier
                             **arm_figures(runs / arm, args.steps)}
-        from pipeline.rollout.tiny_model import SFT_TINY_DIR
-        out["arms"][arm]["preference_shift"] = preference_shift(runs / arm, SFT_TINY_DIR,
+        from pipeline.rollout.tiny_model import SFT_TINY, SFT_TINY_DIR
+        start = SFT_TINY_DIR if args.model == SFT_TINY else Path(args.model)
+        out["arms"][arm]["preference_shift"] = preference_shift(runs / arm, start,
                                                                 checkpoint_dir(runs / arm, args.steps) / "hf", args.steps)
         f = out["arms"][arm]["final"]
         print(f"{arm:10s} compiled {f['compiled_rate']['mean']:.3f} [{f['compiled_rate']['lo']:.3f}, "

@@ -323,8 +323,8 @@ class LearnerSection(Section):
     max_tokens_per_microbatch: int = Field(8192, ge=16, description="padded tokens (sequences x longest) in one "
                                            "forward pass; longer sequences are an error")
     gradient_checkpointing: bool = Field(False, description="recompute activations in backward to save memory")
-    log_entropy: bool = Field(False, description="compute the policy's mean token entropy for the metrics (one more "
-                              "pass over the vocabulary)")
+    log_entropy: bool = Field(True, description="compute the policy's mean token entropy for the metrics (one more "
+                              "pass over the vocabulary), logged every step as learner/entropy")
     lora_rank: int = Field(0, ge=0, description="LoRA adapter rank on every linear layer (needs peft); 0 trains "
                            "every weight")
     lora_alpha: float = Field(16.0, gt=0, description="LoRA scale numerator: adapters add lora_alpha / lora_rank * B A")
