@@ -78,7 +78,8 @@ class TrustedLimits(Section):
     structure_wall_s: float = Field(30.0, gt=0, description="wall-clock limit of the structural analysis of one "
                                     "candidate")
     structure_cpu_s: float = Field(20.0, gt=0, description="CPU seconds of the structural analysis of one candidate")
-    memory_bytes: int = Field(4 << 30, gt=0, description="address-space limit of each stage's worker process")
+    memory_bytes: int = Field(4 << 30, gt=0, description="address space each stage's worker process may map beyond "
+                              "what its fork server preloaded (torch included)")
     result_bytes: int = Field(16 << 20, gt=0, description="largest result (pickled) a stage's worker may hand back")
 
 

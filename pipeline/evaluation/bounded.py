@@ -5,7 +5,8 @@ candidate wrote, and a 2 KB source can make them run for minutes or take gigabyt
 read back from the preprocessor, deep nesting, huge constant expressions, thousands of kernels).
 `run_stage(caps, fn, *args)` runs `fn(*args)` in a worker process forked from a fork server that has
 the gate, the structure analysis and the artefact check already imported (a job costs a fork, not an
-import). The worker sets its own limits before it runs: RLIMIT_AS (memory_bytes), RLIMIT_CPU (cpu_s:
+import). The worker sets its own limits before it runs: RLIMIT_AS (memory_bytes beyond its address space at
+the fork, `mapped_bytes`), RLIMIT_CPU (cpu_s:
 the kernel sends SIGXCPU), RLIMIT_FSIZE and no core files; the parent waits `wall_s` and then kills
 the worker and every process under it (the tools it started in their own sessions too). The value
 comes back pickled through a pipe, read with a byte cap (`result_bytes`).
@@ -38,7 +39,7 @@ from pipeline.evaluation.build.compile import CompileResult
 from pipeline.evaluation.build.tool_run import FILE_BYTES, CompileBudget
 
 PRELOAD = ["pipeline.evaluation.bounded", "pipeline.evaluation.gate", "pipeline.evaluation.build.artifact",
-           "pipeline.structure.analyze"]
+           "pipeline.structure.analyze", "tree_sitter", "tree_sitter_cuda"]
 # where torch is installed: the gate of a kernelbench candidate looks names up in these (1.4 s to import, per job
 # unless the fork server has them)
 TORCH_PRELOAD = ["torch", "torch.nn", "torch.nn.functional", "torch.utils.cpp_extension"]
@@ -125,9 +126,22 @@ class _Process(context.ForkServerProcess):
         return _Popen(process_obj)
 
 
+def mapped_bytes() -> int:
+    """This process's address space now (VmSize), 0 where /proc cannot tell."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[0]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def _job(conn, caps: StageCaps, fn, args: tuple) -> None:
-    """The worker: limits first, then `fn(*args)`; sends ('ok', value), ('limit', cap) or ('error', traceback)."""
-    for limit, value in ((resource.RLIMIT_AS, caps.memory_bytes), (resource.RLIMIT_CPU, math.ceil(caps.cpu_s)),
+    """The worker: limits first, then `fn(*args)`; sends ('ok', value), ('limit', cap) or ('error', traceback).
+    The memory cap is what the job may map beyond what the fork server had preloaded: a CUDA build of torch
+    alone reserves more address space than the cap, so an absolute limit stopped every job's first mmap (a
+    library's load) on a GPU host, and would differ from host to host by torch's build."""
+    for limit, value in ((resource.RLIMIT_AS, mapped_bytes() + caps.memory_bytes),
+                         (resource.RLIMIT_CPU, math.ceil(caps.cpu_s)),
                          (resource.RLIMIT_FSIZE, FILE_BYTES)):
         hard = resource.getrlimit(limit)[1]
         resource.setrlimit(limit, (value if hard == resource.RLIM_INFINITY else min(value, hard), hard))

@@ -72,6 +72,21 @@ def test_each_cap_stops_the_stage_and_is_named(fn, arg, cap):
     assert cap == "depth" or f"t.{ {'cpu': 'cpu_s', 'wall': 'wall_s', 'memory': 'memory_bytes', 'output': 'result_bytes'}[cap]}" in sentence
 
 
+def address_limit() -> tuple[int, int]:
+    import resource
+    return resource.getrlimit(resource.RLIMIT_AS)[0], bounded.mapped_bytes()
+
+
+def test_the_memory_cap_counts_from_what_the_fork_server_preloaded():
+    """A CUDA build of torch, preloaded in the fork server, reserves more address space than the cap: the cap is
+    what a job may map beyond the worker's address space at the fork, so a job still loads a library, and a job
+    that maps the cap's worth more is still stopped (the parametrised test above)."""
+    limit, now = run_stage(CAPS, address_limit)
+    assert now < limit <= now + CAPS.memory_bytes + (64 << 20)  # the job's own mapping since the fork is small
+    assert limit >= CAPS.memory_bytes + (100 << 20)  # more than the bare cap: torch and the stages were preloaded
+    assert run_stage(CAPS, allocate, 256 << 20) == 256 << 20  # well within the cap beyond the preloaded modules
+
+
 def test_values_come_back_and_bugs_raise():
     assert run_stage(CAPS, recurse, 50) == 50
     with pytest.raises(RuntimeError, match="a bug of ours"):
