@@ -137,6 +137,8 @@ def main(argv=None) -> int:
     ap.add_argument("--samples-per-task", type=int, default=8, help="group size (rollout.samples_per_task)")
     ap.add_argument("--tasks-per-step", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0, help="run.seed of every arm (sampling, task order)")
+    ap.add_argument("--set", action="append", default=[], help="a key=value override of every arm (e.g. "
+                    "rollout.temperature=1.25); may be given several times")
     ap.add_argument("--rl-set", action="append", default=[], help="a key=value override of the rl and shuffled "
                     "arms (e.g. rl.negative_advantage_weight=0); may be given several times")
     ap.add_argument("--runs", default=None, help="directory of the arms' runs (default: a new one under runs/)")
@@ -154,8 +156,9 @@ def main(argv=None) -> int:
            "eval_steps": args.eval_steps, "lr": args.lr, "model": args.model, "seed": args.seed,
            "samples_per_task": args.samples_per_task, "tasks_per_step": args.tasks_per_step, "rl_set": args.rl_set,
            "arms": {}}
-    learning = {"rl": ARMS["rl"] + args.rl_set, "no_update": ARMS["no_update"],
-                "shuffled": ARMS["shuffled"] + args.rl_set}
+    learning = {"rl": ARMS["rl"] + args.set + args.rl_set, "no_update": ARMS["no_update"] + args.set,
+                "shuffled": ARMS["shuffled"] + args.set + args.rl_set}
+    out["set"] = args.set
     arms = {arm: (learning[arm], args.lr) for arm in args.arms.split(",")}
     if args.diagnose_lr is not None:
         arms[f"rl_lr{args.diagnose_lr:g}"] = (learning["rl"], args.diagnose_lr)
@@ -180,6 +183,8 @@ def main(argv=None) -> int:
         start = SFT_TINY_DIR if args.model == SFT_TINY else Path(args.model)
         out["arms"][arm]["preference_shift"] = preference_shift(runs / arm, start,
                                                                 checkpoint_dir(runs / arm, args.steps) / "hf", args.steps)
+        partial = Path(args.out).with_suffix(".partial.json") if args.out else runs / "learning_cpu.partial.json"
+        partial.write_text(json.dumps(out, indent=1))  # each finished arm kept, should a later one not finish
         f = out["arms"][arm]["final"]
         print(f"{arm:10s} compiled {f['compiled_rate']['mean']:.3f} [{f['compiled_rate']['lo']:.3f}, "
               f"{f['compiled_rate']['hi']:.3f}]  reward {f['reward']['mean']:.3f} [{f['reward']['lo']:.3f}, "
