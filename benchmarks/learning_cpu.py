@@ -84,6 +84,28 @@ def arm_figures(run_dir: Path, steps: int) -> dict:
     return {"per_step": per_step, "samples_from_the_newest_weights": synced, "final": final}
 
 
+def pooled(run_roots: list[Path], arms: list[str], steps: int) -> dict:
+    """Each arm's final figures over the fresh samples of several runs (seeds) together, with 95 % bootstrap
+    intervals, and per run: {arm: {"final": ..., "runs": [{"root", "final"}]}}."""
+    out = {}
+    for arm in arms:
+        fresh, per_run = [], []
+        for root in run_roots:
+            path = root / arm / "samples.jsonl"
+            if not path.is_file():
+                continue
+            rows = [json.loads(line) for line in path.read_text().splitlines()]
+            rows = [r for r in rows if r["step"] > steps and r["verdict"] is not None]
+            per_run.append({"root": str(root), "compiled_rate": bootstrap([float(r["verdict"] in COMPILED) for r in rows])})
+            fresh += rows
+        if fresh:
+            out[arm] = {"final": {"reward": bootstrap([r["reward"] for r in fresh if r["reward"] is not None]),
+                                  "compiled_rate": bootstrap([float(r["verdict"] in COMPILED) for r in fresh]),
+                                  "format_error_rate": bootstrap([float(r["verdict"] == "format_error") for r in fresh])},
+                        "runs": per_run}
+    return out
+
+
 def preference_shift(run_dir: Path, start: Path, end: Path, steps: int, limit: int = 160) -> dict:
     """Where the update moved the policy: the mean per-token log-probability of the arm's own training samples
     (steps 1..`steps`, turn 0) under the start and the end policy, for the samples that compiled and for those
@@ -142,8 +164,21 @@ def main(argv=None) -> int:
     ap.add_argument("--rl-set", action="append", default=[], help="a key=value override of the rl and shuffled "
                     "arms (e.g. rl.negative_advantage_weight=0); may be given several times")
     ap.add_argument("--runs", default=None, help="directory of the arms' runs (default: a new one under runs/)")
+    ap.add_argument("--pool", default=None, help="comma-separated run directories of finished runs (one per seed): "
+                    "only pool their arms' fresh samples into --out (figures per seed and together)")
     ap.add_argument("--out", default=None, help="JSON file (default: a new file under benchmarks/results/v<N>/)")
     args = ap.parse_args(argv)
+    if args.pool:
+        roots = [Path(r) for r in args.pool.split(",") if r]
+        table = pooled(roots, args.arms.split(","), args.steps)
+        Path(args.out).write_text(json.dumps({"what": "arms pooled over seeds (their runs' fresh samples together)",
+                                              "runs": [str(r) for r in roots], "steps": args.steps,
+                                              "arms": table}, indent=1))
+        for arm, fig in table.items():
+            f = fig["final"]["compiled_rate"]
+            print(f"{arm:10s} compiled {f['mean']:.3f} [{f['lo']:.3f}, {f['hi']:.3f}]  n {f['n']}  per seed "
+                  + ", ".join(f"{r['compiled_rate']['mean']:.3f}" for r in fig["runs"]))
+        return 0
     from pipeline.rl.tracking import checkpoint_dir
     runs = Path(args.runs) if args.runs else ROOT / "runs" / f"learning_cpu_{int(time.time())}"
     runs.mkdir(parents=True, exist_ok=True)
