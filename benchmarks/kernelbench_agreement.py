@@ -139,11 +139,6 @@ def table(rows: list[dict]) -> str:
 
 # ---- measuring (GPU) ------------------------------------------------------------------------------------
 
-def _seed(torch, seed: int) -> None:
-    torch.manual_seed(seed)
-    torch.cuda.manual_seed(seed)
-
-
 def kernelbench_times(torch, fn, inputs, device, warmup: int, trials: int, flush: bool) -> list[float]:
     from benchmarks.kernelbench_baseline import time_cuda_events
     return time_cuda_events(torch, fn, inputs, device, warmup=warmup, trials=trials, discard_first=1 if flush else 0,
@@ -160,6 +155,7 @@ def measure_kernelbench(torch, problem_src: str, answer_src: str, extensions: di
                         times=None, new_cls=None) -> dict:
     """KernelBench's method on the reference and the answer, and the parts (module docstring). `times(fn, inputs)`:
     per-trial ms (default `kernelbench_times`); `new_cls`: ModelNew (default the answer on its built extensions)."""
+    from benchmarks.kernelbench_baseline import make_inputs, set_seed
     from pipeline.evaluation.child import torch_guard
     ctx: dict = {}
     exec(compile(problem_src, "<kernelbench problem>", "exec"), ctx)
@@ -167,14 +163,13 @@ def measure_kernelbench(torch, problem_src: str, answer_src: str, extensions: di
     times = times or (lambda fn, xs: kernelbench_times(torch, fn, xs, device, args.warmup, args.trials, args.flush))
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda device=None: None)
     with torch.no_grad():
-        _seed(torch, 42)
+        set_seed(torch, 42)
         init_inputs = [x.cuda(device=device) if isinstance(x, torch.Tensor) else x for x in ctx["get_init_inputs"]()]
-        _seed(torch, 42)
+        set_seed(torch, 42)
         reference = ctx["Model"](*init_inputs).cuda(device=device)
-        _seed(torch, 42)
+        set_seed(torch, 42)
         answer = new_cls(*init_inputs).cuda(device=device)
-        _seed(torch, 42)
-        from benchmarks.kernelbench_baseline import make_inputs
+        set_seed(torch, 42)
         inputs = make_inputs(torch, ctx, device, on_gpu=True)
         sync(device=device)
         expected = reference(*inputs)

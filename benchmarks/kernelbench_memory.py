@@ -128,11 +128,6 @@ def format_table(rows: list[dict]) -> str:
 
 # ---- measuring (GPU) ------------------------------------------------------------------------------------
 
-def _seed(torch, seed: int) -> None:
-    torch.manual_seed(seed)
-    torch.cuda.manual_seed(seed)
-
-
 def _timing(torch, fn, inputs, device, trials: int) -> None:
     """kernelbench.timing.time_execution_with_cuda_event (3 warm-ups, 1 discarded, L2 flush each)."""
     for _ in range(3):
@@ -164,13 +159,14 @@ def kernelbench_procedure(torch, ref_src: str, new_src: str | None, device, corr
                           perf_trials: int, extensions: dict | None = None) -> dict:
     """eval_kernel_against_ref's steps (module docstring); returns correctness and nothing else. `extensions`:
     the answer's extensions as our compile step built them (load_inline then loads them instead of building)."""
+    from benchmarks.kernelbench_baseline import set_seed
     ctx: dict = {}
     exec(compile(ref_src, "<reference>", "exec"), ctx)
-    _seed(torch, 42)
+    set_seed(torch, 42)
     init_inputs = [x.to(device=device, dtype=torch.float32) if isinstance(x, torch.Tensor) else x
                    for x in ctx["get_init_inputs"]()]
     with torch.no_grad():
-        _seed(torch, 42)
+        set_seed(torch, 42)
         original = ctx["Model"](*init_inputs)
     new_cls = ctx["Model"]
     if new_src is not None and extensions:
@@ -182,7 +178,7 @@ def kernelbench_procedure(torch, ref_src: str, new_src: str | None, device, corr
         new_cls = new_ctx["ModelNew"]
     torch.cuda.synchronize(device=device)
     with torch.no_grad():
-        _seed(torch, 42)
+        set_seed(torch, 42)
         custom = new_cls(*init_inputs)
         original = original.to(device=device, dtype=torch.float32)
         custom = custom.to(device=device, dtype=torch.float32)
@@ -191,7 +187,7 @@ def kernelbench_procedure(torch, ref_src: str, new_src: str | None, device, corr
         seeds = [torch.randint(0, 2 ** 32 - 1, (1,)).item() for _ in range(correct_trials)]
         passed = 0
         for seed in seeds:
-            _seed(torch, seed)
+            set_seed(torch, seed)
             inputs = _inputs_on(torch, ctx, device)
             out = original(*inputs)
             torch.cuda.synchronize(device=device)
@@ -199,7 +195,7 @@ def kernelbench_procedure(torch, ref_src: str, new_src: str | None, device, corr
             torch.cuda.synchronize(device=device)
             passed += out.shape == out_new.shape and torch.allclose(out, out_new, atol=1e-2, rtol=1e-2)
             del inputs, out, out_new
-        _seed(torch, 42)
+        set_seed(torch, 42)
         inputs = _inputs_on(torch, ctx, device)
         if passed == correct_trials:
             _timing(torch, custom, inputs, device, perf_trials)

@@ -57,8 +57,11 @@ def run(argv: list[str], log: Path) -> None:
 
 
 def bootstrap(values: list[float], resamples: int = 4000, seed: int = 0) -> dict:
+    """The mean of `values` with a 95 % percentile bootstrap interval; Nones for no values."""
     rng = random.Random(seed)
     n = len(values)
+    if not n:
+        return {"mean": None, "lo": None, "hi": None, "n": 0}
     means = sorted(sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
     return {"mean": sum(values) / n, "lo": means[int(0.025 * resamples)], "hi": means[int(0.975 * resamples) - 1],
             "n": n}

@@ -13,24 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-COMPILED = ("not_executed", "correct", "incorrect", "runtime_error", "timeout")
-
-
-def bootstrap(values: list[float], resamples: int = 4000, seed: int = 0) -> dict:
-    rng = random.Random(seed)
-    n = len(values)
-    if not n:
-        return {"mean": None, "lo": None, "hi": None, "n": 0}
-    means = sorted(sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
-    return {"mean": sum(values) / n, "lo": means[int(0.025 * resamples)], "hi": means[int(0.975 * resamples) - 1],
-            "n": n}
-
+from benchmarks.learning_cpu import COMPILED, bootstrap  # noqa: E402  (after the path)
 
 def second_turn(rows: list[dict]) -> dict:
     """Turn 1 against turn 2 over the samples that have both (rows: task, sample, turn (0-based), verdict)."""

@@ -230,7 +230,7 @@ def test_a_reused_pid_does_not_keep_a_dead_holders_reservation(tmp_path):
 
 
 def test_zero_size_outputs_have_a_signed_sum_of_zero():
-    from pipeline.evaluation.timing.timed_rounds import signed_sum
+    from pipeline.evaluation.timing.checksums import signed_sum
     assert float(signed_sum(torch.zeros(0), torch.ones(0))) == 0.0
 
 

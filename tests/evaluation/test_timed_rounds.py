@@ -254,11 +254,11 @@ def test_work_left_running_by_the_candidate_is_its_own_fault():
 
 
 def test_checksums_inside_the_window_pass_honest_outputs_and_fail_placeholders():
-    from pipeline.evaluation.timing.timed_rounds import Checksums, _secret_signs
+    from pipeline.evaluation.timing.checksums import Checksums, secret_signs
     _, group, cd, _ = make(lambda n, x, y: saxpy(x, y))
     fresh = [cd.fresh(k) for k in range(3)]
     expected = [{1: saxpy(f[0], f[1])} for f in fresh]
-    signs = _secret_signs(group, cd, [1])
+    signs = secret_signs(group, cd, [1])
     sums = Checksums(group, cd, [0, 1, 2], expected, signs)
     for k in range(3):
         group.buffers[cd.slots[k][1]].view.copy_(expected[k][1] * (1 + 5e-6))  # within rtol 1e-5
@@ -293,12 +293,12 @@ def test_an_honest_candidates_times_are_its_own_events_once_the_trusted_clock_al
 
 
 def test_the_signed_sum_repeats_its_weights_and_equals_the_plain_sum():
-    from pipeline.evaluation.timing import timed_rounds
+    from pipeline.evaluation.timing import checksums
     g = torch.Generator().manual_seed(3)
     flat = torch.randn(10 * 7 + 3, generator=g, dtype=torch.float64)
     signs = (torch.randint(0, 2, (7,), generator=g) * 2 - 1).float()
     plain = float((flat * signs.double().repeat(11)[:flat.numel()]).sum())
-    assert float(timed_rounds.signed_sum(flat, signs, torch.float64)) == pytest.approx(plain, abs=1e-9)
+    assert float(checksums.signed_sum(flat, signs, torch.float64)) == pytest.approx(plain, abs=1e-9)
 
 
 def test_the_calibration_writes_the_outputs_bytes_and_its_own_gpu_time_is_not_overhead():
@@ -464,9 +464,10 @@ def test_the_called_slots_and_the_decoys_change_places_every_round():
 def test_the_in_window_checksum_holds_outputs_whose_reference_has_an_inf():
     """An Inf or NaN in an expected output leaves that element out of the in-window sums, not the output:
     outputs still poisoned at "done" fail the window, the right ones (the Inf included) pass it."""
-    from pipeline.evaluation.timing.timed_rounds import Checksums, _out_positions, _secret_signs
+    from pipeline.evaluation.timing.checksums import Checksums, secret_signs
+    from pipeline.evaluation.timing.timed_rounds import _out_positions
     ev, group, cd, child = make(lambda n, x, y: None)
-    signs = _secret_signs(group, cd, _out_positions(group, cd))
+    signs = secret_signs(group, cd, _out_positions(group, cd))
     slots, expected = [0, 1, 2], []
     for k in slots:
         y = torch.rand(group.buffers[cd.slots[k][1]].view.numel())

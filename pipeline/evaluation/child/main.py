@@ -344,7 +344,6 @@ def serve(rin, wout) -> None:
                     driver.synchronize()
                 if not slots:  # an empty or calibration batch (trusted children only)
                     calibration_batch(msg, marks)
-                driver.synchronize()
                 failed = [r for r in rets if r]
                 send({"ok": not failed, "error": f"launch returned {failed[0]}" if failed else "",
                       "events_ms": sum(driver.elapsed_ms(s, e) for s, e in marks),

@@ -74,6 +74,7 @@ from pipeline.evaluation.checks.reference import (
 from pipeline.evaluation.child.outcome import Stop, child_failure, judge_reply
 from pipeline.evaluation.child.sandbox import ChildFailed
 from pipeline.evaluation.harness import EvaluatorParts
+from pipeline.evaluation.timing.checksums import Checksums, secret_signs
 
 
 class Times:
@@ -349,7 +350,7 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
     dests = output_copy_buffers(group, cd) if fmt == "kernelbench" else None
     reference, compiled = cd.run_reference, cd.run_compiled
     n_calls = 1
-    signs = _secret_signs(group, cd, outs)
+    signs = secret_signs(group, cd, outs)
     deadline = time.perf_counter() + cfg.timing_budget_s
     rounds = busy = 0
     claims, trusted, overheads = [], [], []  # per call, ms, of the timed rounds; overhead seconds per batch
@@ -529,105 +530,6 @@ def _idle_without(ev: EvaluatorParts, child) -> bool:
             return True
         time.sleep(0.05)
     return False
-
-
-SIGN_PERIOD = 1 << 22  # secret weights repeat with this period, so they stay small beside outputs of many GiB
-
-
-def _secret_signs(group: GroupData, cd: ConfigData, outs: list[int]) -> dict:
-    """Random +-1 weights per output (at most SIGN_PERIOD of them, repeated), made here and never mapped
-    into any child."""
-    import torch
-    gen = torch.Generator(device=group.buffers[cd.buffers[outs[0]]].view.device) if outs else None
-    if gen is not None:
-        gen.manual_seed(secrets.randbits(62))
-    return {j: (torch.randint(0, 2, (min(group.buffers[cd.buffers[j]].view.numel(), SIGN_PERIOD),), generator=gen,
-                              device=gen.device, dtype=torch.float32) * 2 - 1) for j in outs}
-
-
-def signed_sum(flat, signs, dtype=None, finite_only: bool = False):
-    """sum_i flat[i] * signs[i mod len(signs)], computed a period at a time (in `dtype`, default float32);
-    with `finite_only`, Inf and NaN elements count as 0."""
-    import torch
-    dtype = dtype or torch.float32
-    if finite_only:
-        return _signed_sum(flat, signs, dtype, lambda part: torch.nan_to_num(part.to(dtype), 0.0, 0.0, 0.0))
-    return _signed_sum(flat, signs, dtype, lambda part: part.to(dtype))
-
-
-def _signed_sum(flat, signs, dtype, convert):
-    import torch
-    w, period, n = signs.to(dtype), signs.numel(), flat.numel()
-    if n == 0:
-        return torch.zeros((), dtype=dtype, device=flat.device)
-    whole = n // period
-    total = torch.zeros((), dtype=dtype, device=flat.device)
-    rows = flat[:whole * period].reshape(whole, period)
-    step = max(1, (1 << 25) // period)  # rows per step: the converted copy stays near 1 GiB at float64
-    for r in range(0, whole, step):
-        total = total + (convert(rows[r:r + step]) @ w).sum()
-    if n > whole * period:
-        total = total + convert(flat[whole * period:]) @ w[:n - whole * period]
-    return total
-
-
-class Checksums:
-    """Inside the timed window, right after "done": a secret signed sum of every slot's outputs against
-    the same sum of the expected outputs, within the tolerance summed over the elements (so an output
-    that passes the element-wise check always passes this). A child that answers "done" before its
-    work is written, or writes placeholders first and the results later, fails it; one reduction per
-    output and a single synchronisation keep it short; the calibration batch runs it too, so its cost is
-    part of the overhead taken off."""
-
-    def __init__(self, group: GroupData, cd: ConfigData, slots: list[int], expected: list[dict], signs: dict):
-        import torch
-
-        from pipeline.evaluation.checks.fused_check import COMPARE_CHUNK
-        tol = cd.tolerance(group.task.tolerance)
-        self.views, targets, bounds = [], [], []
-        outputs, rows = [], []  # every expected output's statistics on the device, read back at once
-        for k, want in zip(slots, expected):
-            for j, ref in want.items():
-                flat = ref.reshape(-1)
-                zero = torch.zeros((), dtype=torch.float64, device=flat.device)
-                nonfinite, absum, sq = zero.clone(), zero.clone(), zero.clone()
-                for a in range(0, flat.numel(), COMPARE_CHUNK):  # float64 statistics a chunk at a time
-                    part = flat[a:a + COMPARE_CHUNK].double()
-                    finite = torch.isfinite(part)
-                    nonfinite = nonfinite + (~finite).sum()
-                    part = torch.where(finite, part, 0.0)  # an Inf or NaN expected: left out, on both sides
-                    absum = absum + part.abs().sum()
-                    sq = sq + (part * part).sum()
-                # with Inf and NaN counted as 0: where the expected output has none, the same sum as without
-                rows.append(torch.stack([nonfinite, absum, sq, signed_sum(flat, signs[j], torch.float64, True)]))
-                outputs.append((k, j, flat.numel()))
-        table = torch.stack(rows).to("cpu", copy=True).tolist() if rows else []  # the one wait
-        for (k, j, n), (nonfinite, absum, sq, target) in zip(outputs, table):
-            if not math.isfinite(absum + sq):  # sums past float64: no sum can hold them; the full
-                continue                       # comparison after the batch checks the output
-            finite_only = nonfinite > 0
-            rms = (sq / n) ** 0.5 if n else 0.0
-            self.views.append((group.buffers[cd.slots[k][j]].view.reshape(-1), signs[j], finite_only))
-            targets.append(target)
-            slack = 4e-7 * (math.log2(max(n, 2)) + 1) * (absum + 1.0)  # fp32 reduction rounding
-            bounds.append(tol.rtol * absum + (tol.atol * rms + tol.atol_abs) * n + slack)
-        self.targets, self.bounds = torch.tensor(targets, dtype=torch.float64), torch.tensor(bounds, dtype=torch.float64)
-
-    def _sums(self):
-        import torch
-        return torch.stack([signed_sum(v, w, finite_only=f) for v, w, f in self.views]).double().cpu()
-
-    def hold(self) -> bool:
-        if not self.views:
-            return True
-        ok = (self._sums() - self.targets).abs() <= self.bounds  # negated bound: NaN fails
-        return bool(ok.all())
-
-    def cost_s(self) -> float:
-        """Seconds the check takes on outputs already in place (taken off the candidate's window)."""
-        t0 = time.perf_counter()
-        self.hold()
-        return time.perf_counter() - t0
 
 
 BASELINE_DRIFT = 0.02  # bracket: start and end baseline times further apart than this fall back to alternation
