@@ -199,10 +199,10 @@ for step in $steps; do printf '%-10s %s\n' "$step" "${status[$step]}"; done
 [ -f "$OUT/bench.log" ] && tail -14 "$OUT/bench.log"
 [ -f "$OUT/structure.log" ] && tail -30 "$OUT/structure.log"
 [ -f "$OUT/generation.log" ] && grep -E "tokens/s|wrote|Error" "$OUT/generation.log" | tail -8
-[ -f "$OUT/train.log" ] && grep -E "^step |Error|error:|run directory" "$OUT/train.log" | tail -12
+[ -f "$OUT/train.log" ] && grep -E "^ *step |Error|error:|files in" "$OUT/train.log" | tail -12
 [ -f "$OUT/sft.log" ] && grep -E "^sft|Error|error:" "$OUT/sft.log" | tail -8
 [ -f "$OUT/runs/sft_h200/sft/sft_summary.json" ] && head -c 1500 "$OUT/runs/sft_h200/sft/sft_summary.json" && echo
-[ -f "$OUT/train_sft.log" ] && grep -E "^step |Error|error:|verdicts" "$OUT/train_sft.log" | tail -12
+[ -f "$OUT/train_sft.log" ] && grep -E "^ *step |Error|error:|verdicts" "$OUT/train_sft.log" | tail -12
 [ -f "$OUT/measure_summary.log" ] && tail -20 "$OUT/measure_summary.log"
 [ -f "$OUT/sft_bench.log" ] && tail -8 "$OUT/sft_bench.log"
 [ -f "$OUT/bounded_sandbox.log" ] && grep -E "passed|failed|FAILED|Error|assert" "$OUT/bounded_sandbox.log" | tail -12

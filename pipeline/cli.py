@@ -74,6 +74,17 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:  # the one catch: every command's user errors end here
         print(f"cudaperf {args.command}: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `cudaperf config | head`: the reader left; stop quietly, as Unix tools do
+        return pipe_closed()
+
+
+def pipe_closed() -> int:
+    """Exit status 141 (a SIGPIPE's) after the reader of stdout left, with stdout pointed at /dev/null so
+    that Python's flush at exit raises nothing more."""
+    import os
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 141
 
 
 if __name__ == "__main__":

@@ -126,3 +126,58 @@ def test_without_nvcc_allow_unbuilt_gives_unbuilt_and_never_says_compiles(capsys
     out = capsys.readouterr().out
     assert rc == 0
     assert "verdict   unbuilt" in out and "compiles" not in out and "not built" in out
+
+
+# --- where a bad value came from, how to list the valid ones, exit codes a script can use --------------------
+def test_a_bad_value_names_its_source_file_or_command_line(capsys, tmp_path):
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text("rl:\n  clip_eps: high\n")
+    rc, err = run_cli(["config", "--config", str(cfg), "train.steps=many"], capsys)
+    assert rc == 2
+    assert f"'rl.clip_eps' = 'high'" in err and f"(in {cfg})" in err.split("'rl.clip_eps'")[1].splitlines()[0]
+    assert "(from the command line)" in err.split("'train.steps'")[1].splitlines()[0]
+    assert "cudaperf config --describe" in err
+
+
+def test_config_given_a_directory_says_so_and_names_a_file_in_it(capsys, tmp_path):
+    (tmp_path / "mine.yaml").write_text("{}\n")
+    rc, err = run_cli(["config", "--config", str(tmp_path)], capsys)
+    assert rc == 2
+    assert_one_line(err, "cudaperf config: ", f"--config {tmp_path} is a directory")
+    assert "mine.yaml" in err and "does not exist" not in err
+
+
+def test_unknown_task_says_how_to_list_every_task(capsys, tmp_path):
+    rc, err = run_cli(["eval", "c2cuda/saxpyy", _candidate_file(tmp_path)], capsys)
+    assert rc == 2
+    assert_one_line(err, "cudaperf eval: ", "did you mean 'c2cuda/saxpy'?")
+    assert "softmax" not in err and "cudaperf eval --list-tasks" in err
+    from pipeline.cli import main
+    assert main(["eval", "--list-tasks"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert any(line.split() == ["c2cuda/saxpy", "c2cuda"] for line in listed) and len(listed) >= 20
+
+
+def test_eval_check_gives_a_nonzero_status_for_a_verdict_other_than_correct(capsys, tmp_path):
+    from pipeline.cli import main
+    argv = ["eval", "c2cuda/saxpy", _candidate_file(tmp_path), f"compile.cache_dir={tmp_path}/c",
+            "eval.result_cache_dir=", "eval.gpus=0"]
+    assert main(argv) == 0  # judged: 0 without --check, whatever the verdict
+    out = capsys.readouterr().out
+    assert "verdict   compile_error" in out
+    assert main(argv + ["--check"]) == 1
+    assert main(argv + ["--check", "--json"]) == 1
+
+
+def test_a_closed_pipe_ends_quietly_with_status_141():
+    import subprocess
+    import sys
+    proc = subprocess.run(f"{sys.executable} -m pipeline.cli config --describe | head -1", shell=True,
+                          capture_output=True, text=True, executable="/bin/bash")
+    assert proc.stdout.count("\n") == 1
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+    for _ in range(3):  # the writer's status, when the reader left before it finished
+        proc = subprocess.run(f"{sys.executable} -m pipeline.cli config --describe | (exit 0); "
+                              "echo ${PIPESTATUS[0]}", shell=True, capture_output=True, text=True,
+                              executable="/bin/bash")
+        assert proc.stdout.strip() in ("0", "141") and "Traceback" not in proc.stderr, proc.stderr

@@ -1,6 +1,9 @@
-"""`cudaperf eval TASK CANDIDATE [--json]`: one candidate through the evaluator, in this process. The verdict line
-(and `task_note` in the JSON) says when the degeneracy registry marks the task degenerate, or does not vouch for it:
-a lazy kernel could be called correct there."""
+"""`cudaperf eval TASK CANDIDATE [--json] [--check]`: one candidate through the evaluator, in this process. The verdict
+line (and `task_note` in the JSON) says when the degeneracy registry marks the task degenerate, or does not vouch for
+it: a lazy kernel could be called correct there. `cudaperf eval --list-tasks` lists the built-in task ids.
+
+Exit status (EXIT_CODES): 0 the candidate was judged (with --check: and its verdict is `correct`); 1 with --check,
+any other verdict; 2 a user error (bad task, candidate file or config); 141 the output pipe was closed."""
 from __future__ import annotations
 
 import argparse
@@ -10,14 +13,30 @@ from pipeline.core.config import add_config_option, load_config
 from pipeline.core.errors import UserError
 
 HELP = "evaluate one candidate against one task"
+EXIT_CODES = {0: "the candidate was judged (with --check: its verdict is correct)",
+              1: "with --check: the verdict is not correct (the verdict line or the JSON says which)",
+              2: "a user error: the task, the candidate file or the configuration (one line on stderr)",
+              141: "the output pipe closed before everything was printed (for example `| head`)"}
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
     p = add_config_option(commands.add_parser("eval", help=HELP, description=HELP))
-    p.add_argument("task", help="task YAML, KernelBench problem .py, or built-in id such as c2cuda/saxpy")
-    p.add_argument("candidate", help="candidate file: .cu (c2cuda or light format) or .py (KernelBench ModelNew)")
+    p.add_argument("task", nargs="?", help="task YAML, KernelBench problem .py, or built-in id such as c2cuda/saxpy")
+    p.add_argument("candidate", nargs="?",
+                   help="candidate file: .cu (c2cuda or light format) or .py (KernelBench ModelNew)")
     p.add_argument("--json", action="store_true", help="print the EvalResult as JSON")
+    p.add_argument("--check", action="store_true", help="exit 1 unless the verdict is correct (for scripts and CI)")
+    p.add_argument("--list-tasks", action="store_true", help="list the built-in task ids and exit")
+    p.epilog = (p.epilog or "") + " Exit status: " + "; ".join(f"{k} {v}" for k, v in EXIT_CODES.items()) + "."
     return p
+
+
+def list_tasks() -> int:
+    """Every built-in task id with its kind, one per line."""
+    from pipeline.tasks import load_tasks
+    for t in sorted(load_tasks("builtin"), key=lambda t: t.id):
+        print(f"{t.id:<32} {t.kind}")
+    return 0
 
 
 def candidate_file_problem(path_arg: str) -> str:
@@ -68,10 +87,20 @@ def verdict_line(result, note: str) -> str:
     return line + (f" ({note})" if note else "")
 
 
+def exit_status(result, check: bool) -> int:
+    """EXIT_CODES for a judged candidate."""
+    return 1 if check and result.verdict != "correct" else 0
+
+
 def run(args, open_cluster=None) -> int:
     from pipeline.evaluation.evaluator import Evaluator
     from pipeline.evaluation.feedback import format_feedback
     from pipeline.tasks import load_candidate_file, load_task_arg
+    if args.list_tasks:
+        return list_tasks()
+    if not args.task or not args.candidate:
+        raise UserError("eval needs a TASK and a CANDIDATE file, as in `cudaperf eval c2cuda/saxpy answer.cu`; "
+                        "`cudaperf eval --list-tasks` lists the built-in task ids")
     cfg = load_config(args.config, args.overrides)
     problem = candidate_file_problem(args.candidate)
     if problem:
@@ -90,7 +119,7 @@ def run(args, open_cluster=None) -> int:
     if args.json:
         import json
         print(json.dumps({**json.loads(result.model_dump_json()), "task_note": note}, indent=2))
-        return 0
+        return exit_status(result, args.check)
     print(f"task      {task.id}  ({task.kind}, {cand.format} candidate)")
     print(verdict_line(result, note))
     for c in result.configs:
@@ -108,4 +137,4 @@ def run(args, open_cluster=None) -> int:
         print(f"speedup   {result.speedup:.3f}x")
     print("stages    " + ", ".join(f"{k} {v:.2f}s" for k, v in result.stage_s.items()))
     print("\nfeedback message:\n" + format_feedback(result))
-    return 0
+    return exit_status(result, args.check)

@@ -15,10 +15,10 @@ resumed steps repeat the original run's metrics exactly.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 from pathlib import Path
 
+from pipeline.commands.program import program_name
 from pipeline.core.config import ConfigError, add_config_option, load_config
 from pipeline.core.errors import UserError
 
@@ -79,28 +79,23 @@ def run(args, open_cluster) -> int:
     from pipeline.rollout.tiny_model import resolve_model_path
     resolve_model_path(cfg.model)  # a bad model.path is the user's to fix, said before Ray starts
     rows = run_training(cfg, run_dir, open_cluster(cfg, cpus_needed(cfg)), resume)
-    for row in rows:
-        print(step_line(row))
-    if rows:
-        last = rows[-1]
-        keys = [k for k in sorted(last) if k.split("/")[0] in ("reward", "correct", "speedup", "busy", "learner")
-                or k in ("step", "rollout/turns_used_mean")]
-        print(json.dumps({k: (None if last[k] != last[k] else last[k]) for k in keys}, indent=1))
-    print(run_summary(rows, run_dir, next_commands(cfg, run_dir, args.config, overrides)))
-    print(f"run directory: {run_dir}")
+    print(run_summary(rows, run_dir, next_commands(cfg, run_dir, args.config, overrides, program_name()),
+                      details=[step_line(row) for row in rows], samples_per_step=cfg.train.samples_per_step))
     return 0
 
 
-def next_commands(cfg, run_dir: Path, config_path: str | None, overrides: list[str] = ()) -> list[str]:
-    """What to run after this training run; a resume repeats the run's config and overrides."""
+def next_commands(cfg, run_dir: Path, config_path: str | None, overrides: list[str] = (),
+                  program: str = "cudaperf") -> list[str]:
+    """What to run after this training run, each line pasteable as printed (`program`: how to call cudaperf
+    from here, commands/program.py); a resume repeats the run's config and overrides. Comments follow '#'."""
     from pipeline.rl.tracking import latest_checkpoint
     out = []
     if latest_checkpoint(run_dir) is not None:
-        config = f" --config {config_path}" if config_path else ""
+        config = f" --config {shlex.quote(config_path)}" if config_path else ""
         kept = "".join(f" {shlex.quote(o)}" for o in overrides if not o.startswith("train.steps="))
-        out.append(f"cudaperf train{config} --resume {run_dir}{kept} train.steps={cfg.train.steps + 5}"
-                   "   (five more steps)")
+        out.append(f"{program} train{config} --resume {shlex.quote(str(run_dir))}{kept} "
+                   f"train.steps={cfg.train.steps + 5}   # five more steps")
     if cfg.eval.gpus == 0:
-        out.append("on a GPU host: cudaperf train --config configs/h200.yaml   (real verdicts and speedups)")
-    out.append("cudaperf bench --help   (score a policy or a directory of answers on KernelBench or the test split)")
+        out.append(f"{program} train --config configs/h200.yaml   # on a GPU host: real verdicts and speedups")
+    out.append(f"{program} bench --help   # score a policy or a directory of answers on KernelBench or the test split")
     return out

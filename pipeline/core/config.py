@@ -570,6 +570,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     raw: dict = {}
     if path is not None:
         p = Path(path)
+        if p.is_dir():
+            yamls = sorted(q.name for q in p.glob("*.yaml"))[:6]
+            raise ConfigError(f"--config {p} is a directory; pass one YAML file in it"
+                              + (f" (such as {p / yamls[0]}; it holds {', '.join(yamls)})" if yamls else
+                                 ", such as configs/local.yaml"))
         if not p.is_file():
             raise ConfigError(f"config file '{p}' does not exist; pass a path such as configs/local.yaml")
         try:
@@ -582,9 +587,24 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     try:
         return RunConfig.model_validate(raw)
     except ValidationError as e:
-        where = f" in {path}" if path else ""
-        lines = [f"  - {describe_error(err, RunConfig)}" for err in e.errors()]
-        raise ConfigError(f"{len(lines)} problem(s) in the configuration{where}:\n" + "\n".join(lines)) from None
+        given = override_keys(overrides or [])
+        lines = [f"  - {describe_error(err, RunConfig)} ({error_source(err, given, path)})" for err in e.errors()]
+        raise ConfigError(f"{len(lines)} problem(s) in the configuration:\n" + "\n".join(lines)
+                          + "\nevery key, its default and meaning: cudaperf config --describe") from None
+
+
+def override_keys(overrides: list[str]) -> set[tuple[str, ...]]:
+    """The dotted keys the command line set (`a.b=1` gives ('a', 'b'))."""
+    return {tuple(item.split("=", 1)[0].strip().split(".")) for item in overrides if "=" in item}
+
+
+def error_source(err: dict, given: set[tuple[str, ...]], path) -> str:
+    """Where the value of one pydantic error came from: the command line (an override of that key or a
+    section above it), the config file, or the defaults."""
+    loc = tuple(str(p) for p in err["loc"])
+    if any(loc[:len(k)] == k or k[:len(loc)] == loc for k in given):
+        return "from the command line"
+    return f"in {path}" if path else "in the defaults"
 
 
 def describe_schema(model: type[BaseModel] = RunConfig, prefix: str = "") -> list[str]:

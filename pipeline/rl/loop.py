@@ -189,7 +189,7 @@ def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, l
             outcomes = [o for o in everything if o.trajectory.task_id not in held_ids]
             episodes = score(outcomes, cfg, actors, step_tasks)
             samples.write_episodes(step + 1, outcomes, episodes)
-            metrics = rollout_metrics(outcomes, episodes)
+            metrics = {**rollout_metrics(outcomes, episodes), "tasks": [t.id for t in step_tasks]}
             if held:  # the live evaluation: scored like the step's own episodes, never trained on
                 live_outcomes = [o for o in everything if o.trajectory.task_id in held_ids]
                 metrics.update({f"live/{k}": v for k, v in

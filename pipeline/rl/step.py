@@ -93,6 +93,14 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
+def _std(values: Sequence[float]) -> float:
+    """Population standard deviation (nan without values)."""
+    if not values:
+        return float("nan")
+    m = _mean(values)
+    return math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
+
+
 def rollout_metrics(outcomes: Sequence[EpisodeOutcome], episodes: Sequence[ScoredEpisode]) -> dict[str, float]:
     """Reward, correctness, speedup and turn statistics of one step (episodes scored by prepare_step)."""
     trajectories = [e.trajectory for e in episodes]
@@ -113,6 +121,7 @@ def rollout_metrics(outcomes: Sequence[EpisodeOutcome], episodes: Sequence[Score
         "rollout/logprob_mean": _mean([lp for t in turns for lp in t.logprobs]),
         "rollout/truncated_fraction": _mean([float(t.finish_reason == "length") for t in turns]),
         "reward/turn_mean": _mean([t.reward for t in scored]),
+        "reward/turn_std": _std([t.reward for t in scored]),
         "reward/episode_mean": _mean(episode_returns),
         "reward/final_turn_mean": _mean([t.reward for t in finals]),
         "reward/advantage_abs_mean": _mean([abs(t.advantage) for t in scored]),

@@ -156,36 +156,100 @@ def curve_panels(rows: list[dict]) -> tuple[tuple[str, str], ...]:
             ("verdicts", "verdict mix"), ("rollout/turns_used_mean", "turns used per episode"))
 
 
+def proportion_interval(fraction: float, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a fraction of `n` turns (scipy's binomtest); (nan, nan) without turns."""
+    from scipy.stats import binomtest
+    if not n or fraction != fraction:
+        return float("nan"), float("nan")
+    ci = binomtest(int(round(fraction * n)), int(n)).proportion_ci(confidence_level=level, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def mean_interval(mean: float, std: float, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Student-t interval of a mean of `n` values with standard deviation `std` (population form, as
+    rollout_metrics gives it); (mean, mean) with fewer than two values or no std."""
+    from scipy.stats import t
+    if n < 2 or std != std or mean != mean:
+        return mean, mean
+    half = t.ppf(0.5 + level / 2, n - 1) * std * math.sqrt(n / (n - 1)) / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def step_tasks_text(rows: list[dict], width: int = 150) -> str:
+    """'tasks: step 1 saxpy, dot; step 2 ...' for the steps whose tasks differ from the step before ('' when the
+    rows name no tasks)."""
+    import textwrap
+    parts, before = [], None
+    for r in rows:
+        tasks = r.get("tasks")
+        if tasks and tasks != before:
+            parts.append(f"step {r['step']} " + ", ".join(str(t).split("/")[-1] for t in tasks))
+        before = tasks or before
+    return textwrap.fill("tasks: " + "; ".join(parts), width) if parts else ""
+
+
 def plot_metrics(run_dir: str | Path) -> Path:
     """Draw the run's curves per step into training_curves.png: reward, correctness, speedup and turns used
     when candidates ran on a GPU; on a CPU, where nothing runs, what a CPU can see instead: reward, the
-    compiled rate and the verdict mix. Busy fractions in both."""
+    compiled rate and the verdict mix. Busy fractions in both. Each mean and rate has its 95 % interval
+    (from the step's number of turns, written in the title); rates span 0 to 1, every axis holds 0, steps are
+    whole numbers, and the tasks of each step are written below when they change."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     rows = read_metrics(run_dir)
     panels = curve_panels(rows)
-    fig, axes = plt.subplots(1, len(panels) + 1, figsize=(4 * (len(panels) + 1), 3.2))
+    tasks_text = step_tasks_text(rows)
+    fig, axes = plt.subplots(1, len(panels) + 1, figsize=(4 * (len(panels) + 1), 3.4 + 0.25 * tasks_text.count("\n")
+                                                          + (0.4 if tasks_text else 0)))
     steps = [r["step"] for r in rows]
+    turns = [int(r.get("rollout/turns", 0)) for r in rows]
+    nan = float("nan")
+
+    def rate(ax, values, **kw):
+        lo_hi = [proportion_interval(v, n) for v, n in zip(values, turns)]
+        line, = ax.plot(steps, values, marker=".", **kw)
+        ax.fill_between(steps, [a for a, _ in lo_hi], [b for _, b in lo_hi], alpha=0.2, color=line.get_color())
+        ax.set_ylim(0, 1.02)
+
     for ax, (key, title) in zip(axes, panels):
         if key == "compiled":
-            ax.plot(steps, [r.get("verdict/not_executed", 0.0) for r in rows], marker=".")
+            rate(ax, [r.get("verdict/not_executed", 0.0) for r in rows])
         elif key == "verdicts":
             for v in CPU_VERDICTS:
-                ax.plot(steps, [r.get(f"verdict/{v}", 0.0) for r in rows], marker=".", label=v)
+                if any(r.get(f"verdict/{v}", 0.0) for r in rows):
+                    rate(ax, [r.get(f"verdict/{v}", 0.0) for r in rows], label=v)
             ax.legend(fontsize=7)
+        elif key == "correct/turn_fraction":
+            rate(ax, [r.get(key, nan) for r in rows])
         else:
-            ax.plot(steps, [r.get(key) if r.get(key) is not None else float("nan") for r in rows], marker=".")
-        ax.set_title(title, fontsize=9)
+            values = [r.get(key) if r.get(key) is not None else nan for r in rows]
+            ax.plot(steps, values, marker=".")
+            if key == "reward/turn_mean":
+                ci = [mean_interval(v, r.get("reward/turn_std", nan), n) for v, r, n in zip(values, rows, turns)]
+                ax.fill_between(steps, [a for a, _ in ci], [b for _, b in ci], alpha=0.2)
+                ax.axhline(0, color="grey", lw=0.6)
+            if key.startswith("speedup/"):
+                ax.axhline(1, color="grey", lw=0.6, ls="--")
+            low, high = ax.get_ylim()
+            ax.set_ylim(min(0, low), max(0, high))
+        n_text = f"n = {min(turns)}-{max(turns)} turns/step" if turns and min(turns) != max(turns) else \
+            f"n = {turns[0] if turns else 0} turns/step"
+        ax.set_title(f"{title}\n({n_text}, 95 % interval)" if key != "rollout/turns_used_mean" else title, fontsize=9)
         ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for role in ("generator", "evaluator", "learner"):
-        axes[-1].plot(steps, [r.get(f"busy/{role}", float("nan")) for r in rows], marker=".", label=role)
+        axes[-1].plot(steps, [r.get(f"busy/{role}", nan) for r in rows], marker=".", label=role)
     axes[-1].set_title("busy fraction", fontsize=9)
     axes[-1].set_ylim(0, 1.05)
     axes[-1].legend(fontsize=7)
     axes[-1].set_xlabel("step")
-    fig.tight_layout()
+    axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
+    if tasks_text:
+        fig.text(0.01, 0.01, tasks_text, fontsize=7, va="bottom", ha="left")
+    fig.tight_layout(rect=(0, 0.06 + 0.03 * tasks_text.count("\n") if tasks_text else 0, 1, 1))
     out = Path(run_dir) / PLOT_FILE
     fig.savefig(out, dpi=90)
     plt.close(fig)
@@ -212,9 +276,10 @@ class WandbLog:
         self.run = wandb.init(project=project, name=name, id=run_id, resume="allow", mode=mode, dir=str(run_dir),
                               config=config, settings=wandb.Settings(silent=True, console="off"))
 
-    def log(self, step: int, metrics: dict[str, float]) -> None:
+    def log(self, step: int, metrics: dict) -> None:
+        """The step's numbers (a row's other entries, such as its task ids, stay in metrics.jsonl)."""
         if self.run is not None:
-            self.run.log(metrics, step=step)
+            self.run.log({k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=step)
 
     def close(self) -> None:
         if self.run is not None:
@@ -289,10 +354,11 @@ class StatusLine:
         self.done("ready" if exc_type is None else f"stopped ({exc_type.__name__})")
 
 
-def run_summary(rows: list[dict], run_dir: Path, next_commands: list[str]) -> str:
+def run_summary(rows: list[dict], run_dir: Path, next_commands: list[str], details: list[str] = (),
+                samples_per_step: int | None = None) -> str:
     """What a finished run did, for the user who just ran it: the verdict mix of each step, whether
-    rewards varied within groups (and so whether anything was learned), where the files are, and what
-    to try next."""
+    rewards varied within groups (and so whether anything was learned), then `details` (a line per step),
+    where the files are and what each holds, and what to try next (last, to paste)."""
     lines = [f"summary of {len(rows)} step(s):"]
     varied = False
     for row in rows:
@@ -310,8 +376,12 @@ def run_summary(rows: list[dict], run_dir: Path, next_commands: list[str]) -> st
     if rows and not varied:
         lines.append("  every group's rewards were equal, so every advantage was 0 and the update changed nothing: "
                      "the policy needs a warm start that writes answers of the task's shape (cudaperf sft)")
-    files = [(run_dir / METRICS_FILE, "metrics per step"), (run_dir / SAMPLES_FILE, "what the policy wrote"),
+    if details:
+        lines += ["details per step:"] + [f"  {d}" for d in details]
+    written = (f"what the policy wrote, the first {samples_per_step} episodes of each step "
+               "(train.samples_per_step)" if samples_per_step is not None else "what the policy wrote")
+    files = [(run_dir / METRICS_FILE, "metrics per step (every figure)"), (run_dir / SAMPLES_FILE, written),
              (run_dir / PLOT_FILE, "training curves"), (run_dir / "checkpoints", "checkpoints (--resume)")]
-    lines += [f"  {desc}: {path}" for path, desc in files if path.exists()]
+    lines += [f"files in {run_dir}:"] + [f"  {desc}: {path}" for path, desc in files if path.exists()]
     lines += [f"  next: {c}" for c in next_commands]
     return "\n".join(lines)

@@ -184,10 +184,15 @@ def load_task_arg(arg: str | Path) -> Task:
     builtin = {t.id: t for t in load_tasks("builtin")}
     if str(arg) in builtin:
         return builtin[str(arg)]
-    close = difflib.get_close_matches(str(arg), list(builtin), n=3, cutoff=0.4)
-    hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else \
-        f"built-in ids: {', '.join(sorted(builtin))}"
-    raise TaskError(f"task '{arg}' is neither an existing file nor a built-in task id; {hint}")
+    by_name = {}  # 'saxpy' for 'c2cuda/saxpy': a slip in the name part is matched on the name
+    for task_id in builtin:
+        by_name.setdefault(task_id.split("/")[-1], []).append(task_id)
+    close = difflib.get_close_matches(str(arg), list(builtin), n=3, cutoff=0.75)
+    close += [i for n in difflib.get_close_matches(str(arg).split("/")[-1], list(by_name), n=3, cutoff=0.75)
+              for i in by_name[n] if i not in close]
+    hint = f"did you mean {' or '.join(repr(c) for c in close[:3])}? " if close else ""
+    raise TaskError(f"task '{arg}' is neither an existing file nor a built-in task id; {hint}"
+                    "`cudaperf eval --list-tasks` lists every built-in id")
 
 
 def load_candidate_file(path: str | Path, task: Task, turn: int = 0) -> Candidate:

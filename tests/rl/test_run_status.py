@@ -45,7 +45,8 @@ def test_summary_of_a_run_that_learned_nothing(tmp_path: Path):
     text = run_summary([_row(1, {"format_error": 16}, 0.0, 0.0)], tmp_path, ["cudaperf bench --help"])
     assert "step 1: 16 candidates: format_error 16; rewards all equal within every group; loss 0" in text
     assert "every advantage was 0" in text and "cudaperf sft" in text
-    assert f"metrics per step: {tmp_path / METRICS_FILE}" in text and "training curves" not in text  # only files there
+    assert f"metrics per step (every figure): {tmp_path / METRICS_FILE}" in text
+    assert "training curves" not in text  # only files there
     assert text.splitlines()[-1] == "  next: cudaperf bench --help"
 
 
@@ -69,4 +70,31 @@ def test_start_up_and_next_steps_in_words(tmp_path: Path):
     assert cmds[0].startswith(f"cudaperf train --config configs/local.yaml --resume {tmp_path} 'run.name=my run' "
                               "train.steps=8")  # the run's own overrides repeated, its step count raised
     assert any("configs/h200.yaml" in c for c in cmds)
-    assert not next_commands(cfg, tmp_path / "empty", None)[0].startswith("cudaperf train --")
+    assert not any("--resume" in c for c in next_commands(cfg, tmp_path / "empty", None))
+    venv = next_commands(cfg, tmp_path, "configs/local.yaml", [], program=".venv/bin/cudaperf")
+    assert all(c.startswith(".venv/bin/cudaperf ") for c in venv)  # pasteable where cudaperf is not on PATH
+
+
+def test_summary_comes_first_then_details_files_and_hints_last(tmp_path: Path):
+    (tmp_path / "samples.jsonl").write_text("{}\n")
+    text = run_summary([_row(1, {"not_executed": 16}, 0.3, 0.02)], tmp_path, ["cudaperf bench --help"],
+                       details=["step 1: reward 0.1"], samples_per_step=4)
+    lines = text.splitlines()
+    assert lines[0] == "summary of 1 step(s):"
+    assert lines.index("details per step:") < lines.index(f"files in {tmp_path}:")
+    assert "the first 4 episodes of each step (train.samples_per_step)" in text  # what samples.jsonl holds
+    assert lines[-1] == "  next: cudaperf bench --help"
+
+
+def test_program_name_is_what_the_user_can_paste(tmp_path: Path, monkeypatch):
+    from pipeline.commands.program import program_name
+    script = tmp_path / ".venv/bin/cudaperf"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # not on PATH: the path the user ran, from where they are
+    assert program_name(str(script), cwd=tmp_path) == ".venv/bin/cudaperf"
+    monkeypatch.setenv("PATH", f"{script.parent}:/usr/bin:/bin")  # on PATH: the bare name
+    assert program_name(str(script), cwd=tmp_path) == "cudaperf"
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert program_name("-m", cwd=tmp_path).endswith(" -m pipeline.cli")  # python -m pipeline.cli
