@@ -1,5 +1,5 @@
 """cudaperf: multi-turn RL for CUDA kernel generation on Ray (see README.md)."""
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 
 # The offline ranker trains and serves on CPU (pipeline/ranker/): LightGBM for the pairwise trees,
 # scipy for the sparse code vectors, and the offline all-MiniLM-L6-v2 encoder (83.5 MB, CPU only).
@@ -10,7 +10,10 @@ setup(
     version="0.1.0",
     description="Multi-turn RL with structural and performance aware rewards for CUDA kernels, on Ray",
     python_requires=">=3.10",
-    packages=find_packages(include=["pipeline", "pipeline.*", "actors", "actors.*"]),
+    # namespace packages: the data folders under pipeline/assets are packages too, so setuptools ships them
+    # without a warning per folder
+    packages=find_namespace_packages(include=["pipeline", "pipeline.*", "actors", "actors.*"],
+                                     exclude=["*.__pycache__"]),
     # every file the code reads at run time (tests/test_wheel.py builds the wheel and checks from outside the checkout)
     package_data={"pipeline": ["assets/*", "assets/**/*",  # the shipped data and model (pipeline/core/assets.py)
                                "evaluation/checks/fused_check.c", "evaluation/checks/fused_check.cu",
