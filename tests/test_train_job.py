@@ -69,6 +69,14 @@ def test_ray_job_submit_runs_the_tiny_training(tmp_path):
         rows = [json.loads(line) for line in (tmp_path / "job" / "metrics.jsonl").read_text().splitlines()]
         assert [r["step"] for r in rows] == [1] and rows[0]["rollout/episodes"] == 2
         assert (tmp_path / "job" / "checkpoints" / "step_000001" / "hf" / "config.json").is_file()
+        # a job whose actors do not fit the head's 6 CPUs (8 compilers) stops within a minute and says why
+        t0 = time.monotonic()
+        job = submit_when_ready(dashboard, train.replace("compile.workers=1", "compile.workers=8 run.name=big "
+                                                         "cluster.start_timeout_s=15"), env)
+        out = job.stdout + job.stderr
+        assert job.returncode != 0 and "the cluster cannot start" in out and "--num-cpus" in out, out[-4000:]
+        assert "Traceback" not in out.split("the cluster cannot start")[0][-2000:]
+        assert time.monotonic() - t0 < 150
     finally:
         head.terminate()
         try:

@@ -492,6 +492,9 @@ class ClusterSection(Section):
                                   "learner ranks anywhere")
     compiler_resource: str = Field("compiler_node", description="custom resource of the compile nodes; '' places "
                                    "compilers anywhere")
+    start_timeout_s: float = Field(60.0, gt=0, description="seconds a job's actors may wait for resources the "
+                                   "cluster does not have free before the job stops and says what is missing "
+                                   "(actors slow to load are waited for)")
 
 
 class RunConfig(Section):
