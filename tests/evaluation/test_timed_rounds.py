@@ -18,6 +18,37 @@ from pipeline.tasks import load_tasks
 N = 1000
 
 
+class VirtualTime:
+    """A clock that moves only when something sleeps: the scripted children's and the fake driver's sleeps are the
+    "kernels", so every time these tests compare is exact whatever else the host is doing. Stands in for the
+    `time` module of the timing code and of this file."""
+
+    def __init__(self):
+        self.now, self.tick = 1000.0, 0.0  # tick: seconds each reading adds (for tests that count every part)
+
+    def perf_counter(self):
+        self.now += self.tick
+        return self.now
+
+    monotonic = perf_counter
+
+    def sleep(self, seconds):
+        self.now += max(float(seconds), 0.0)
+
+    def __getattr__(self, name):  # time.time() and the rest: the real module
+        return getattr(time, name)
+
+
+@pytest.fixture(autouse=True)
+def virtual_time(monkeypatch):
+    import sys
+    from pipeline.evaluation.timing import checksums, statistics, timed_rounds
+    clock = VirtualTime()
+    for module in (timed_rounds, statistics, checksums, sys.modules[__name__]):
+        monkeypatch.setattr(module, "time", clock)
+    return clock
+
+
 class FakeDriver:
     """Memsets and syncs on CPU tensors registered by pointer; `busy_s` makes the probe slow."""
 
@@ -153,7 +184,8 @@ def test_the_candidate_is_frozen_outside_its_own_batches():
     assert seen and all(seen) and not child.frozen  # frozen while inputs are made, thawed at the end
 
 
-def test_the_rounds_wall_time_is_broken_down_into_its_parts():
+def test_the_rounds_wall_time_is_broken_down_into_its_parts(virtual_time):
+    virtual_time.tick = 1e-6  # every part takes some time
     ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002)
     t0 = time.perf_counter()
     times = time_config(ev, group, 0, cd, child, "c2cuda")
@@ -597,10 +629,11 @@ def _lock_state(lock) -> str:
             return "exclusive"
 
 
-def test_the_gpu_is_taken_alone_only_for_what_is_timed(tmp_path, monkeypatch):
+def test_the_gpu_is_taken_alone_only_for_what_is_timed(tmp_path, monkeypatch, virtual_time):
     """Windows (baseline, calibration, the candidate's batch) under the exclusive lock; the round's input draws
     and checks under the shared one, beside other evaluators' work; the lock free once the rounds end, and the
     evaluator's GPU work done each time a turn passes."""
+    virtual_time.tick = 1e-6  # waiting for the lock takes some time
     from pipeline.evaluation.timing import timed_rounds
     from pipeline.evaluation.gpu.lock import GpuLock
     seen: dict[str, set] = {"window": set(), "inputs": set(), "check": set()}
