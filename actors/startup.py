@@ -36,9 +36,10 @@ def pending_demand() -> tuple[list[str], dict[str, float]] | None:
     process yet (waiting for resources, not constructing), or None when Ray's state API cannot say (no dashboard)."""
     try:
         from ray.util.state import list_actors
-        job = ray.get_runtime_context().get_job_id()
-        pending = list_actors(filters=[("state", "=", "PENDING_CREATION"), ("job_id", "=", job)], detail=True,
-                              raise_on_missing_output=False, timeout=10)
+        context = ray.get_runtime_context()
+        pending = list_actors(address=context.gcs_address,  # this job's cluster, when a host runs several
+                              filters=[("state", "=", "PENDING_CREATION"), ("job_id", "=", context.get_job_id())],
+                              detail=True, raise_on_missing_output=False, timeout=10)
     except Exception:  # the state API needs the dashboard, which a plain local ray.init may not start
         return None
     pending = [a for a in pending if not a.pid]  # the others have a process: their constructor is running

@@ -103,16 +103,45 @@ def agreement(ours: float | None, theirs: float | None, tolerance: float = TOLER
     return ratio, abs(ratio - 1.0) <= tolerance
 
 
+def median_speedup(row: dict) -> float | None:
+    """KernelBench's speedup from the medians of its trials instead of their means (a few slow trials, such as
+    those of a host busy with builds, move a mean of 200 trials of 20 us by tens of percent)."""
+    kb = row.get("kernelbench") or {}
+    try:
+        return kb["reference"]["median_ms"] / kb["answer"]["median_ms"]
+    except (KeyError, TypeError, ZeroDivisionError):
+        return None
+
+
 def summarize(rows: list[dict], tolerance: float = TOLERANCE) -> dict:
-    """How many rows agree, the rank correlation over the rows with both speedups, and each row outside."""
+    """How many rows agree, the rank correlation over the rows with both speedups, and each row outside; the
+    same against KernelBench's speedup from medians (`*_median`)."""
     both = [r for r in rows if r.get("speedup_ours") and r.get("speedup_kernelbench")]
     outside = [{"answer": r["answer"], "sizes": r["sizes"], "ratio": r.get("ratio"),
                 "why": r.get("error") or r.get("verdict") or "outside the tolerance"}
                for r in rows if not r.get("within")]
+    correct = [r for r in both if r.get("verdict") == "correct" and median_speedup(r)]
     return {"rows": len(rows), "with_both_speedups": len(both), "within": sum(bool(r.get("within")) for r in rows),
             "tolerance": tolerance, "goal_rank_correlation": RANK_GOAL,
             "spearman": spearman([r["speedup_ours"] for r in both], [r["speedup_kernelbench"] for r in both]),
+            "within_median": sum(agreement(r["speedup_ours"], median_speedup(r), tolerance)[1] for r in correct),
+            "spearman_median": spearman([r["speedup_ours"] for r in correct], [median_speedup(r) for r in correct]),
             "outside": outside}
+
+
+def merge(paths: list[str], tolerance: float = TOLERANCE) -> dict:
+    """The rows of several runs (calls of one session on one card) in one report: a later file's row replaces an
+    earlier one of the same answer and sizes; the summary is made again over all of them."""
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    by_key: dict[tuple, dict] = {}
+    for run in runs:
+        for row in run["rows"]:
+            if "error" in row and (row["answer"], row["sizes"]) in by_key:
+                continue  # a row that did not run does not replace one that did
+            by_key[(row["answer"], row["sizes"])] = row
+    rows = list(by_key.values())
+    return {**{k: v for k, v in runs[0].items() if k not in ("rows", "summary", "command")},
+            "commands": [r.get("command") for r in runs], "rows": rows, "summary": summarize(rows, tolerance)}
 
 
 def kernelbench_stats(times_ms: list[float]) -> dict:
@@ -251,8 +280,16 @@ def main(argv: list[str]) -> int:
     p.add_argument("--memory", action="store_true", help="also sample the device's used memory during our evaluation "
                    "(a thread reading it every 5 ms, which can perturb host-bound timings: off for agreement runs)")
     p.add_argument("--out", default="kernelbench_agreement.json")
+    p.add_argument("--merge", nargs="+", metavar="JSON", help="only merge these runs' JSON into --out (no GPU)")
     p.add_argument("overrides", nargs="*", help="configuration overrides (key=value)")
     args = p.parse_args(argv)
+    if args.merge:
+        merged = merge(args.merge, args.tolerance)
+        Path(args.out).write_text(json.dumps(merged, indent=1))
+        s = merged["summary"]
+        print(f"agreement: {s['within']} of {s['rows']} within {args.tolerance:.0%}, Spearman {s['spearman']}; "
+              f"against KernelBench's medians: {s['within_median']}, Spearman {s['spearman_median']}")
+        return 0
 
     import torch
     if not torch.cuda.is_available():

@@ -1,6 +1,7 @@
 """The GPU scripts benchmarks/kernelbench_baseline.py and kernelbench_memory.py on CPU: --help, and
 their pure helpers (ratio summary, timing statistics, size ranking on the meta device)."""
 import itertools
+import json
 import math
 from pathlib import Path
 from types import SimpleNamespace
@@ -152,6 +153,28 @@ def test_spearman_and_agreement_summary(agreement):
     assert [(o["answer"], o["why"]) for o in s["outside"]] == [("b", "correct"), ("d", "RuntimeError: out of memory")]
     text = agreement.table(rows)
     assert "level" not in text.splitlines()[0] and len(text.splitlines()) == 5 and "out of memory" in text
+
+
+def test_runs_merge_into_one_report_with_the_median_figures_beside(agreement, tmp_path, capsys):
+    def row(answer, ours, ref_mean, ref_median, ans=1.0, error=None):
+        r = {"answer": answer, "sizes": "original", "speedup_ours": ours, "verdict": "correct",
+             "kernelbench": {"reference": {"mean_ms": ref_mean, "median_ms": ref_median},
+                             "answer": {"mean_ms": ans, "median_ms": ans}}, "speedup_kernelbench": ref_mean / ans}
+        r["ratio"], r["within"] = agreement.agreement(ours, r["speedup_kernelbench"])
+        return {"answer": answer, "sizes": "original", "error": error, "within": False} if error else r
+    first = {"device": "H100", "command": "one", "rows": [row("a", 1.0, 2.5, 1.0), row("b", 2.0, 2.0, 2.0)]}
+    second = {"device": "H100", "command": "two", "rows": [row("a", 0, 0, 0, error="budget"), row("c", 3.0, 3.0, 3.1)]}
+    paths = []
+    for k, run in enumerate((first, second)):
+        paths.append(tmp_path / f"{k}.json")
+        paths[-1].write_text(json.dumps(run))
+    assert agreement.main(["--kernelbench-dir", "x", "--merge", *map(str, paths), "--out", str(tmp_path / "m.json")]) == 0
+    merged = json.loads((tmp_path / "m.json").read_text())
+    assert [r["answer"] for r in merged["rows"]] == ["a", "b", "c"] and merged["commands"] == ["one", "two"]
+    assert "error" not in merged["rows"][0]  # a row that did not run keeps the one that did
+    s = merged["summary"]
+    assert s["within"] == 2 and s["within_median"] == 3  # a's mean is off by an outlier, its median agrees
+    assert "against KernelBench's medians: 3" in capsys.readouterr().out
 
 
 def test_kernelbench_side_times_each_part_on_the_same_inputs(agreement):

@@ -19,7 +19,14 @@ def test_the_sentence_names_the_actors_what_is_short_and_the_fixes():
 @pytest.fixture(scope="module")
 def one_cpu_ray():
     import ray
-    ray.init(num_cpus=1, include_dashboard=True, log_to_driver=False)
+    from pipeline.rl.distributed import free_port
+    # the state API lives in the dashboard: a port of its own, so that another Ray on this host cannot hold it
+    ray.init(num_cpus=1, include_dashboard=True, dashboard_port=free_port(), log_to_driver=False)
+    from actors.startup import pending_demand
+    deadline = time.monotonic() + 60
+    while pending_demand() is None and time.monotonic() < deadline:
+        time.sleep(1)  # the dashboard answers a few seconds after ray.init on a loaded host
+    assert pending_demand() is not None, "Ray's state API did not answer within 60 s"
     yield ray
     ray.shutdown()
 
