@@ -33,6 +33,7 @@ setup(
         "wandb>=0.19",
         "rich>=13",
         "matplotlib>=3.8",
+        "scipy>=1.11",  # the training curves' intervals (Wilson, Student's t); the ranker's sparse vectors
     ],
     extras_require={
         # torch itself is installed by install.sh (the CPU build, 2.13.0) or is already on GPU hosts.
