@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline.core.config import add_config_option, describe_schema, load_config
+from pipeline.core.config import RunConfig, add_config_option, load_config
+from pipeline.core.config_messages import describe_schema
 
 HELP = "print the resolved configuration"
 
@@ -17,7 +18,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
 def run(args, open_cluster=None) -> int:
     cfg = load_config(args.config, args.overrides)
     if args.describe:
-        print("\n".join(describe_schema()))
+        print("\n".join(describe_schema(RunConfig)))
     else:
         import yaml
         print(yaml.safe_dump(cfg.model_dump(), sort_keys=False))

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from pipeline.core.config_messages import describe_error
+from pipeline.core.config_messages import describe_error, error_source, override_keys
 from pipeline.core.errors import UserError
 
 
@@ -594,30 +594,3 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         lines = [f"  - {describe_error(err, RunConfig)} ({error_source(err, given, path)})" for err in e.errors()]
         raise ConfigError(f"{len(lines)} problem(s) in the configuration:\n" + "\n".join(lines)
                           + "\nevery key, its default and meaning: cudaperf config --describe") from None
-
-
-def override_keys(overrides: list[str]) -> set[tuple[str, ...]]:
-    """The dotted keys the command line set (`a.b=1` gives ('a', 'b'))."""
-    return {tuple(item.split("=", 1)[0].strip().split(".")) for item in overrides if "=" in item}
-
-
-def error_source(err: dict, given: set[tuple[str, ...]], path) -> str:
-    """Where the value of one pydantic error came from: the command line (an override of that key or a
-    section above it), the config file, or the defaults."""
-    loc = tuple(str(p) for p in err["loc"])
-    if any(loc[:len(k)] == k or k[:len(loc)] == loc for k in given):
-        return "from the command line"
-    return f"in {path}" if path else "in the defaults"
-
-
-def describe_schema(model: type[BaseModel] = RunConfig, prefix: str = "") -> list[str]:
-    """One line per field: dotted key, default and description (for `cudaperf config --describe`)."""
-    lines = []
-    for name, field in model.model_fields.items():
-        ann = field.annotation
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
-            lines += describe_schema(ann, f"{prefix}{name}.")
-        else:
-            default = field.default_factory() if field.default_factory else field.default
-            lines.append(f"{prefix}{name} = {default!r}  # {field.description}")
-    return lines

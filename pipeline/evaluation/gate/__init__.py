@@ -27,12 +27,8 @@ from pipeline.evaluation import light_abi
 from pipeline.evaluation.gate.cuda import finding, scan_cuda
 from pipeline.evaluation.gate.source_text import compiler_text, unreadable, unreadable_findings
 from pipeline.evaluation.gate.profile import PROFILES, GateProfile, gate_profile
-from pipeline.evaluation.gate.python import (
-    DynamicCode,
-    check_python,
-    evaluated_load_inline_calls,
-    import_aliases,
-)
+from pipeline.evaluation.gate.python import check_python, import_aliases
+from pipeline.evaluation.gate.python_inline import DynamicCode, evaluated_load_inline_calls
 from pipeline.evaluation.gate.python_names import ADVICE, LOAD_INLINE, rule_finding
 
 __all__ = ["ADVICE", "LOAD_INLINE", "MAX_CANDIDATE_BYTES", "PROFILES", "GateProfile", "check_candidate",
