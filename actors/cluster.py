@@ -101,6 +101,13 @@ class TaskStream:
             self.reader.consumed(row)
         return out
 
+    def close(self) -> None:
+        """End the epoch's Ray Data iterator now (it reports to Ray as it ends); the reader keeps its position."""
+        close = getattr(self._rows, "close", None)  # a generator over the dataset's rows
+        if close is not None:
+            close()
+        self._rows = None
+
 
 class Training:
     """The actors of one RL run, as the step loop (pipeline/rl/loop.py) sees them:

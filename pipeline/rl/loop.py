@@ -227,6 +227,7 @@ def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, l
     finally:
         bar.close()
         wandb.close()
+        stream.close()  # while Ray is up: a stream left open is finalised at exit, after Ray, with a traceback
     return rows
 
 
