@@ -382,6 +382,6 @@ def run_summary(rows: list[dict], run_dir: Path, next_commands: list[str], detai
                "(train.samples_per_step)" if samples_per_step is not None else "what the policy wrote")
     files = [(run_dir / METRICS_FILE, "metrics per step (every figure)"), (run_dir / SAMPLES_FILE, written),
              (run_dir / PLOT_FILE, "training curves"), (run_dir / "checkpoints", "checkpoints (--resume)")]
-    lines += [f"files in {run_dir}:"] + [f"  {desc}: {path}" for path, desc in files if path.exists()]
+    lines += [f"files in {Path(run_dir).resolve()}:"] + [f"  {desc}: {path}" for path, desc in files if path.exists()]
     lines += [f"  next: {c}" for c in next_commands]
     return "\n".join(lines)
