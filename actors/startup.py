@@ -49,11 +49,16 @@ def pending_demand() -> tuple[list[str], dict[str, float]] | None:
     return [a.class_name.rsplit(".", 1)[-1] for a in pending], dict(demand)
 
 
+def shortfall(demand: dict[str, float], free: dict[str, float]) -> dict[str, float]:
+    """What `demand` needs beyond what is `free`, per resource ({} when it fits)."""
+    return {k: v - free.get(k, 0.0) for k, v in demand.items() if v > free.get(k, 0.0) + 1e-9}
+
+
 def shortfall_sentence(classes: list[str], demand: dict[str, float], free: dict[str, float],
                        total: dict[str, float]) -> str:
     """The one sentence of ClusterTooSmall: which actors wait, for what, what the cluster has, and the fixes."""
     counts = ", ".join(f"{n} {name}" for name, n in sorted(Counter(classes).items()))
-    missing = {k: v - free.get(k, 0.0) for k, v in demand.items() if v > free.get(k, 0.0) + 1e-9}
+    missing = shortfall(demand, free)
     return (f"the cluster cannot start {len(classes)} of this job's actors ({counts}): they need "
             f"{_round(demand)} and the cluster has {_round(free)} free of {_round(total)} in all, "
             f"{_round(missing) or 'nothing'} short; {FIXES}")
@@ -68,6 +73,6 @@ def wait_started(refs: list, timeout_s: float, poll_s: float = 2.0) -> None:
         _, refs = ray.wait(refs, num_returns=len(refs), timeout=poll_s)
         if refs and time.monotonic() > deadline:
             found, free = pending_demand(), ray.available_resources()
-            if found and any(v > free.get(k, 0.0) + 1e-9 for k, v in found[1].items()):
+            if found and shortfall(found[1], free):
                 raise ClusterTooSmall(shortfall_sentence(*found, free, ray.cluster_resources()))
             deadline = time.monotonic() + timeout_s  # slow to start, not short of resources: keep waiting

@@ -18,6 +18,7 @@ of the role never idled.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -95,10 +96,7 @@ def _mean(values: Sequence[float]) -> float:
 
 def _std(values: Sequence[float]) -> float:
     """Population standard deviation (nan without values)."""
-    if not values:
-        return float("nan")
-    m = _mean(values)
-    return math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
+    return statistics.pstdev(values) if values else float("nan")
 
 
 def rollout_metrics(outcomes: Sequence[EpisodeOutcome], episodes: Sequence[ScoredEpisode]) -> dict[str, float]:
