@@ -1,4 +1,4 @@
-"""Stage 1: the offline pairwise ranker of CUDA programs (DESIGN.md, "Offline ranking").
+"""Stage 1: the offline pairwise ranker of CUDA programs (docs/ranker.md).
 
 - `features`: the allow-list of pre-run features (never a time), task features, the feature cache.
 - `dataset`: implementations with code, features and measured times (measured Parquet, or the

@@ -5,7 +5,7 @@ of pipeline/structure, possibly with keys added after timing), the Task, or a CU
 analyse here with nvcc. Out: a fixed-length float vector over `FEATURE_NAMES` (NaN = missing),
 and, for sources, the features dict computed once and cached on disk by a hash of the source.
 
-The ranker must judge a program only by what exists before it runs (DESIGN.md, "Reward"), so
+The ranker must judge a program only by what exists before it runs (docs/protocol.md, "Reward"), so
 the features it reads are an explicit allow-list, not "everything but": a key added later
 (`roofline.fraction`, written by the evaluator after timing; Nsight Compute metrics; anything
 measured) is never read, because it is not on the list. The module refuses at import a list

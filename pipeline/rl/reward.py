@@ -5,7 +5,7 @@ is on, the ranker's preference for the candidate over the task's baseline implem
 Out: `(reward, terms)`, where `terms` holds every component (they sum to `reward`), for logging.
 Touches nothing else; no state.
 
-The rules (DESIGN.md, "Reward"):
+The rules (docs/protocol.md, "Reward"):
 - a hard failure earns its configured value and nothing else: format_error, compile_error,
   runtime_error, timeout, incorrect, rejected (a caught hack; the config checks it is the lowest
   reward any candidate can earn);

@@ -1,4 +1,4 @@
-"""Structural analysis of CUDA kernels (DESIGN.md, evaluation step 6), plain Python without Ray.
+"""Structural analysis of CUDA kernels (docs/protocol.md, step 6), plain Python without Ray.
 
 - `ptxas`: the ptxas resource report (registers, shared memory, spills, stack, barriers).
 - `resources`: that report made by the trusted side's own ptxas/cuobjdump run on a build.

@@ -1,4 +1,4 @@
-"""The static gate: reject reward hacks before anything compiles or runs (DESIGN.md, evaluation step 1).
+"""The static gate: reject reward hacks before anything compiles or runs (docs/protocol.md, step 1).
 
     check_candidate(candidate, task, profile) -> list[Finding]   # severity "error" means rejected
     extract_load_inline(py_source) -> list[dict]                 # what the compile step builds
