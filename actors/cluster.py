@@ -35,6 +35,7 @@ from actors.task_stream import task_dataset
 from pipeline.core.config import RunConfig
 from pipeline.core.errors import UserError
 from pipeline.core.lost_work import ItemFailed
+from pipeline.core.node_roles import NODE_ROLES
 from pipeline.rl.distributed import COLLECTIVE_ENV
 
 
@@ -59,9 +60,10 @@ def start_ray(cpus_needed: int, num_gpus: int | None = None) -> None:
 
 @dataclass(frozen=True)
 class RoleActors:
-    """The actor class of each role. A run gets the real ones; a simulation of the cluster passes stand-ins
-    with the same methods (benchmarks/sim/roles.py). No config key selects them: only code that makes a
-    `Cluster` itself can, and the CLI passes none."""
+    """The actor class of each role of NODE_ROLES (pipeline/core/node_roles.py; a test keeps the two alike). A
+    run gets the real ones; a simulation of the cluster passes stand-ins with the same methods
+    (benchmarks/sim/roles.py). No config key selects them: only code that makes a `Cluster` itself can, and the
+    CLI passes none."""
     generator: type = GeneratorActor
     evaluator: type = EvaluatorActor
     compiler: type = CompilerActor
@@ -113,7 +115,8 @@ class Training:
     """The actors of one RL run, as the step loop (pipeline/rl/loop.py) sees them:
     `generation` and `evaluation` WorkQueues, `waiter` (one wait over both), `generation_slots`, `learners` (a LearnerGroup:
     submit_train/finish_train/busy_s/save/load/size), `sync_weights(version)`, `weight_version`,
-    `ranker_preferences(items)` (None without the ranker term), `restarts()`, `sizes`."""
+    `ranker_preferences(items)` (None without the ranker term), `restarts()`, `sizes` (actors per role of NODE_ROLES),
+    `compile_s()` (the compile workers' busy seconds so far)."""
 
     def __init__(self, cfg: RunConfig, model_path: str | Path, evaluator_gpus: int, placement: RolePlacement,
                  roles: RoleActors):
@@ -151,7 +154,7 @@ class Training:
                                               cfg.compile.candidates_per_call)
         self.generation_slots = self.generators.size
         self.sizes = {"generator": self.generators.size, "evaluator": self.evaluators.size,
-                      "learner": self.learners.size}
+                      "learner": self.learners.size, "compiler": self.compilers.size}
         self.ranker_preferences = self._preferences if self._ranker is not None else None
 
     def wait_ready(self) -> None:
@@ -185,6 +188,10 @@ class Training:
 
     def restarts(self) -> int:
         return sum(p.restarts for p in self._pools)
+
+    def compile_s(self) -> float:
+        """Seconds the compile workers spent on the candidates this run sent them, so far (their busy time)."""
+        return self.evaluation.compile_s
 
     def close(self) -> None:
         for pool in self._pools:
@@ -263,7 +270,7 @@ class Cluster:
     @contextmanager
     def training(self, model_path: str | Path) -> Iterator[Training]:
         """The actors of one RL run (`Training`); every one ends on exit."""
-        placement = self.placement(("generator", "evaluator", "learner", "compiler"))
+        placement = self.placement(tuple(NODE_ROLES))
         training = Training(self.cfg, model_path, self.evaluator_gpus(placement), placement, self.roles)
         try:
             yield training

@@ -80,9 +80,12 @@ class CompilerActor:
         """Compile one candidate for its task and check what was built (bounded.checked_build: the gate and the
         artefact check each in a worker with OS limits), so that the evaluator's serial CPU work is only reading
         the findings; failures are a verdict in the result, not an exception. The result carries its artefact
-        files, so an evaluator on another node can use it."""
+        files, so an evaluator on another node can use it, and the seconds this worker spent on it (`worker_s`:
+        the compilers' busy time)."""
         from pipeline.evaluation.bounded import checked_build
-        return checked_build(self._compiler, candidate, task, self._profile, self._limits).packed()
+        t0 = time.perf_counter()
+        packed = checked_build(self._compiler, candidate, task, self._profile, self._limits).packed()
+        return packed.model_copy(update={"worker_s": time.perf_counter() - t0})
 
     def ping(self) -> str:
         """Liveness check: answers once the constructor has finished."""
@@ -191,7 +194,7 @@ class CompileThenEvaluate:
     A part is measured like a group (its own inputs and baseline), so parts are made only when a GPU is idle.
     A candidate whose compile was lost on every retry is compiled by the evaluator itself; a part lost on every
     retry stands as `ItemFailed` in its candidates' places (the whole group as one `ItemFailed` when it was one
-    part)."""
+    part). `compile_s`: the compile workers' seconds (each result's `worker_s`) over every compile taken in so far."""
 
     def __init__(self, compilers: SupervisedPool, evaluators: SupervisedPool, waiter: Any = None,
                  candidates_per_call: int = 1):
@@ -207,6 +210,7 @@ class CompileThenEvaluate:
         self._done: deque[tuple[int, Any]] = deque()
         self._with_ready: dict[int, None] = {}  # tickets of groups holding compiled candidates not yet handed over
         self.parts_split = 0  # groups' parts handed over before the group had compiled (for tests and logs)
+        self.compile_s = 0.0  # the compilers' busy seconds: the training loop's busy/compiler
 
     def submit(self, task, candidates: list) -> int:
         ticket, self._next = self._next, self._next + 1
@@ -244,6 +248,8 @@ class CompileThenEvaluate:
 
     def _compiled(self, ticket: int, indices: list[int], value: Any) -> None:
         group = self._groups[ticket]
+        if not isinstance(value, ItemFailed):
+            self.compile_s += sum(c.worker_s for c in value)
         for j, index in enumerate(indices):  # a call lost on every retry: the evaluator compiles those itself
             group.compiled[index] = None if isinstance(value, ItemFailed) else value[j]
         group.missing -= len(indices)

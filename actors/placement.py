@@ -1,7 +1,8 @@
 """Roles on their node types: each role's actors go to the nodes that offer its custom resource.
 
 `cluster.yaml` gives each node type a custom resource (generator_node, evaluator_node, learner_node,
-compiler_node); the `cluster` config section names them. `RolePlacement.of(cfg)` reads what the running
+compiler_node); the `cluster` config section names them. The roles and the config field of each role's
+resource come from the table of node roles (pipeline/core/node_roles.py). `RolePlacement.of(cfg)` reads what the running
 cluster offers (its live nodes, and the node types its autoscaler may start) and decides per role:
 - pinned: the role's actors ask for a sliver of its resource (`AFFINITY`): a label, not a count; GPUs
   and CPUs still do the counting, so the resource's amount on a node need not match anything;
@@ -18,8 +19,8 @@ import ray
 
 from pipeline.core.config import RunConfig
 from pipeline.core.errors import UserError
+from pipeline.core.node_roles import NODE_ROLES, config_value
 
-ROLES = ("generator", "evaluator", "learner", "compiler")
 AFFINITY = 0.001  # what an actor asks of its role's resource: any node offering it has room for 1000 actors
 
 
@@ -45,17 +46,19 @@ def offered_node_types() -> list[dict[str, float]]:
 
 @dataclass(frozen=True)
 class RolePlacement:
-    """Per role, the custom resource its actors ask for (None: anywhere)."""
-    resources: dict[str, str | None] = field(default_factory=lambda: dict.fromkeys(ROLES))
+    """Per role of NODE_ROLES, the custom resource its actors ask for (None: anywhere)."""
+    resources: dict[str, str | None] = field(default_factory=lambda: dict.fromkeys(NODE_ROLES))
 
     @classmethod
-    def of(cls, cfg: RunConfig, roles: tuple[str, ...] = ROLES, gpus_per_actor: dict[str, float] | None = None,
+    def of(cls, cfg: RunConfig, roles: tuple[str, ...] | None = None, gpus_per_actor: dict[str, float] | None = None,
            node_types: list[dict[str, float]] | None = None) -> RolePlacement:
-        """The placement of `cfg.cluster` for the `roles` a job starts, on the running cluster (or on
-        `node_types`, for tests). `gpus_per_actor`: what one actor of each role asks for, checked against
-        the GPUs of its nodes."""
+        """The placement of `cfg.cluster` for the `roles` a job starts (None: every role of NODE_ROLES), on the
+        running cluster (or on `node_types`, for tests). `gpus_per_actor`: what one actor of each role asks
+        for, checked against the GPUs of its nodes."""
         cc = cfg.cluster
-        names = {role: getattr(cc, f"{role}_resource") or None for role in roles}
+        roles = tuple(NODE_ROLES) if roles is None else roles
+        resource_fields = {role: NODE_ROLES[role].resource_field for role in roles}
+        names = {role: config_value(cfg, path) or None for role, path in resource_fields.items()}
         if cc.pin_roles == "never":
             return cls()
         types = offered_node_types() if node_types is None else node_types
@@ -68,15 +71,15 @@ class RolePlacement:
             hosts = [t for t in types if t.get(name, 0) > 0]
             if not hosts:
                 raise PlacementError(f"no node of this cluster offers the resource '{name}' that "
-                                     f"cluster.{role}_resource names for the {role}s; add a node type with "
-                                     f"resources: {{{name}: N}} to cluster.yaml, or set cluster.{role}_resource='' "
+                                     f"{resource_fields[role]} names for the {role}s; add a node type with "
+                                     f"resources: {{{name}: N}} to cluster.yaml, or set {resource_fields[role]}='' "
                                      "to place them anywhere")
             need = (gpus_per_actor or {}).get(role, 0.0)
             if need > max(t.get("GPU", 0.0) for t in hosts):
                 raise PlacementError(f"each {role} asks for {need:g} GPU(s) but the nodes offering '{name}' have "
                                      f"at most {max(t.get('GPU', 0.0) for t in hosts):g}; give that node type "
                                      f"GPUs, or lower the {role}s' GPU share")
-        return cls({**dict.fromkeys(ROLES), **names})
+        return cls({**dict.fromkeys(NODE_ROLES), **names})
 
     def gpus_of(self, role: str, node_types: list[dict[str, float]] | None = None) -> float | None:
         """GPUs of the live nodes that host `role` when it is pinned (None when it goes anywhere)."""

@@ -164,6 +164,7 @@ def main(argv=None) -> int:
     from actors.cluster import Cluster
     from benchmarks.sim.cluster import simulated_cluster
     from benchmarks.sim.roles import stand_in_roles
+    from pipeline.core.node_roles import timed_roles
     from pipeline.rl.loop import run_training
     import ray
     work = Path(tempfile.mkdtemp(prefix="cudaperf-scale-"))
@@ -184,8 +185,8 @@ def main(argv=None) -> int:
             wall = sum(r["wall_s"] for r in counted)
             rate = cands / wall
             ideal = gpus / EVAL_S
-            busy = {role: round(sum(r.get(f"busy/{role}", 0.0) for r in rows[1:] or rows) / len(rows[1:] or rows), 3)
-                    for role in ("generator", "evaluator", "learner")}
+            busy = {role.name: round(sum(r.get(f"busy/{role.name}", 0.0) for r in rows[1:] or rows)
+                                     / len(rows[1:] or rows), 3) for role in timed_roles()}
             run = {"gpus": gpus, "evaluator_nodes": 4, "compilers": cfg.compile.workers,
                    "generators": cfg.rollout.generator_actors, "candidates_per_step": cands / len(counted),
                    "candidates_per_s": round(rate, 2), "ideal_per_s": ideal, "efficiency": round(rate / ideal, 3),
@@ -232,6 +233,7 @@ def main(argv=None) -> int:
 
 def plot(result: dict, path: Path) -> None:
     import matplotlib
+    from pipeline.core.node_roles import timed_roles
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     runs = result["runs"]
@@ -246,8 +248,8 @@ def plot(result: dict, path: Path) -> None:
     a.set_ylabel("achieved / ideal candidates per s")
     a.set_ylim(0, 1.05)
     a.legend(fontsize=7)
-    for role in ("generator", "evaluator", "learner"):
-        b.plot(g, [r["busy"][role] for r in runs], marker=".", label=role)
+    for role in timed_roles():
+        b.plot(g, [r["busy"][role.name] for r in runs], marker=".", label=role.name)
     b.set_xscale("log", base=2)
     b.set_xlabel("simulated evaluator GPUs")
     b.set_ylabel("busy fraction")

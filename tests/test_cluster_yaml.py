@@ -15,13 +15,17 @@ def validate(cfg: dict) -> None:
 
 
 def test_cluster_yaml_is_valid_and_has_every_role():
+    """Every role of the table of node roles (pipeline/core/node_roles.py) has its node type, offering the
+    resource its config field names by default."""
+    from pipeline.core.config import RunConfig
+    from pipeline.core.node_roles import NODE_ROLES, config_value
     cfg = yaml.safe_load(CLUSTER_YAML.read_text())
     validate(cfg)
     types = cfg["available_node_types"]
-    assert {"generators", "evaluators", "learners", "compilers"} <= set(types)
+    assert {role.node_type for role in NODE_ROLES.values()} <= set(types)
     assert cfg["head_node_type"] in types
-    for role in ("generators", "evaluators", "learners", "compilers"):
-        assert f"{role[:-1]}_node" in types[role]["resources"], role
+    for role in NODE_ROLES.values():
+        assert config_value(RunConfig(), role.resource_field) in types[role.node_type]["resources"], role.name
 
 
 def test_validator_rejects_broken_configs():

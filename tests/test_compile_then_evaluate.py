@@ -3,6 +3,7 @@ goes to an evaluator when its last candidate compiled, or in parts while an eval
 come back whole and in candidate order, and a lost part stands as ItemFailed in its candidates' places only."""
 from __future__ import annotations
 
+import time
 from collections import deque
 
 import pytest
@@ -53,8 +54,13 @@ class Waiter:
             raise TimeoutError
 
 
+class Built(str):
+    """A compile result: its text, and the seconds its worker spent on it, as a real CompileResult's `worker_s`."""
+    worker_s = 0.25
+
+
 def compile_(cands, task):  # compile_group: several candidates of one task per call
-    return [f"built {c}" for c in cands]
+    return [Built(f"built {c}") for c in cands]
 
 
 def evaluate(task, cands, compiled):
@@ -143,3 +149,25 @@ def test_a_compile_call_lost_on_every_retry_leaves_its_candidates_to_the_evaluat
     ticket = queue.submit("task", ["c0", "c1", "c2", "c3"])
     assert queue.next_completed(timeout_s=5) == (ticket, ["result c0", "result c1", "result c2", "result c3"])
     assert sorted(seen, key=str) == sorted([None, None, "built c2", "built c3"], key=str)
+
+
+def test_the_compile_workers_seconds_add_up_for_the_compilers_busy_fraction():
+    lost = ItemFailed(3, "compile_group", 3, "actor died")
+    compilers = Pool(2, lambda cands, task: lost if "c0" in cands else compile_(cands, task))
+    evaluators = Pool(1, lambda task, cands, compiled: [f"result {c}" for c in cands])
+    queue = CompileThenEvaluate(compilers, evaluators, Waiter(compilers, evaluators), candidates_per_call=2)
+    assert queue.compile_s == 0.0
+    queue.submit("task", ["c0", "c1", "c2", "c3", "c4"])
+    queue.next_completed(timeout_s=5)
+    assert queue.compile_s == pytest.approx(3 * Built.worker_s)  # the lost call's two candidates count nothing
+
+
+def test_a_compile_worker_reports_the_seconds_it_spent_on_a_candidate(builtin_tasks, tmp_path):
+    from actors.evaluators import CompilerActor
+    from pipeline.core.config import CompileSection
+    from pipeline.core.records import Candidate
+    task = builtin_tasks["c2cuda/saxpy"]
+    refused = Candidate(task_id=task.id, code='extern "C" void saxpy() { system("id"); }', format="c2cuda")
+    t0 = time.perf_counter()
+    built = CompilerActor(CompileSection(cache_dir=str(tmp_path))).compile(refused, task)  # the shell, without Ray
+    assert not built.ok and 0 < built.worker_s <= time.perf_counter() - t0

@@ -120,7 +120,7 @@ class StandInCompiler(_StandIn):
     def compile(self, candidate, task):
         from pipeline.evaluation.build.compile import CompileResult
         self.busy.work(self.times.compile_s)
-        return CompileResult(ok=True, log="", key=candidate.content_hash())
+        return CompileResult(ok=True, log="", key=candidate.content_hash(), worker_s=self.times.compile_s)
 
     def compile_group(self, candidates, task):
         return [self.compile(c, task) for c in candidates]

@@ -21,6 +21,7 @@ from pathlib import Path
 from pipeline.commands.program import program_name
 from pipeline.core.config import ConfigError, add_config_option, load_config
 from pipeline.core.errors import UserError
+from pipeline.core.node_roles import timed_roles
 
 
 HELP = "multi-turn RL training on Ray"
@@ -51,10 +52,10 @@ def step_line(row: dict) -> str:
     """One line per step: reward, correctness, turns, verdicts, learner loss, busy fractions, time."""
     get = lambda k: row.get(k, float("nan"))
     verdicts = " ".join(f"{k.split('/')[1]}={v:.2f}" for k, v in sorted(row.items()) if k.startswith("verdict/"))
+    busy = " ".join(f"{role.short} {get('busy/' + role.name):.2f}" for role in timed_roles())
     return (f"step {row['step']}: reward {get('reward/turn_mean'):.3f} correct {get('correct/turn_fraction'):.2f} "
             f"turns {get('rollout/turns_used_mean'):.2f} [{verdicts}] loss {get('learner/loss'):.4f} "
-            f"ratio {get('learner/ratio_mean_first'):.4f} busy gen {get('busy/generator'):.2f} "
-            f"eval {get('busy/evaluator'):.2f} learn {get('busy/learner'):.2f} step {get('time/step_s'):.1f}s "
+            f"ratio {get('learner/ratio_mean_first'):.4f} busy {busy} step {get('time/step_s'):.1f}s "
             f"(rollout {get('time/rollout_s'):.1f}s, update {get('learner/update_s'):.1f}s)")
 
 

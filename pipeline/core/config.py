@@ -477,8 +477,8 @@ class RankerSection(Section):
 
 
 class ClusterSection(Section):
-    """Which nodes each role's actors run on: a role goes to the nodes that offer its custom resource
-    (cluster.yaml's node types: generator_node, evaluator_node, learner_node, compiler_node)."""
+    """Which nodes each role's actors run on: a role goes to the nodes that offer its custom resource (one
+    `<role>_resource` field per row of the table of node roles, pipeline/core/node_roles.py)."""
     pin_roles: Literal["auto", "always", "never"] = Field("auto", description="auto: pin each role to its "
                                                           "nodes when the cluster (or its autoscaler) offers any of "
                                                           "the role resources, place anywhere on a plain Ray; always: "

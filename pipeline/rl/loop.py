@@ -181,7 +181,7 @@ def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, l
     pending = None  # (step, rollout metrics, learner refs, tasks position after the step)
     try:
         for step in range(state.step, cfg.train.steps):
-            t0 = time.perf_counter()
+            t0, compile_s0 = time.perf_counter(), actors.compile_s()
             step_tasks = stream.take(cfg.train.tasks_per_step)
             held = live_tasks(live, step, cfg.train.live_eval_tasks) if live is not None else []
             everything, stats = scheduler.run(step_tasks + held, step)  # one rollout: batches are shared
@@ -198,7 +198,8 @@ def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, l
                             "rollout/tokens_generated": float(stats.tokens_generated),
                             "rollout/sequences_per_call": stats.mean_sequences_per_call,
                             "pool/restarts": float(actors.restarts())})
-            busy = {"generator": stats.generation_s, "evaluator": evaluator_busy_s(everything)}
+            busy = {"generator": stats.generation_s, "evaluator": evaluator_busy_s(everything),
+                    "compiler": actors.compile_s() - compile_s0}
             finished = []
             if pending is not None:  # staleness >= 1: the previous step trained while this one rolled out
                 finished.append(finish(pending, actors, state))

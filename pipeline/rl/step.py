@@ -9,11 +9,11 @@ flat dict of metrics (prefix `rollout/`, `reward/`, `busy/`). The outcomes are n
 
 An episode whose generation or evaluation was lost on every retry (stop_reason 'error') has a
 last turn without a result: it is not trained on and is counted in `rollout/lost_episodes`.
-Busy fractions are a role's busy seconds over the step's wall time times its actor count
-(generators: the engines' own generation time; evaluators: the stage times of freshly evaluated
-candidates, not of cached ones; learner:
-the part of the step's window in which an update or a weight export ran), so 1.0 means every actor
-of the role never idled.
+Busy fractions are a role's busy seconds over the step's wall time times its actor count, for every
+timed role of the table of node roles (pipeline/core/node_roles.py; generators: the engines' own
+generation time; evaluators: the stage times of freshly evaluated candidates, not of cached ones;
+learner: the part of the step's window in which an update or a weight export ran; compilers: the
+compile workers' own seconds per candidate), so 1.0 means every actor of the role never idled.
 """
 from __future__ import annotations
 
@@ -24,12 +24,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pipeline.core.config import RewardSection, RLSection
+from pipeline.core.node_roles import timed_roles
 from pipeline.core.records import EvalResult, Task, Trajectory, Turn
 from pipeline.rl.advantages import returns_and_advantages
 from pipeline.rl.reward import TERMS, compute_reward, reward_notes, usable_speedup
 from pipeline.rollout.episodes import EpisodeOutcome
-
-ROLES = ("generator", "evaluator", "learner")
 
 
 @dataclass(frozen=True)
@@ -149,7 +148,15 @@ def rollout_metrics(outcomes: Sequence[EpisodeOutcome], episodes: Sequence[Score
 
 
 def busy_fractions(busy_s: dict[str, float], actors: dict[str, int], wall_s: float) -> dict[str, float]:
-    """`busy/<role>`: busy seconds / (wall seconds x actors of the role), for each role in ROLES."""
+    """`busy/<role>`: busy seconds / (wall seconds x actors of the role), for each timed role of NODE_ROLES.
+    Every timed role must have its busy seconds and its actor count: a role the loop does not measure is a
+    ValueError naming it, never a silent 0."""
     if wall_s <= 0:
         raise ValueError(f"busy_fractions: wall time {wall_s} s must be positive")
-    return {f"busy/{role}": busy_s.get(role, 0.0) / (wall_s * max(actors.get(role, 1), 1)) for role in ROLES}
+    names = [r.name for r in timed_roles()]
+    unmeasured = [n for n in names if n not in busy_s or n not in actors]
+    if unmeasured:
+        raise ValueError(f"busy_fractions: no busy seconds or actor count for the timed role(s) {unmeasured} "
+                         f"(busy seconds of {sorted(busy_s)}, actors of {sorted(actors)}); measure each timed role "
+                         "in pipeline/rl/loop.py or mark it untimed in pipeline/core/node_roles.py")
+    return {f"busy/{n}": busy_s[n] / (wall_s * max(actors[n], 1)) for n in names}

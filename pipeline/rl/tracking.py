@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pipeline.core.node_roles import timed_roles
+
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
 PLOT_FILE = "training_curves.png"
@@ -240,8 +242,8 @@ def plot_metrics(run_dir: str | Path) -> Path:
         ax.set_title(f"{title}\n({n_text}, 95 % interval)" if key != "rollout/turns_used_mean" else title, fontsize=9)
         ax.set_xlabel("step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    for role in ("generator", "evaluator", "learner"):
-        axes[-1].plot(steps, [r.get(f"busy/{role}", nan) for r in rows], marker=".", label=role)
+    for role in timed_roles():
+        axes[-1].plot(steps, [r.get(f"busy/{role.name}", nan) for r in rows], marker=".", label=role.name)
     axes[-1].set_title("busy fraction", fontsize=9)
     axes[-1].set_ylim(0, 1.05)
     axes[-1].legend(fontsize=7)
@@ -297,7 +299,7 @@ def progress_bar(enabled: bool, total: int, initial: int):
 def headline(metrics: dict[str, float]) -> dict[str, str]:
     """The few numbers the progress bar shows."""
     keys = {"reward": "reward/turn_mean", "correct": "correct/turn_fraction", "loss": "learner/loss",
-            "gen": "busy/generator", "eval": "busy/evaluator", "learn": "busy/learner"}
+            **{role.short: f"busy/{role.name}" for role in timed_roles()}}
     return {short: f"{metrics[k]:.3g}" for short, k in keys.items() if k in metrics and metrics[k] == metrics[k]}
 
 

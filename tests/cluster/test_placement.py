@@ -3,6 +3,7 @@ import pytest
 
 from actors.placement import AFFINITY, PlacementError, RolePlacement
 from pipeline.core.config import load_config
+from pipeline.core.node_roles import NODE_ROLES, config_value
 
 NODE_TYPES = [{"CPU": 8.0},  # the head
               {"CPU": 2.0, "GPU": 8.0, "generator_node": 8.0}, {"CPU": 2.0, "GPU": 8.0, "evaluator_node": 8.0},
@@ -15,7 +16,7 @@ def cfg(*overrides):
 
 def test_on_a_cluster_of_role_nodes_every_role_is_pinned_to_its_own():
     p = RolePlacement.of(cfg(), node_types=NODE_TYPES, gpus_per_actor={"evaluator": 1.0, "generator": 1.0})
-    assert {r: p.options(r) for r in ("generator", "evaluator", "learner", "compiler")} == {
+    assert {r: p.options(r) for r in NODE_ROLES} == {
         "generator": {"resources": {"generator_node": AFFINITY}}, "evaluator": {"resources": {"evaluator_node": AFFINITY}},
         "learner": {"resources": {"learner_node": AFFINITY}}, "compiler": {"resources": {"compiler_node": AFFINITY}}}
     assert p.gpus_of("evaluator", NODE_TYPES) == 8.0 and p.gpus_of("compiler", NODE_TYPES) == 0.0
@@ -24,7 +25,7 @@ def test_on_a_cluster_of_role_nodes_every_role_is_pinned_to_its_own():
 def test_on_a_plain_ray_roles_go_anywhere_unless_pinning_is_demanded():
     plain = [{"CPU": 2.0, "GPU": 1.0}]
     p = RolePlacement.of(cfg(), node_types=plain)
-    assert all(p.options(r) == {} for r in ("generator", "evaluator", "learner", "compiler"))
+    assert all(p.options(r) == {} for r in NODE_ROLES)
     assert p.gpus_of("evaluator", plain) is None
     with pytest.raises(PlacementError, match="no node of this cluster offers the resource 'generator_node'"):
         RolePlacement.of(cfg("cluster.pin_roles=always"), node_types=plain)
@@ -54,5 +55,17 @@ def test_the_default_resources_are_the_ones_cluster_yaml_gives_its_node_types():
     from pathlib import Path
     types = yaml.safe_load((Path(__file__).resolve().parents[2] / "cluster.yaml").read_text())["available_node_types"]
     offered = {name for spec in types.values() for name in spec.get("resources", {})}
-    c = cfg().cluster
-    assert {c.generator_resource, c.evaluator_resource, c.learner_resource, c.compiler_resource} == offered
+    assert {config_value(cfg(), role.resource_field) for role in NODE_ROLES.values()} == offered
+
+
+def test_every_role_has_its_actor_class_and_an_actor_count_in_a_training_run():
+    import ast
+    import dataclasses
+    from pathlib import Path
+    from actors.cluster import RoleActors
+    assert {f.name for f in dataclasses.fields(RoleActors)} == set(NODE_ROLES)
+    source = (Path(__file__).resolve().parents[2] / "actors" / "cluster.py").read_text()
+    sizes = next(n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Assign)
+                 and any(isinstance(t, ast.Attribute) and t.attr == "sizes" for t in n.targets))
+    assert {k.value for k in sizes.keys} == set(NODE_ROLES), "Training.sizes: the actor count of every role"
+

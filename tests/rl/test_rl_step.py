@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from pipeline.core.config import RewardSection, RLSection
+from pipeline.core.node_roles import timed_roles
 from pipeline.core.records import EvalResult, Trajectory, Turn
 from pipeline.rl.step import busy_fractions, prepare_step, ranker_preferences, rollout_metrics
 from pipeline.rl.tracking import MetricsLog, RunState, checkpoint_dir, latest_checkpoint, read_metrics
@@ -113,12 +114,28 @@ def test_lora_without_peft_is_one_config_error_naming_the_extra(monkeypatch):
     check_placement(load_config("configs/local.yaml", []), gpus=0)  # LoRA off: peft is not needed
 
 
-def test_busy_fractions():
-    got = busy_fractions({"generator": 3.0, "evaluator": 2.0, "learner": 1.0},
-                         {"generator": 2, "evaluator": 4, "learner": 1}, wall_s=5.0)
-    assert got == pytest.approx({"busy/generator": 0.3, "busy/evaluator": 0.1, "busy/learner": 0.2})
+def test_busy_fractions_of_every_timed_role_compilers_included():
+    got = busy_fractions({"generator": 3.0, "evaluator": 2.0, "learner": 1.0, "compiler": 4.0},
+                         {"generator": 2, "evaluator": 4, "learner": 1, "compiler": 2}, wall_s=5.0)
+    assert got == pytest.approx({"busy/generator": 0.3, "busy/evaluator": 0.1, "busy/learner": 0.2,
+                                 "busy/compiler": 0.4})
+    assert set(got) == {f"busy/{r.name}" for r in timed_roles()}  # the table decides, not a list of its own
     with pytest.raises(ValueError, match="must be positive"):
         busy_fractions({}, {}, 0.0)
+
+
+def test_a_timed_role_the_loop_does_not_measure_is_an_error_not_a_zero():
+    with pytest.raises(ValueError, match=r"timed role\(s\) \['compiler'\]"):
+        busy_fractions({"generator": 3.0, "evaluator": 2.0, "learner": 1.0},
+                       {"generator": 2, "evaluator": 4, "learner": 1, "compiler": 2}, wall_s=5.0)
+
+
+def test_the_step_line_and_progress_bar_show_every_timed_role():
+    from pipeline.commands.train_command import step_line
+    from pipeline.rl.tracking import headline
+    row = {"step": 1, **{f"busy/{r.name}": 0.25 for r in timed_roles()}}
+    assert "busy gen 0.25 eval 0.25 learn 0.25 comp 0.25" in step_line(row)
+    assert headline(row) == {r.short: "0.25" for r in timed_roles()}
 
 
 def test_run_state_restores_every_rng():

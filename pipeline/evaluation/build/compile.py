@@ -77,6 +77,8 @@ class CompileResult(BaseModel):
     payload: dict[str, bytes] = Field(default_factory=dict, description="artefact files by name, for another host")
     cpu_s: float = Field(0.0, description="CPU seconds the build used (charged to the candidate's budget, also "
                                           "when the result comes from the cache)")
+    worker_s: float = Field(0.0, description="wall seconds a compile worker spent on the candidate (gate, build, "
+                                             "artefact check, packing); 0 where the evaluator built it itself")
 
     def packed(self) -> "CompileResult":
         """A copy carrying its artefact files, so an evaluator on another node can use it."""
