@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from pipeline.core.config_messages import describe_error, error_source, override_keys
 from pipeline.core.errors import UserError
+from pipeline.core.generator_backends import BACKENDS, describe_backends, unknown_backend
 from pipeline.core.reward_terms import RewardSection
 
 
@@ -197,8 +198,8 @@ class ModelSection(Section):
 
 
 class RolloutSection(Section):
-    backend: Literal["vllm", "transformers"] = Field("vllm", description="generator backend: vLLM (pinned 0.32.0), or "
-                                                     "transformers generate (GPU hosts without vLLM, fallback)")
+    backend: str = Field("vllm", description=f"generator backend, one of {describe_backends()}",
+                         json_schema_extra=lambda schema: schema.update(enum=list(BACKENDS)))
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="device of the transformers backend; 'auto' "
                                                    "takes cuda when torch sees one, else cpu")
     samples_per_task: int = Field(4, ge=1, description="episodes per task per step: the group advantages are "
@@ -225,6 +226,13 @@ class RolloutSection(Section):
     vllm_cpu_kv_cache_bytes: int = Field(1 << 30, ge=1 << 24, description="KV cache of one vLLM engine on CPU")
     vllm_compile: bool = Field(False, description="torch.compile and CUDA graphs in the vLLM engine: slower start "
                                "(about 30 s more on CPU), faster steps; turn on for GPU runs")
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, name: str) -> str:
+        if problem := unknown_backend(name):
+            raise ValueError(problem)
+        return name
 
 
 class RLSection(Section):
