@@ -1,7 +1,7 @@
 """Ray shell for generation (GeneratorActor), its supervised pool, and the pools as the scheduler's queues.
 
-The actor builds one `Generator` (pipeline/rollout/generation.py: vLLM or transformers, from the
-config) and forwards calls to it; sampling, logprobs and weight loading live there and run
+The actor builds one `Generator` (pipeline/rollout/generation.py: the backend `rollout.backend` names in the
+table of pipeline/core/generator_backends.py) and forwards calls to it; sampling, logprobs and weight loading live there and run
 without Ray. Resources come from the driver: `num_gpus_per_actor` (a whole GPU for a vLLM engine
 of its own, a fraction when it shares the GPU with the learner); one CPU each.
 

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from pipeline.core.config import ModelSection, RolloutSection  # noqa: E402
 from pipeline.rollout.conversation import ChatFormat  # noqa: E402
-from pipeline.rollout.backends import make_generator  # noqa: E402
+from pipeline.rollout.backends import BACKENDS, make_generator  # noqa: E402
 from pipeline.rollout.generation import GenerationRequest, SamplingSpec  # noqa: E402
 from pipeline.rollout.prompts import opening_messages  # noqa: E402
 from pipeline.rollout.tiny_model import load_tokenizer, resolve_model_path  # noqa: E402
@@ -109,7 +109,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=4, help="samples per prompt in the batch setting")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--backends", default="vllm,transformers")
+    ap.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated names from the backend table")
     args = ap.parse_args()
     import torch
 

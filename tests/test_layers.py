@@ -221,3 +221,54 @@ def test_the_harness_check_finds_a_private_call(tmp_path):
     f = tmp_path / "probe.py"
     f.write_text("def go(ev, self):\n    ev._check_config(1)\n    self.ev._stage_inputs(2)\n    ev.prepare_group(3)\n")
     assert evaluator_attributes(f) == {"_check_config", "_stage_inputs", "prepare_group"}
+
+
+# ---- the generator interface (pipeline/rollout/generation.py) ------------------------------------------------
+
+def generator_members() -> set[str]:
+    from pipeline.rollout.generation import Generator
+    return {n for n in vars(Generator) if not n.startswith("_")} | set(Generator.__annotations__)
+
+
+def generator_reads(path: Path) -> set[str]:
+    """Attributes read from a generator in a module: `gen.X`, `generator.X`, `self._generator.X`."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Attribute):
+            v = node.value
+            if (isinstance(v, ast.Name) and v.id in ("gen", "generator")) or (
+                    isinstance(v, ast.Attribute) and v.attr in ("_generator", "generator")
+                    and isinstance(v.value, ast.Name) and v.value.id == "self"):
+                found.add(node.attr)
+    return found
+
+
+def generator_users() -> list[Path]:
+    """Modules that use a generator without naming one backend: a `backend="..."` literal makes a module a test
+    of that backend, free to read its own members (the transformers backend's `model`)."""
+    markers = ("pipeline.rollout.backends", "pipeline.rollout.generation", "generator_of", "vllm_generator",
+               "hf_generator")
+    users = []
+    for path in sorted(p for d in ("pipeline", "actors", "benchmarks", "tests") for p in (ROOT / d).rglob("*.py")):
+        text = path.read_text()
+        if any(m in text for m in markers) and not any(
+                isinstance(n, ast.keyword) and n.arg == "backend" and isinstance(n.value, ast.Constant)
+                for n in ast.walk(ast.parse(text))):
+            users.append(path)
+    return users
+
+
+def test_callers_read_only_members_the_generator_interface_declares():
+    """What callers read of a generator (the end-of-turn token `eos_id`, `device`, ...) is declared on the
+    interface, so the check of every backend (tests/rollout/test_rollout_backends.py) covers it."""
+    members = generator_members()
+    users = generator_users()
+    assert len(users) > 5
+    beyond = {str(p.relative_to(ROOT)): sorted(generator_reads(p) - members) for p in users}
+    assert {k: v for k, v in beyond.items() if v} == {}
+
+
+def test_the_generator_check_finds_an_undeclared_read(tmp_path):
+    f = tmp_path / "probe.py"
+    f.write_text("def go(gen, self):\n    gen.eos_id\n    self._generator.secret()\n    gen.generate([], s)\n")
+    assert generator_reads(f) == {"eos_id", "secret", "generate"}

@@ -1,13 +1,13 @@
 """The run configuration: one typed tree, loaded once from YAML plus `section.key=value` overrides.
 
 In: a YAML file (or none, for all defaults) and a list of dotted overrides from the command line.
-Out: a `RunConfig`; each stage receives only its own section. Defaults live only here.
+Out: a `RunConfig`; each stage receives only its own section. Defaults live only here, but for the
+`reward` section, which lives beside the table of terms it weights (reward_terms.py).
 Every problem in a file is reported at once, each naming the key, the value and the fix; an
 unknown key names the closest valid one.
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from pipeline.core.config_messages import describe_error, error_source, override_keys
 from pipeline.core.errors import UserError
+from pipeline.core.generator_backends import BACKENDS, describe_backends, unknown_backend
+from pipeline.core.reward_terms import RewardSection
 
 
 class Section(BaseModel):
@@ -196,8 +198,8 @@ class ModelSection(Section):
 
 
 class RolloutSection(Section):
-    backend: Literal["vllm", "transformers"] = Field("vllm", description="generator backend: vLLM (pinned 0.32.0), or "
-                                                     "transformers generate (GPU hosts without vLLM, fallback)")
+    backend: str = Field("vllm", description=f"generator backend, one of {describe_backends()}",
+                         json_schema_extra=lambda schema: schema.update(enum=list(BACKENDS)))
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="device of the transformers backend; 'auto' "
                                                    "takes cuda when torch sees one, else cpu")
     samples_per_task: int = Field(4, ge=1, description="episodes per task per step: the group advantages are "
@@ -225,55 +227,12 @@ class RolloutSection(Section):
     vllm_compile: bool = Field(False, description="torch.compile and CUDA graphs in the vLLM engine: slower start "
                                "(about 30 s more on CPU), faster steps; turn on for GPU runs")
 
-
-class RewardSection(Section):
-    """The unified reward (pipeline/rl/reward.py). A hard failure earns its value alone; a correct
-    candidate earns correct_value + speedup, structure and ranker terms."""
-    format_error: float = Field(-0.5, description="reward of a response with no usable code block")
-    compile_error: float = Field(-0.3, description="reward of a candidate that did not compile")
-    runtime_error: float = Field(-0.2, description="reward of a candidate that crashed")
-    timeout: float = Field(-0.2, description="reward of a candidate that ran past its time limit")
-    incorrect: float = Field(-0.1, description="reward of a candidate whose outputs were wrong")
-    rejected: float = Field(-1.0, description="reward of a caught reward hack; must be the lowest reward possible")
-    compiled_value: float = Field(0.0, description="reward of a not_executed candidate (gated and compiled, no GPU), "
-                                  "before its structure term")
-    correct_value: float = Field(1.0, description="reward of a correct candidate, before its other terms")
-    w_speedup: float = Field(0.5, ge=0, description="weight of log(speedup) in a correct candidate's reward")
-    speedup_clip_low: float = Field(0.25, gt=0, description="speedups (baseline time / candidate time) below this "
-                                    "count as this before the log")
-    speedup_clip_high: float = Field(16.0, gt=0, description="speedups above this count as this before the log")
-    w_struct: float = Field(0.2, ge=0, description="weight of the structural score (features 'struct.score', in [0, 1]) "
-                            "for correct candidates measured faster than the baseline (and not_executed ones where "
-                            "struct_not_executed is on)")
-    struct_not_executed: bool = Field(False, description="give not_executed candidates (compiled, never run: CPU runs) "
-                                      "the structure term too; the score then counts code that may never run")
-    w_ranker: float = Field(0.0, ge=0, description="weight of the ranker's preference for the candidate over the "
-                            "task's baseline, in [-1, 1]; 0 turns the term off")
-
-    @model_validator(mode="after")
-    def _ordering(self) -> "RewardSection":
-        problems = []
-        if self.speedup_clip_low >= self.speedup_clip_high:
-            problems.append(f"speedup_clip_low={self.speedup_clip_low} must be below speedup_clip_high="
-                            f"{self.speedup_clip_high}")
-        lowest_correct = (self.correct_value + self.w_speedup * math.log(self.speedup_clip_low)
-                          - self.w_ranker)
-        others = {"format_error": self.format_error, "compile_error": self.compile_error,
-                  "runtime_error": self.runtime_error, "timeout": self.timeout, "incorrect": self.incorrect,
-                  "compiled_value": self.compiled_value, "lowest correct reward": lowest_correct,
-                  "the neutral reward of evaluator_error and unbuilt": 0.0}
-        lowest_name = min(others, key=others.__getitem__)
-        if self.rejected >= others[lowest_name]:
-            problems.append(f"rejected={self.rejected:g} must be below every other reward (the lowest is "
-                            f"{lowest_name}={others[lowest_name]:g}) so a caught hack earns the least; lower it")
-        worst_failure = max(others[k] for k in ("format_error", "compile_error", "runtime_error", "timeout", "incorrect"))
-        if lowest_correct <= worst_failure:
-            problems.append(f"the lowest correct reward (correct_value + w_speedup * log(speedup_clip_low) - w_ranker "
-                            f"= {lowest_correct:g}) must exceed every failure value (up to {worst_failure:g}); raise "
-                            "correct_value or lower w_speedup")
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, name: str) -> str:
+        if problem := unknown_backend(name):
+            raise ValueError(problem)
+        return name
 
 
 class RLSection(Section):

@@ -3,7 +3,8 @@
 In: `GenerationRequest`s (a prompt's token ids and how many samples of it) and one
 `SamplingSpec`. Out: a `GenerationResult` holding, per request, `n` `Sample`s (token ids, the
 generator's logprob of each, decoded text, why sampling stopped) and the weight version that
-produced every one of them. Two backends implement it, chosen by `rollout.backend` (backends.py: `make_generator`):
+produced every one of them. The backends that implement it are the table `BACKENDS`
+(pipeline/core/generator_backends.py), chosen by `rollout.backend` and built by backends.py: `make_generator`:
 - `vllm` (vllm_backend.py): the vLLM offline engine, pinned to 0.32.0; the CPU build runs here.
 - `transformers` (hf_backend.py): `model.generate`; GPU hosts without vLLM, and the fallback.
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal
 
-from pipeline.core.config import ConfigError, RolloutSection
+from pipeline.core.config import ConfigError, ModelSection, RolloutSection
 
 
 @dataclass(frozen=True)
@@ -72,10 +73,24 @@ class GenerationError(ValueError):
 
 
 class Generator(ABC):
-    """A backend holding one copy of the policy. Subclasses set `tokenizer` and implement `_generate`
-    and `_load_weights`; this base checks requests, times calls and keeps the weight version."""
+    """A backend holding one copy of the policy. Subclasses call this constructor, set `device`, implement
+    `_generate` and `_load_weights`, and, to be named in the backend table, `from_config`; this base loads the
+    tokenizer, checks requests, times calls and keeps the weight version. Callers use only the members
+    declared here (tests/rollout/test_rollout_backends.py checks every backend of the table has them all)."""
 
     backend: str = ""
+    """The backend's name in the table (pipeline/core/generator_backends.py); results carry it."""
+    model_path: Path
+    max_model_len_tokens: int
+    """Prompt plus response, in tokens: the longest request the generator serves."""
+    tokenizer: object
+    """The model's Hugging Face tokenizer."""
+    eos_id: int
+    """The end-of-turn token: sampling stops after it, and a response that ends with it finished ('stop')."""
+    device: str
+    """Where the policy runs: 'cpu' or 'cuda'."""
+    weight_version: int
+    """The version of the weights generating now: 0 for the model's own, then each update's."""
 
     def __init__(self, model_path: str | Path, max_model_len_tokens: int):
         from pipeline.rollout.tiny_model import load_tokenizer
@@ -83,7 +98,16 @@ class Generator(ABC):
         self.model_path = Path(model_path)
         self.max_model_len_tokens = max_model_len_tokens
         self.tokenizer = load_tokenizer(model_path)
+        self.eos_id = self.tokenizer.eos_token_id
         self.weight_version = 0
+
+    @classmethod
+    def from_config(cls, model_path: str | Path, model_cfg: ModelSection, rollout_cfg: RolloutSection,
+                    seed: int) -> Generator:
+        """Start this backend on the model at `model_path` for a run: how `make_generator` builds every backend
+        of the table. A generator that is never named in the table (a test's fake) need not define it."""
+        raise NotImplementedError(f"{cls.__name__} defines no from_config, so no rollout.backend can name it; "
+                                  "define one (see pipeline/rollout/hf_backend.py) before adding it to the table")
 
     def generate(self, requests: list[GenerationRequest], sampling: SamplingSpec) -> GenerationResult:
         """Sample `request.n` responses for every request; see the module docstring for logprobs."""

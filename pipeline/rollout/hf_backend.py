@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.core.config import ModelSection
-from pipeline.rollout.generation import GenerationRequest, Generator, Sample, SamplingSpec
+from pipeline.core.config import ModelSection, RolloutSection
+from pipeline.rollout.generation import GenerationRequest, Generator, Sample, SamplingSpec, resolve_device
 
 DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 
@@ -70,8 +70,14 @@ class HFGenerator(Generator):
         dtype = getattr(torch, DTYPES[model_cfg.dtype])
         self.model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=dtype)
         self.model.to(device).eval()
-        self.eos_id = self.tokenizer.eos_token_id
         self.pad_id = padding_id(self.tokenizer)
+
+    @classmethod
+    def from_config(cls, model_path: str | Path, model_cfg: ModelSection, rollout_cfg: RolloutSection,
+                    seed: int) -> HFGenerator:
+        """The model on rollout.device (resolved: 'auto' takes cuda where torch sees one), sampling at most
+        rollout.max_sequences_per_batch sequences per call."""
+        return cls(model_path, model_cfg, resolve_device(rollout_cfg), seed, rollout_cfg.max_sequences_per_batch)
 
     def _generate(self, requests: list[GenerationRequest], sampling: SamplingSpec) -> list[list[Sample]]:
         import torch

@@ -75,8 +75,13 @@ class VLLMGenerator(Generator):
                        seed=seed, logprobs_mode="processed_logprobs", generation_config="vllm",
                        worker_extension_cls=f"{__name__}.WeightLoader", enforce_eager=not rollout_cfg.vllm_compile,
                        **memory)
-        self.eos_id = self.tokenizer.eos_token_id
         self.device = current_platform.device_type
+
+    @classmethod
+    def from_config(cls, model_path: str | Path, model_cfg: ModelSection, rollout_cfg: RolloutSection,
+                    seed: int) -> VLLMGenerator:
+        """One engine with the run's model, memory and compile settings."""
+        return cls(model_path, model_cfg, rollout_cfg, seed)
 
     def _generate(self, requests: list[GenerationRequest], sampling: SamplingSpec) -> list[list[Sample]]:
         from vllm import SamplingParams

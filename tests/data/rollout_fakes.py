@@ -1,4 +1,5 @@
-"""Fakes for rollout tests: a generator that answers from a script, and an evaluator with chosen verdicts.
+"""Fakes for rollout tests: a generator that answers from a script (and one a test can register as a
+backend), and an evaluator with chosen verdicts.
 
 Both implement the real interfaces (pipeline.rollout.generation.Generator; the evaluation callable
 `evaluate(task, candidates) -> list[EvalResult]`), optionally slowly, and count what they did,
@@ -51,6 +52,22 @@ class ScriptedGenerator(Generator):
 
     def _load_weights(self, named_tensors):
         pass
+
+
+class CannedGenerator(ScriptedGenerator):
+    """A backend a test registers in the backend table: every sample is `CANNED_ANSWER`, on the CPU."""
+
+    backend = "canned"
+    CANNED_ANSWER = "```cuda\n// no kernel yet\n```"
+
+    def __init__(self, model_path, max_model_len_tokens: int, seed: int):
+        super().__init__(model_path, max_model_len_tokens, lambda text, k: self.CANNED_ANSWER)
+        self.device = "cpu"
+        self.seed = seed
+
+    @classmethod
+    def from_config(cls, model_path, model_cfg, rollout_cfg, seed):
+        return cls(model_path, model_cfg.max_model_len_tokens, seed)
 
 
 class FakeEvaluator:

@@ -5,9 +5,25 @@ import pytest
 
 from pipeline.core.config import ConfigError, RewardSection, load_config
 from pipeline.core.records import EvalResult
+from pipeline.core.reward_terms import RewardTerm
 from pipeline.rl.reward import TERMS, UNJUDGED, compute_reward, reward_notes
 
 CFG = RewardSection()
+PROBE = RewardTerm("w_probe", "nothing", "0 everywhere: a stand-in for a term added later",
+                   lambda result, cfg, preference: 0.0, lambda verdict, cfg: (0.0, 0.0))
+
+
+@pytest.fixture(autouse=True, params=["shipped terms", "one more term"])
+def table(request, monkeypatch):
+    """Every test here runs on the shipped table and again with one more term that is 0 everywhere: no test
+    pins the set of terms, so adding one breaks none of them."""
+    if request.param == "one more term":
+        monkeypatch.setitem(TERMS, "probe", PROBE)
+
+
+def only(**nonzero) -> dict[str, float]:
+    """A breakdown with every term of the table 0 but `nonzero`."""
+    return dict.fromkeys(TERMS, 0.0) | nonzero
 
 
 def result(verdict, speedup=None, struct=None, **kw):
@@ -22,17 +38,16 @@ def test_hard_failures_earn_their_value_only(verdict):
     # structure and speed never rescue a failure
     reward, terms = compute_reward(result(verdict, speedup=5.0, struct=1.0), CFG, ranker_preference=1.0)
     assert reward == getattr(CFG, verdict)
-    assert terms == {"base": getattr(CFG, verdict), "speedup": 0.0, "struct": 0.0, "ranker": 0.0}
+    assert terms == only(base=getattr(CFG, verdict))
 
 
 def test_not_executed_earns_compile_and_structure_only_where_asked():
     unrun = result("not_executed", speedup=3.0, struct=0.5)
     # code that never ran earns no structure term unless the config asks (a CPU run, whose only signal it is)
-    assert compute_reward(unrun, CFG, ranker_preference=1.0)[1] == {"base": CFG.compiled_value, "speedup": 0.0,
-                                                                    "struct": 0.0, "ranker": 0.0}
+    assert compute_reward(unrun, CFG, ranker_preference=1.0)[1] == only(base=CFG.compiled_value)
     cpu = RewardSection(struct_not_executed=True)
     reward, terms = compute_reward(unrun, cpu, ranker_preference=1.0)
-    assert terms == {"base": cpu.compiled_value, "speedup": 0.0, "struct": cpu.w_struct * 0.5, "ranker": 0.0}
+    assert terms == only(base=cpu.compiled_value, struct=cpu.w_struct * 0.5)
     assert reward == pytest.approx(cpu.compiled_value + cpu.w_struct * 0.5)
     # without a structural score (the analysis failed) only the compile term is left
     assert compute_reward(result("not_executed"), cpu)[0] == cpu.compiled_value

@@ -12,6 +12,7 @@ import torch
 from pipeline.core.config import RewardSection, RLSection
 from pipeline.core.node_roles import timed_roles
 from pipeline.core.records import EvalResult, Trajectory, Turn
+from pipeline.rl.reward import TERMS
 from pipeline.rl.step import busy_fractions, prepare_step, ranker_preferences, rollout_metrics
 from pipeline.rl.tracking import MetricsLog, RunState, checkpoint_dir, latest_checkpoint, read_metrics
 from pipeline.rl.update import merge_lora
@@ -43,8 +44,8 @@ def test_rewards_returns_and_metrics_by_hand():
     assert [t.result.verdict for t in trajs[0].turns] == ["compile_error", "correct"]  # each turn with its result
     correct = 1.0 + 0.5 * math.log(2.0) + 0.2 * 0.5
     assert [t.reward for t in trajs[0].turns] == pytest.approx([-0.3, correct])
-    assert trajs[0].turns[1].reward_terms == pytest.approx({"base": 1.0, "speedup": 0.5 * math.log(2.0),
-                                                           "struct": 0.1, "ranker": 0.0})
+    assert trajs[0].turns[1].reward_terms == pytest.approx(dict.fromkeys(TERMS, 0.0) | {
+        "base": 1.0, "speedup": 0.5 * math.log(2.0), "struct": 0.1})
     assert [t.return_ for t in trajs[0].turns] == pytest.approx([-0.3 + 0.5 * correct, correct])
     assert [t.return_ for t in trajs[1].turns] == pytest.approx([-0.75, -0.5])
     # group (t, turn 0) = {a: -0.3 + 0.5 c, b: -0.75}: mean-centred without std

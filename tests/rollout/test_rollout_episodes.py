@@ -1,11 +1,12 @@
 """Multi-turn episodes against the CPU evaluator: a scripted generator (fixed answers, so the
 not_executed and compile_error paths and their feedback are exercised) and the real tiny model on
-both backends (garbage answers: format_error turns, but real token ids and logprobs). Every record
+every backend of the table (garbage answers: format_error turns, but real token ids and logprobs). Every record
 must be consistent: turn boundaries, masks and logprobs line up with the tokens."""
 import pytest
 
 from rollout_fakes import MAX_MODEL_LEN, FakeEvaluator, ScriptedGenerator, turn_of
 
+from pipeline.core.generator_backends import BACKENDS
 from pipeline.evaluation.feedback import format_feedback
 from pipeline.rollout.conversation import ChatFormat
 from pipeline.rollout.scheduler import EpisodeScheduler, ThreadQueue, run_episodes_locally
@@ -73,9 +74,9 @@ def test_three_turn_scripted_episode_against_cpu_evaluator(task_id, builtin_task
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("backend", ["vllm", "transformers"])
-def test_tiny_model_episodes_give_consistent_records(backend, request, builtin_tasks, rollout_cfg, cpu_evaluator):
-    gen = request.getfixturevalue("vllm_generator" if backend == "vllm" else "hf_generator")
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_tiny_model_episodes_give_consistent_records(backend, generator_of, builtin_tasks, rollout_cfg, cpu_evaluator):
+    gen = generator_of(backend)
     tasks = [builtin_tasks["c2cuda/saxpy"], builtin_tasks["torch2cuda/relu"]]
     cfg = rollout_cfg.model_copy(update={"max_turns": 3, "max_new_tokens": 32})
     outcomes, stats = run_episodes_locally(tasks, gen, cpu_evaluator.evaluate, cfg, step=7)

@@ -1,17 +1,18 @@
-"""Both generator backends (a real vLLM engine on CPU, and transformers generate) behind one interface:
+"""Every generator backend of the table (a real vLLM engine on CPU, transformers generate) behind one interface:
 the same outputs, the same tokens for the same weights, logprobs equal to a forward pass of those
 weights, and weight updates that take effect at once."""
 import pytest
 import torch
 
+from pipeline.core.generator_backends import BACKENDS
 from pipeline.rollout.generation import GenerationError, GenerationRequest, GenerationResult, SamplingSpec
 
 from rollout_fakes import MAX_MODEL_LEN
 
 
 @pytest.fixture(scope="module")
-def generators(vllm_generator, hf_generator):
-    return {"vllm": vllm_generator, "transformers": hf_generator}
+def generators(generator_of):
+    return {name: generator_of(name) for name in BACKENDS}
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +69,8 @@ def test_backends_share_one_interface(generators):
             gen.update_weights([], gen.weight_version)
 
 
-def test_same_weights_give_the_same_tokens_on_both_backends(generators, initial_state):
-    tok = generators["vllm"].tokenizer
+def test_same_weights_give_the_same_tokens_on_every_backend(generators, initial_state):
+    tok = next(iter(generators.values())).tokenizer  # one model: every backend has its tokenizer
     token = tok.encode(" kernel", add_special_tokens=False)[0]
     for name, gen in generators.items():
         gen.update_weights(constant_weights(initial_state, token), gen.weight_version + 1)

@@ -1,11 +1,12 @@
 """Weight sync, learner -> generators: after the learner's update is exported (gathered in buckets, Hugging
 Face names) and loaded into a generator, the generator's logprobs of what it samples equal the learner's
-logprobs of the same tokens, for the vLLM engine on CPU and the transformers backend; before the
+logprobs of the same tokens, for every backend of the table (the vLLM engine on CPU, transformers); before the
 sync they do not (the check can fail)."""
 import pytest
 import torch
 
 from pipeline.core.config import LearnerSection, RLSection
+from pipeline.core.generator_backends import BACKENDS
 from pipeline.rl.batch import TrainSequence, make_microbatches
 from pipeline.rollout.generation import GenerationRequest, SamplingSpec
 
@@ -39,10 +40,10 @@ def worst_gap(learner, gen) -> float:
     return worst
 
 
-@pytest.mark.parametrize("backend", ["vllm", "transformers"])
-def test_generator_logprobs_equal_the_learners_after_a_sync(backend, request, trained_learner):
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_generator_logprobs_equal_the_learners_after_a_sync(backend, generator_of, trained_learner):
     from pipeline.rl.update import export_for_generators
-    gen = request.getfixturevalue({"vllm": "vllm_generator", "transformers": "hf_generator"}[backend])
+    gen = generator_of(backend)
     from transformers import AutoModelForCausalLM
     initial = AutoModelForCausalLM.from_pretrained(str(gen.model_path), dtype=torch.float32).state_dict()
     gen.update_weights(list(initial.items()), gen.weight_version + 1)  # as other tests may have left it
