@@ -78,11 +78,16 @@ class TaskStream:
     """The run's tasks, streamed through Ray Data (actors/task_stream.py) from a `TaskReader`, which keeps the
     seeded order and the position a checkpoint saves (`reader.state()`)."""
 
-    def __init__(self, reader):
+    def __init__(self, reader, model_path: str | Path | None = None):
+        """`model_path`: the policy whose tokenizer the stream's workers use for each task's opening prompt ids
+        (`openings`); None: the rows carry no ids."""
         from pipeline.core.config import ConfigError
         if not len(reader):
             raise ConfigError("the task stream is empty; check tasks.source and tasks.kinds")
         self.reader = reader
+        self.model_path = model_path
+        self.openings: dict[str, list[int]] = {}
+        """task id -> opening prompt ids, of the tasks the last `take` returned"""
         self._rows = None
         ctx = ray.data.DataContext.get_current()  # one small dataset per epoch: no progress output for it
         ctx.enable_progress_bars = False
@@ -90,16 +95,20 @@ class TaskStream:
         logging.getLogger("ray.data").setLevel(logging.WARNING)
 
     def take(self, n: int) -> list:
+        from pipeline.rollout.openings import OPENING_COLUMN, unpack_ids
         from pipeline.tasks.reader import task_of_row
         out = []
+        self.openings = {}
         while len(out) < n:
             if self._rows is None:
-                self._rows = iter(task_dataset(self.reader).iter_rows())
+                self._rows = iter(task_dataset(self.reader, model_path=self.model_path).iter_rows())
             row = next(self._rows, None)
             if row is None:  # the epoch ended; the reader already points at the next one
                 self._rows = None
                 continue
             out.append(task_of_row(row))
+            if OPENING_COLUMN in row:
+                self.openings[out[-1].id] = unpack_ids(row[OPENING_COLUMN])
             self.reader.consumed(row)
         return out
 
@@ -264,8 +273,9 @@ class Cluster:
             results = evaluate_groups(compilers, evaluators, groups, on_group, self.cfg.compile.candidates_per_call)
             return results, n_gpus, compilers.restarts + evaluators.restarts
 
-    def task_stream(self, reader) -> TaskStream:
-        return TaskStream(reader)
+    def task_stream(self, reader, model_path: str | Path | None = None) -> TaskStream:
+        """The run's tasks through Ray Data; with `model_path`, with their opening prompt ids (`TaskStream.openings`)."""
+        return TaskStream(reader, model_path)
 
     @contextmanager
     def training(self, model_path: str | Path) -> Iterator[Training]:

@@ -91,7 +91,7 @@ class StandInGenerator(_StandIn):
         return self._answers[name]
 
     def generate(self, requests, sampling):
-        from pipeline.rollout.generation import GenerationResult, Sample
+        from pipeline.rollout.generation import GenerationResult, Sample, with_extracted
         n = sum(r.n for r in requests)
         elapsed = self.times.generate_per_call_s + n * self.times.generate_per_sequence_s
         self.busy.work(elapsed)
@@ -101,6 +101,7 @@ class StandInGenerator(_StandIn):
             ids = ids[:sampling.max_new_tokens]
             out.append([Sample(list(ids), [-0.5] * len(ids), text, "stop" if ids[-1] == self._eot else "length")
                         for _ in range(r.n)])
+        out = with_extracted(requests, out)  # answers are read where they are generated, as Generator does
         return GenerationResult(out, self.version, elapsed, "stand-in", sum(len(s.token_ids) for g in out for s in g))
 
     def update_weights(self, named_tensors, version: int) -> int:
