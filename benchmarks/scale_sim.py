@@ -76,40 +76,62 @@ def service_times(gpus: int):
 
 
 class RolloutMeter:
-    """Wall and driver CPU of every rollout (EpisodeScheduler.run), and a profile when asked."""
+    """Wall and driver CPU of every rollout (EpisodeScheduler.run) and of taking its tasks from the stream
+    (TaskStream.take: rows, tasks, their opening ids), and a profile of both when asked."""
 
     def __init__(self, profile_rollout: int | None):
         """`profile_rollout`: the index of the rollout to profile (the others are timed, unprofiled)."""
+        from actors import cluster
         from pipeline.rollout import scheduler
         self.rows: list[dict] = []
         self.profile_rollout = profile_rollout
         self.profiler = cProfile.Profile(time.thread_time) if profile_rollout is not None else None  # driver thread CPU
         self._orig = scheduler.EpisodeScheduler.run
+        self._orig_take = cluster.TaskStream.take
+        self._take = {"cpu_s": 0.0, "thread_cpu_s": 0.0}  # of the take before the next rollout
         meter = self
 
-        def run(sched, tasks, step=0):
+        def profiling() -> bool:
+            return meter.profiler is not None and len(meter.rows) == meter.profile_rollout
+
+        def take(stream, n):
+            c0, t0 = time.process_time(), time.thread_time()
+            if profiling():
+                meter.profiler.enable()
+            try:
+                return meter._orig_take(stream, n)
+            finally:
+                if profiling():
+                    meter.profiler.disable()
+                meter._take = {"cpu_s": time.process_time() - c0, "thread_cpu_s": time.thread_time() - t0}
+
+        def run(sched, tasks, step=0, openings=None):
             w0, c0, t0 = time.perf_counter(), time.process_time(), time.thread_time()
-            profiled = meter.profiler is not None and len(meter.rows) == meter.profile_rollout
+            profiled = profiling()
             if profiled:
                 meter.profiler.enable()
             try:
-                outcomes, stats = meter._orig(sched, tasks, step)
+                outcomes, stats = meter._orig(sched, tasks, step, openings)
             finally:
                 if profiled:
                     meter.profiler.disable()
             candidates = sum(len(o.results()) for o in outcomes)
-            meter.rows.append({"wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0,
-                               "thread_cpu_s": time.thread_time() - t0, "candidates": candidates,
-                               "profiled": profiled})
+            took, meter._take = meter._take, {"cpu_s": 0.0, "thread_cpu_s": 0.0}
+            meter.rows.append({"wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0 + took["cpu_s"],
+                               "thread_cpu_s": time.thread_time() - t0 + took["thread_cpu_s"],
+                               "candidates": candidates, "profiled": profiled})
             return outcomes, stats
         scheduler.EpisodeScheduler.run = run
-        self._module = scheduler
+        cluster.TaskStream.take = take
+        self._module, self._cluster = scheduler, cluster
 
     def close(self):
         self._module.EpisodeScheduler.run = self._orig
+        self._cluster.TaskStream.take = self._orig_take
 
 
 STAGES = [  # what the driver does during a rollout, as functions whose inclusive CPU does not overlap
+    ("taking the step's tasks from the stream (rows, tasks, opening ids)", "cluster.py", "take"),
     ("tokenizing each task's opening prompt", "scheduler.py", "_opening"),
     ("forming generation batches and sending them", "scheduler.py", "_batch"),
     ("reading answers: parsing, episodes", "episodes.py", "take_sample"),
