@@ -162,8 +162,8 @@ class Training:
         self.evaluation = CompileThenEvaluate(self.compilers, self.evaluators, self.waiter,
                                               cfg.compile.candidates_per_call)
         self.generation_slots = self.generators.size
-        self.sizes = {"generator": self.generators.size, "evaluator": self.evaluators.size,
-                      "learner": self.learners.size, "compiler": self.compilers.size}
+        self.sizes = {"generator": self.generators.size, "evaluator": self.evaluators.capacity,
+                      "learner": self.learners.size, "compiler": self.compilers.capacity}
         self.ranker_preferences = self._preferences if self._ranker is not None else None
 
     def wait_ready(self) -> None:

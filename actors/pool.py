@@ -103,6 +103,11 @@ class SupervisedPool:
         """The live actor of each slot (a slot's handle changes when its actor is replaced)."""
         return tuple(self._actors)
 
+    @property
+    def capacity(self) -> int:
+        """Calls the pool runs at once: its actors, times the calls each serves at once."""
+        return len(self._actors) * self._max_in_flight
+
     def outstanding(self) -> int:
         """Items submitted whose results have not been handed out yet."""
         return len(self._pending) + len(self._in_flight) + len(self._done) - len(self._abandoned)

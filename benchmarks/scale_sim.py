@@ -1,6 +1,6 @@
-"""How far one driver scales: the real driver on a simulated multi-node cluster, 1 to 64+ evaluator GPUs.
+"""How far one driver scales: the real driver on a simulated multi-node cluster, 1 to 256 evaluator GPUs.
 
-    python benchmarks/scale_sim.py [--gpus 1,4,16,48] [--steps 4] [--out FILE]
+    python benchmarks/scale_sim.py [--gpus 1,16,64,256] [--steps 4] [--out FILE]
 
 The cluster is real Ray on this machine (benchmarks/sim/cluster.py): a head that hosts only the driver, a
 generator node, four evaluator nodes, a learner node and a compile node, each offering its role resource of
@@ -16,6 +16,9 @@ times:
 - generation: 1 ms per sampled answer plus 20 ms per call (a batched engine), batches of at most 32, one
   generator per 16 GPUs: the first candidates reach the compilers within a few tens of milliseconds;
 - the learner: 0.5 s per update.
+One stand-in process serves up to 8 evaluators (or compilers), one thread each (`calls_per_actor`): the pools
+hold that many times fewer actors, each taking that many calls at once, so 256 simulated GPUs take about 60
+processes, not 340. The driver's code is the same either way (it fills the pools' capacity).
 Per size it records the rollout's candidates per second against the ideal (GPUs / 0.2 s), the driver
 process's CPU seconds per candidate, the busy fraction of each role (the loop's own metrics), and for the
 largest size a profile of the driver. `driver_limit_gpus`: the most GPUs at 300 candidates a minute each that
@@ -42,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 EVAL_S = 0.2                   # seconds per candidate per GPU: the target
 COMPILE_CPU_S = 0.93           # measured CPU seconds per candidate in the compile pool (v17)
 TARGET_BUSY = 0.9
+PER_PROCESS = 8                # simulated evaluators (or compilers) per stand-in process, at most
 
 
 def nodes_for(max_gpus: int):
@@ -65,6 +69,13 @@ def config_for(gpus: int, steps: int, run_dir: Path):
         "rollout.max_sequences_per_batch=32", "train.progress_bar=false",
         "train.wandb_mode=disabled", "train.checkpoint_every_steps=0", f"run.output_dir={run_dir}",
         f"run.name=g{gpus}", "train.samples_per_step=0"])
+
+
+def calls_per_process(workers: int) -> int:
+    """Evaluators (or compilers) one stand-in process serves, each call in its own thread: up to
+    PER_PROCESS, so that hundreds of simulated GPUs fit this machine's memory (one Ray worker process each
+    would not)."""
+    return math.gcd(workers, PER_PROCESS)
 
 
 def service_times(gpus: int):
@@ -176,8 +187,8 @@ def bytes_per_candidate() -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gpus", default="1,4,16,48", help="simulated evaluator GPU counts, comma-separated (48: "
-                    "about 70 actor processes, what 24 GiB holds)")
+    ap.add_argument("--gpus", default="1,16,64,256", help="simulated evaluator GPU counts, comma-separated (each "
+                    f"stand-in process serves up to {PER_PROCESS} evaluators or compilers)")
     ap.add_argument("--steps", type=int, default=4, help="RL steps per size (the first warms up; at the largest "
                     "size the last is profiled and not counted)")
     ap.add_argument("--out", default=None, help="JSON file (default: a new file under benchmarks/results/v<N>/)")
@@ -199,7 +210,9 @@ def main(argv=None) -> int:
             meter = RolloutMeter(profile_rollout=args.steps - 1 if gpus == max(sizes) else None)
             t0 = time.perf_counter()
             try:
-                rows = run_training(cfg, work / f"g{gpus}", Cluster(cfg, roles=stand_in_roles(service_times(gpus))))
+                roles = stand_in_roles(service_times(gpus), evaluator_calls=calls_per_process(gpus),
+                                       compiler_calls=calls_per_process(cfg.compile.workers))
+                rows = run_training(cfg, work / f"g{gpus}", Cluster(cfg, roles=roles))
             finally:
                 meter.close()
             counted = [r for r in meter.rows[1:] if not r["profiled"]] or meter.rows  # the first warms up

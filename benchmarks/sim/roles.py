@@ -54,6 +54,7 @@ class _Busy:
 class _StandIn:
     """What every stand-in answers besides its role's work: its busy seconds, liveness, process and node."""
     times = ServiceTimes()
+    calls_per_actor = 1  # calls served at once (threads): the number of evaluators or compilers one process stands for
     busy: _Busy
 
     def busy_s(self) -> float:
@@ -185,12 +186,16 @@ class StandInLearner(_StandIn):
         return json.loads((Path(directory) / "run_state.json").read_text())
 
 
-def stand_in_roles(times: ServiceTimes = ServiceTimes()):
-    """The four stand-ins with these service times (a class of each, made for them), as `RoleActors`."""
+def stand_in_roles(times: ServiceTimes = ServiceTimes(), evaluator_calls: int = 1, compiler_calls: int = 1):
+    """The four stand-ins with these service times (a class of each, made for them), as `RoleActors`.
+    `evaluator_calls`, `compiler_calls`: the calls one stand-in process serves at once, each in its own thread,
+    so that one process stands for that many evaluators (GPUs) or compilers: the driver's pools then hold that
+    many times fewer actors of that many calls each (`calls_per_actor`), and a simulation of hundreds of GPUs
+    fits this machine's memory."""
     from actors.cluster import RoleActors  # here: the actors' own processes never import the driver's modules
-    def made(cls):  # a name the module does not define: Ray pickles the class by value, service times included
-        return type(f"{cls.__name__}Timed", (cls,), {"times": times, "__module__": cls.__module__})
-    return RoleActors(generator=made(StandInGenerator), evaluator=made(StandInEvaluator),
-                      compiler=made(StandInCompiler), learner=made(StandInLearner))
 
-
+    def made(cls, calls: int = 1):  # a name the module does not define: Ray pickles the class by value
+        return type(f"{cls.__name__}Timed", (cls,), {"times": times, "calls_per_actor": calls,
+                                                      "__module__": cls.__module__})
+    return RoleActors(generator=made(StandInGenerator), evaluator=made(StandInEvaluator, evaluator_calls),
+                      compiler=made(StandInCompiler, compiler_calls), learner=made(StandInLearner))
