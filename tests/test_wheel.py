@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 NEEDED = ["pipeline/assets/builtin_tasks/c2cuda/saxpy.yaml", "pipeline/assets/pareval_tasks/LICENSE",
           "pipeline/assets/tiny_sft/model.safetensors", "pipeline/assets/measured/shard-000-of-008.parquet",
           "pipeline/evaluation/checks/fused_check.h", "pipeline/evaluation/checks/fused_check.c", "pipeline/evaluation/checks/fused_check.cu",
-          "pipeline/assets/degeneracy.json"]
+          "pipeline/assets/degeneracy.json", "pipeline/assets/splits.json"]
 
 CHECK = r"""
 import pipeline, sys
@@ -27,6 +27,8 @@ from pipeline.evaluation.checks.fused_check import native_source
 from pipeline.rollout.tiny_model import resolve_model_path
 from pipeline.core.config import ModelSection
 assert len(load_tasks("builtin")) == 24 and len(load_pareval()) > 40
+from pipeline.tasks.splits import frozen_splits
+assert len(frozen_splits()) >= 45
 assert "fc_out_add" in native_source("fused_check.c") and "fc_out_add" in native_source("fused_check.cu")
 print("ok", pipeline.__file__)
 """

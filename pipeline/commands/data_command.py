@@ -1,4 +1,4 @@
-"""`cudaperf data build | stats | card | measure`: the task dataset from the command line.
+"""`cudaperf data build | stats | card | measure | splits | degeneracy`: the task dataset from the command line.
 
   cudaperf data build   [--source S] [--check-compile] [--check-references] [--check-gate] [--sample N] [--family F]
                                                       generate the tasks, print counts and checks; with the
@@ -9,6 +9,10 @@
   cudaperf data stats   [--source S] [--measured DIR] [--card DIR]   the dataset card's table
   cudaperf data card    [--source S] [--measured DIR] [--out DIR]    the card (markdown + plots)
   cudaperf data measure --shard K/N [--minutes M] [--out DIR] [--source S] [--retry-failed] [--compile-only]
+  cudaperf data splits  [--freeze | --rebalance]      check the frozen split table (pipeline/assets/splits.json)
+                                                      against the generated families; --freeze adds new families
+                                                      and drops removed ones (no family moves), --rebalance ranks
+                                                      every family afresh at exact shares (families move)
   cudaperf data degeneracy [--source S] [--kernelbench-dir DIR --levels 1,2,3] [--family F] [--resume]
                            [--flagged] [--out FILE] [--update] [--report]
                                                       run every reference on the CPU, at every check and timing
@@ -28,6 +32,7 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
+from pipeline.core.assets import SPLITS_TABLE
 from pipeline.core.config import RunConfig, add_config_option, load_config
 
 MIN_C2CUDA, MIN_TORCH2CUDA, MIN_FAMILIES, MAX_FAMILY_SHARE = 3000, 1000, 40, 0.05
@@ -330,12 +335,47 @@ def cmd_degeneracy(cfg: RunConfig, args) -> int:
     return int(counts["degenerate"] > 0)
 
 
+def cmd_splits(args) -> int:
+    """The frozen split table against the generated families (pipeline/tasks/splits.py): what is new, gone or
+    moved; with --freeze or --rebalance it is written. 1 when the table is out of date and was not written."""
+    from pipeline.tasks.splits import (FRACTIONS, SPLITS, SplitsTableError, frozen_table, generated_families,
+                                       refrozen, write_frozen_table)
+    try:
+        table = frozen_table(args.table)
+    except SplitsTableError:
+        if not args.rebalance:
+            raise
+        table = {"ranked": {}, "added": {}}
+    new = refrozen(generated_families(), table, args.rebalance)
+    before, after = {**table["ranked"], **table["added"]}, {**new["ranked"], **new["added"]}
+    counts = Counter(after.values())
+    print(f"{len(after)} families: " + ", ".join(f"{s} {counts[s]} ({counts[s] / max(len(after), 1):.0%}, aim "
+                                                 f"{FRACTIONS[s]:.0%})" for s in SPLITS))
+    for f in sorted(set(after) | set(before)):
+        if f not in before:
+            print(f"new    {f}: {after[f]}")
+        elif f not in after:
+            print(f"gone   {f} (was {before[f]})")
+        elif before[f] != after[f]:
+            print(f"moved  {f}: {before[f]} -> {after[f]}")
+    if new == table:
+        print(f"{args.table} is up to date")
+        return 0
+    if args.freeze or args.rebalance:
+        write_frozen_table(new, args.table)
+        print(f"wrote {args.table}")
+        return 0
+    print(f"{args.table} is out of date: run `cudaperf data splits --freeze` and commit it")
+    return 1
+
+
 HELP = "build, measure and summarise the task dataset"
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
     parser = commands.add_parser("data", help=HELP, description=HELP)
-    sub = parser.add_subparsers(dest="data_command", metavar="build|stats|card|measure|degeneracy", required=True)
+    sub = parser.add_subparsers(dest="data_command", metavar="build|stats|card|measure|splits|degeneracy",
+                                required=True)
 
     def common(p):
         p.add_argument("--source", default=None, help="task source (default data.source: generated)")
@@ -362,6 +402,13 @@ def add_parser(commands) -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="directory of the shard's Parquet file (default data.measured_dir)")
     p.add_argument("--retry-failed", action="store_true", help="measure again tasks with a failed implementation")
     p.add_argument("--compile-only", action="store_true", help="only compile and analyse (no GPU needed)")
+    p = add_config_option(sub.add_parser("splits", help="check or write the frozen split of every generated family"))
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--freeze", action="store_true", help="add new families to the table, each by its own hash, and "
+                     "drop removed ones: no family already in it moves")
+    how.add_argument("--rebalance", action="store_true", help="rank every family afresh at exact shares: families "
+                     "move, so runs before and after are not comparable")
+    p.add_argument("--table", default=str(SPLITS_TABLE), help="the table's file (default the shipped one)")
     p = common(sub.add_parser("degeneracy", help="flag tasks whose check a kernel passes without doing the work"))
     p.add_argument("--kernelbench-dir", default="", help="a KernelBench checkout instead of --source")
     p.add_argument("--levels", default="1,2,3", help="KernelBench levels (with --kernelbench-dir)")
@@ -393,4 +440,6 @@ def run(args, open_cluster=None) -> int:
         return cmd_stats(cfg, args, args.out)
     if args.data_command == "degeneracy":
         return cmd_degeneracy(cfg, args)
+    if args.data_command == "splits":
+        return cmd_splits(args)
     return cmd_measure(cfg, args)

@@ -32,8 +32,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
         p = add_config_option(sub.add_parser(name, help=what, description=what))
         p.add_argument("--data", default=None, help="measured Parquet file or directory, or an evaluator benchmark JSON")
         p.add_argument("--rankers", default="gbt,neural", help="comma-separated: gbt, neural")
-        p.add_argument("--test-families", default=None, help="comma-separated families held out (default: the rows' "
-                       "split, else pipeline/tasks/splits.py)")
+        p.add_argument("--test-families", default=None, help="comma-separated families held out (default: each "
+                       "task's split at data.split_seed, pipeline/tasks/splits.py)")
         p.add_argument("--out", default=None, help="checkpoint root (default run.output_dir/run.name/ranker)")
         if name == "eval":
             p.add_argument("--checkpoints", default=None, help="checkpoint root to evaluate (default --out)")
@@ -59,7 +59,7 @@ def run(args, open_cluster=None) -> int:
 def _train(args, cfg, kinds, out: Path, families) -> int:
     from pipeline.ranker.checkpoint import save_checkpoint
     from pipeline.ranker.fit import prepare_data, train_split, trains_rankers
-    data = prepare_data(args.data, cfg.ranker, cfg.compile, families, cfg.run.seed)
+    data = prepare_data(args.data, cfg.ranker, cfg.compile, families, cfg.data.split_seed)
     trained = train_split(data, cfg.ranker, kinds, cfg.run.seed)
     test_families = sorted({im.family for im in data.impls if im.split == "test"})
     for kind, (ranker, metrics) in trained.items():
@@ -78,7 +78,7 @@ def _eval(args, cfg, kinds, out: Path, families) -> int:
     notes = []
     if args.cv:
         # the folds assign the splits, so no split function is needed to load
-        data = prepare_data(args.data, cfg.ranker, cfg.compile, [], cfg.run.seed)
+        data = prepare_data(args.data, cfg.ranker, cfg.compile, [], cfg.data.split_seed)
         results = cross_validate(data, cfg.ranker, kinds, args.cv, cfg.run.seed)
         notes.append(f"{args.cv}-fold cross-validation by family over {len(data.families())} families "
                      f"({len(data.impls)} implementations, {data.source})")
@@ -89,7 +89,7 @@ def _eval(args, cfg, kinds, out: Path, families) -> int:
             rankers[kind], manifests[kind] = load_ranker(root / kind, cfg.ranker.feature_cache_dir)
         if families is None:  # hold out what training held out
             families = read_manifest(root / kinds[0]).get("test_families") or None
-        data = prepare_data(args.data, cfg.ranker, cfg.compile, families, cfg.run.seed)
+        data = prepare_data(args.data, cfg.ranker, cfg.compile, families, cfg.data.split_seed)
         for kind, m in manifests.items():
             notes.append(f"{kind}: {resolve(root / kind)} (data hash {m['data_hash']})")
         notes.append(f"test families: {', '.join(sorted({im.family for im in data.impls if im.split == 'test'}))}")

@@ -1,8 +1,8 @@
 """Where the data that ships with the package lives: `pipeline/assets/`, apart from the code.
 
 Generated or measured data and the shipped model are files, not modules: the built-in tasks, the
-ParEval-derived tasks, the measured dataset shards and its card, the degeneracy registry and the tiny
-warm-started policy. `setup.py` ships the folder whole as package data.
+ParEval-derived tasks, the measured dataset shards and its card, the degeneracy registry, the frozen
+family splits and the tiny warm-started policy. `setup.py` ships the folder whole as package data.
 """
 from pathlib import Path
 
@@ -13,4 +13,5 @@ PAREVAL_DIR = ASSETS_DIR / "pareval_tasks"          # tasks from ParEval's drive
 MEASURED_DIR = ASSETS_DIR / "measured"              # measured implementations of the generated dataset
 CARD_DIR = ASSETS_DIR / "card"                      # the dataset card's figures
 DEGENERACY_REGISTRY = ASSETS_DIR / "degeneracy.json"  # degenerate tasks found by `cudaperf data build`
+SPLITS_TABLE = ASSETS_DIR / "splits.json"            # the frozen split of every generated family (data.split_seed 0)
 TINY_SFT_DIR = ASSETS_DIR / "tiny_sft"              # the main job's warm-started tiny policy

@@ -421,7 +421,8 @@ class DataSection(Section):
     """The task dataset, `cudaperf data build | stats | measure | card` (pipeline/data/)."""
     source: str = Field("generated", description="task source of the data commands: 'generated' (the task generators), "
                         "'builtin', or a directory of task YAML files")
-    split_seed: int = Field(0, description="seed of the train/val/test split by family (pipeline/tasks/splits.py)")
+    split_seed: int = Field(0, description="seed of the train/val/test split by family: 0 reads the frozen table "
+                            "pipeline/assets/splits.json, others rank today's families afresh (tasks/splits.py)")
     allow_unchecked_tasks: bool = Field(False, description="train and benchmark on tasks the degeneracy registry "
                                         "does not vouch for (none of its entries, a changed task, or `unchecked`)")
     measured_dir: str = Field("", description="directory of the measurement Parquet files, one per shard; '' is the "

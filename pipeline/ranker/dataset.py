@@ -5,8 +5,8 @@ In: the measured dataset (a pyarrow Table of the schema in pipeline/tasks/measur
 one speedup per implementation of the built-in tasks, a small real development set), and the
 tasks the rows refer to (`pipeline.tasks.load_tasks`, for the code and the work model).
 Out: a `RankData`: one `Impl` per (task, implementation) that ran correctly, its time per
-configuration, and the split of its family. Touches nothing; features missing from the rows
-are filled by the caller (`fill_features`, nvcc and a cache).
+configuration, and (from `assign_splits`) its task's split. Touches nothing; features missing from
+the rows are filled by the caller (`fill_features`, nvcc and a cache).
 
 Only correct, timed rows are kept; the PyTorch reference (`pytorch_eager`) is not an
 implementation a policy could write and has no CUDA code, so it is never ranked.
@@ -132,7 +132,7 @@ def from_measurements(table, tasks: dict, source: str = "") -> RankData:
                 missing_tasks.add(f"{r['task_id']}:{r['impl_name']}")
                 continue
             feats = json.loads(r["features_json"]) if r.get("features_json") else {}
-            im = by_key[key] = Impl(r["task_id"], r["family"], r["split"] or "", r["kind"], r["impl_name"],
+            im = by_key[key] = Impl(r["task_id"], r["family"], "", r["kind"], r["impl_name"],  # split: assign_splits
                                     r["strategy"], impl.format, impl.code, feats)
         im.times_ms[r["config"]] = float(r["median_ms"])
     if not by_key:
@@ -200,26 +200,19 @@ def fill_features(data: RankData, cache: FeatureCache) -> int:
 
 
 def assign_splits(data: RankData, test_families: list[str] | None = None, seed: int = 0) -> None:
-    """Give every impl without a split one: 'test' for `test_families` when given, else the
-    project's split of its family (pipeline/tasks/splits.py); then the held-out tasks of the training
-    families are 'heldout' whatever their rows say (rows measured before that split existed say 'train'),
-    so a ranker never trains on the tasks a policy is evaluated on."""
+    """Give every impl its split: 'test' for `test_families` when given (the rest 'train'), else the
+    split the task reader gives its task, `split_of_task` at `seed` (`data.split_seed`), so a ranker
+    holds out exactly what a policy is evaluated on. The rows' own `split` column is a record of the
+    split when they were measured and is not read: a row measured before a family or the held-out split
+    existed would say otherwise."""
     if test_families is not None:
         chosen = set(test_families)
         for im in data.impls:
             im.split = "test" if im.family in chosen else "train"
         return
-    try:
-        from pipeline.tasks.splits import HELDOUT, is_heldout, split_of_family
-    except ImportError:
-        if all(im.split for im in data.impls):
-            return
-        raise RankDataError("rows have no split and pipeline.tasks.splits is not available; pass --test-families "
-                            "or --cv K") from None
+    from pipeline.tasks.splits import split_of_task
     for im in data.impls:
-        im.split = im.split or split_of_family(im.family, seed)
-        if im.split == "train" and is_heldout(im.task_id, seed):
-            im.split = HELDOUT
+        im.split = split_of_task(data.tasks[im.task_id], seed)
 
 
 def family_folds(families: list[str], k: int, seed: int = 0) -> list[list[str]]:

@@ -1,9 +1,10 @@
 """Training and evaluating rankers end to end: data, features, pairs, fit, held-out metrics.
 
 In: a data path (measured Parquet or the evaluator's benchmark JSON), the `ranker` and `compile`
-config sections, which rankers to train, and how to hold out families (the rows' split, an
-explicit list of test families, or K-fold cross-validation by family). Out: fitted rankers,
-metrics per ranker (the learned ones and the heuristics) on the held-out families.
+config sections, which rankers to train, and how to hold out families (each task's split at
+`data.split_seed`, the one the task reader gives, an explicit list of test families, or K-fold
+cross-validation by family). Out: fitted rankers, metrics per ranker (the learned ones and the
+heuristics) on the held-out families.
 Touches: the feature cache (nvcc runs for rows without features_json). No Ray.
 
 Rankers train on every family outside the test split (train and val) and are judged on the

@@ -4,7 +4,8 @@ In: rows from `pipeline.dataset.measure` (one per task, implementation and input
 Out: Parquet files under `pipeline/assets/measured/` (one per shard) and, from `load_measurements`,
 one pyarrow Table of every row.
 
-Columns (units in the names): task_id, kind, family, split, impl_name, strategy, format, config,
+Columns (units in the names): task_id, kind, family, split (the task's split when measured, a record
+only: readers ask `pipeline.tasks.splits.split_of_task`), impl_name, strategy, format, config,
 correct (the implementation passed every check configuration of its task, both input sets
 each), max_error (this configuration's worst normalised error, <= 1 passes; null when not
 checked), median_ms / iqr_ms / min_ms / trials (null/0 on configurations that are not timed, or

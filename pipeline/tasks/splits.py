@@ -1,31 +1,43 @@
 """Train, validation and test splits of the task dataset, by computation family, and the held-out tasks
 of the training families.
 
-In: a family name (or a Task) and a seed. Out: 'train', 'val' or 'test' ('kernelbench' for
-KernelBench problems, which are a benchmark and never trained on); for a task also 'heldout'.
-Every task of a family lands in the same split, so the splits share no family: a model is tested
-on computations it has never seen. The families of the generated dataset are ranked by a hash of
-(seed, family) and cut at exact shares (15 % test, 15 % val, the rest train), so the test split
-always gets its share however many families there are. A family the generators do not make (a
-new one, or one of the built-in tasks) falls back to the same hash against the shares as
-thresholds, which needs no list but only meets the shares on average; `split_shares` reports
-the real shares of any set of families and `balanced_seed` finds a seed that meets them.
+In: a family name (or a Task) and a seed; the frozen table `pipeline/assets/splits.json`. Out: 'train',
+'val' or 'test' ('kernelbench' for KernelBench problems, which are a benchmark and never trained on); for
+a task also 'heldout'. Every task of a family lands in the same split, so the splits share no family: a
+model is tested on computations it has never seen. Everything that needs a split (the task reader and
+so RL, the ranker, the measurement rows, the data card) calls `split_of_task` or `split_of_family`.
+
+Seed 0 (`FROZEN_SEED`, the default of `data.split_seed`) reads the frozen table, so adding a family
+never moves another one. Its `ranked` part is the generated families ranked by a hash of (seed, family)
+and cut at exact shares (15 % test, 15 % val, the rest train; `assign_splits`) when the table was last
+rebalanced; its `added` part holds the families added since, each placed by its own hash against the
+shares as thresholds (`threshold_split`), which needs no other family. A family the table does not name
+(one not frozen yet, or a built-in task's) gets that same threshold split, so freezing a new family does
+not change its split either. `cudaperf data splits --freeze` writes new families into the table and drops
+removed ones; `--rebalance` ranks every family afresh (it moves families: a new dataset version).
+Any other seed is an option for experiments: the generated dataset's current families ranked afresh at
+exact shares under that seed, so there a new family can move others. `split_shares` reports the real
+shares of any set of families and `balanced_seed` finds a seed that meets them.
 
 `heldout` (`split_of_task` only): the evaluation split of *unseen tasks of the training families*, new
 parameterisations and sizes of computations the policy trains on, never trained on themselves. Of each
 training family's tasks of each kind, the HELDOUT_FRACTION ranked first by a hash of (seed, task id) are
 held out (exact shares per family and kind, so every family is represented); a task outside the
-generated dataset is held out when the same hash falls below the fraction. The family-disjoint `test`
-split stays as it is: the two measure different things (new tasks of known computations, and new
-computations).
+generated dataset is held out when the same hash falls below the fraction. The ranking is within one
+family, so a new family moves no held-out task of the others. The family-disjoint `test` split stays as
+it is: the two measure different things (new tasks of known computations, and new computations).
 """
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from collections import Counter
+from pathlib import Path
 from typing import Iterable
 
+from pipeline.core.assets import SPLITS_TABLE
+from pipeline.core.errors import UserError
 from pipeline.core.records import Task
 
 SPLITS = ("train", "val", "test")  # by family
@@ -34,6 +46,11 @@ TASK_SPLITS = SPLITS + (HELDOUT,)  # what a task can be in (`generated:<split>`)
 HELDOUT_FRACTION = 0.20
 FRACTIONS = {"train": 0.70, "val": 0.15, "test": 0.15}
 KERNELBENCH_SPLIT = "kernelbench"
+FROZEN_SEED = 0  # the split seed whose family splits are frozen in SPLITS_TABLE
+
+
+class SplitsTableError(UserError, ValueError):
+    """The frozen split table is missing or malformed; the message says how to restore it."""
 
 
 def _unit(family: str, seed: int) -> float:
@@ -51,10 +68,16 @@ def _generated_tasks() -> list[Task]:
     return cached_tasks(0)
 
 
+def generated_families() -> set[str]:
+    """The families of the generated dataset (what the frozen table must name)."""
+    return {t.family for t in _generated_tasks()}
+
+
 @functools.lru_cache(maxsize=8)
 def _dataset_splits(seed: int) -> dict[str, str]:
-    """family -> split for the generated dataset's families, by rank at exact shares."""
-    return assign_splits({t.family for t in _generated_tasks()}, seed)
+    """family -> split for the generated dataset's current families, by rank at exact shares (seeds other
+    than FROZEN_SEED)."""
+    return assign_splits(generated_families(), seed)
 
 
 def assign_splits(families, seed: int = 0) -> dict[str, str]:
@@ -67,19 +90,69 @@ def assign_splits(families, seed: int = 0) -> dict[str, str]:
     return {f: "test" if i < n_test else "val" if i < n_test + n_val else "train" for i, f in enumerate(ranked)}
 
 
-def split_of_family(family: str, seed: int = 0) -> str:
-    """The split every task of `family` belongs to under `seed`."""
-    if not family:
-        raise ValueError("split_of_family() needs a family name; every Task must have its family set")
-    known = _dataset_splits(seed)
-    if family in known:
-        return known[family]
+def threshold_split(family: str, seed: int = 0) -> str:
+    """A family's split from its own hash against the shares as thresholds: needs no other family, meets
+    the shares on average only."""
     u = _unit(family, seed)
     if u < FRACTIONS["test"]:
         return "test"
     if u < FRACTIONS["test"] + FRACTIONS["val"]:
         return "val"
     return "train"
+
+
+# --- the frozen table (seed 0) --------------------------------------------------------------------------
+@functools.lru_cache(maxsize=4)
+def frozen_table(path: str = str(SPLITS_TABLE)) -> dict[str, dict[str, str]]:
+    """{"ranked": {family: split}, "added": {family: split}} of the frozen table (module docstring)."""
+    try:
+        raw = json.loads(Path(path).read_text())
+        table = {"ranked": dict(raw["ranked"]), "added": dict(raw["added"])}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SplitsTableError(f"the frozen split table {path} is missing or unreadable ({e}); restore it from the "
+                               f"repository, or write it with `cudaperf data splits --rebalance`") from None
+    bad = {f: s for part in table.values() for f, s in part.items() if s not in SPLITS}
+    if bad:
+        raise SplitsTableError(f"the frozen split table {path} gives unknown splits {bad}; use one of "
+                               f"{', '.join(SPLITS)}, or rewrite it with `cudaperf data splits --freeze`")
+    return table
+
+
+def frozen_splits(path: str = str(SPLITS_TABLE)) -> dict[str, str]:
+    """family -> split of every family the frozen table names."""
+    table = frozen_table(path)
+    return {**table["ranked"], **table["added"]}
+
+
+def refrozen(families: Iterable[str], table: dict, rebalance: bool = False) -> dict[str, dict[str, str]]:
+    """The frozen table for the current `families`: the families of `table` keep their split, new ones are
+    added by `threshold_split`, removed ones are dropped; with `rebalance`, every family is ranked afresh at
+    exact shares (which moves families)."""
+    fams = set(families)
+    if rebalance:
+        return {"ranked": assign_splits(fams, FROZEN_SEED), "added": {}}
+    ranked = {f: s for f, s in table["ranked"].items() if f in fams}
+    added = {f: s for f, s in table["added"].items() if f in fams}
+    added.update({f: threshold_split(f, FROZEN_SEED) for f in fams - set(ranked) - set(added)})
+    return {"ranked": ranked, "added": added}
+
+
+def write_frozen_table(table: dict, path: str = str(SPLITS_TABLE)) -> None:
+    """Write the frozen table, one family a line, sorted (a change reads as a small diff)."""
+    doc = {"about": f"the split of every generated family at data.split_seed {FROZEN_SEED} "
+                    "(pipeline/tasks/splits.py); write it with `cudaperf data splits --freeze`",
+           "seed": FROZEN_SEED, "ranked": dict(sorted(table["ranked"].items())),
+           "added": dict(sorted(table["added"].items()))}
+    Path(path).write_text(json.dumps(doc, indent=1) + "\n")
+    frozen_table.cache_clear()
+
+
+def split_of_family(family: str, seed: int = 0) -> str:
+    """The split every task of `family` belongs to under `seed` (module docstring)."""
+    if not family:
+        raise ValueError("split_of_family() needs a family name; every Task must have its family set")
+    known = frozen_splits() if seed == FROZEN_SEED else _dataset_splits(seed)
+    return known.get(family) or threshold_split(family, seed)
 
 
 def _task_unit(task_id: str, seed: int) -> float:

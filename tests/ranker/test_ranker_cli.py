@@ -36,7 +36,8 @@ def common(tmp_path_factory):
 
 def test_train_then_eval_writes_checkpoints_and_report(tmp_path, table_dir, common, capsys):
     out = tmp_path / "ranker"
-    assert main(["train", "--data", str(table_dir), "--out", str(out), *common]) == 0
+    held_out = ["--test-families", ",".join(sorted(TEST_FAMILIES))]  # the rows' split column is not read
+    assert main(["train", "--data", str(table_dir), "--out", str(out), *held_out, *common]) == 0
     for kind in ("gbt", "neural"):
         manifest = json.loads((out / kind / "v0001" / "manifest.json").read_text())
         assert manifest["kind"] == kind and manifest["version"] == 1
@@ -93,3 +94,21 @@ def test_config_errors_name_the_key(capsys):
 def test_missing_measurements_name_the_fix(tmp_path, capsys, common):
     assert main(["train", "--data", str(tmp_path / "empty"), *common]) == 2
     assert "cudaperf data measure" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["train"], ["eval", "--cv", "3"]])
+def test_the_rank_commands_split_by_data_split_seed_not_the_run_seed(argv, monkeypatch, tmp_path):
+    """The ranker holds out what RL holds out: the split seed is `data.split_seed`, whatever `run.seed` is."""
+    import pipeline.ranker.fit as fit
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def prepare_data(path, cfg, compile_cfg, test_families=None, split_seed=0, log=print):
+        seen.append(split_seed)
+        raise Stop
+    monkeypatch.setattr(fit, "prepare_data", prepare_data)
+    with pytest.raises(Stop):
+        main([*argv, "--out", str(tmp_path), "run.seed=3", "data.split_seed=5"])
+    assert seen == [5]

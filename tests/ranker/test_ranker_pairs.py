@@ -72,7 +72,25 @@ def test_rankers_never_train_on_the_held_out_tasks_whatever_their_rows_say():
 
     def impl(task, split):  # rows measured before the held-out split say 'train' for its tasks
         return Impl(task.id, task.family, split, task.kind, "naive", "naive", "c2cuda", "", {})
-    data = RankData([impl(held, "train"), impl(kept, "train"), impl(test, "")], {})
+    data = RankData([impl(held, "train"), impl(kept, "train"), impl(test, "")], {t.id: t for t in tasks})
     assign_splits(data)
     assert [im.split for im in data.impls] == ["heldout", "train", "test"]
     assert [trains_rankers(im) for im in data.impls] == [False, True, False]
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_the_ranker_splits_every_task_as_the_task_reader_does_whatever_its_row_recorded(seed):
+    """One split for the ranker and for RL: `split_of_task` at the split seed, never a row's stored split (a row
+    measured before a family moved, or under another seed, records another one)."""
+    from pipeline.ranker.dataset import Impl, RankData, assign_splits
+    from pipeline.tasks.generate import cached_tasks
+    from pipeline.tasks.splits import split_of_task
+    tasks = list(cached_tasks(0))
+    picked = {}
+    for t in tasks:  # a task of each split
+        picked.setdefault(split_of_task(t, seed), t)
+    stale = {"train": "val", "heldout": "test", "val": "train", "test": "train"}  # what an old row may say
+    data = RankData([Impl(t.id, t.family, stale[s], t.kind, "naive", "naive", "c2cuda", "", {})
+                     for s, t in picked.items()], {t.id: t for t in tasks})
+    assign_splits(data, seed=seed)
+    assert {im.task_id: im.split for im in data.impls} == {t.id: s for s, t in picked.items()}
