@@ -96,7 +96,7 @@ def before(tol, ins, staged, outs, expected, decoy_out) -> None:
     import torch
 
     from pipeline.evaluation.checks.fused_check import compare_plain as compare
-    from pipeline.evaluation.checks.reference import rounding_floor
+    from pipeline.evaluation.checks.comparison import rounding_floor
     floor = rounding_floor(tol, [staged[0]])
     for x, s, o, e in zip(ins, staged, outs, expected):
         assert torch.equal(x, s)

@@ -262,9 +262,10 @@ def _changed(m64: list, r64: list) -> bool:
 def campaign_torch(task, seed: int) -> dict:
     """Per operator (and variant): result-changing?, detected before?, detected after?; honest variants' fate."""
     import torch
-    from pipeline.evaluation.checks import reference as R
-    from pipeline.evaluation.checks.reference import build_torch2cuda, check_outputs
-    R.DEVICE = "cpu"
+    from pipeline.evaluation.checks import reference_torch
+    from pipeline.evaluation.checks.comparison import check_outputs
+    from pipeline.evaluation.checks.reference_torch import build_torch2cuda
+    reference_torch.DEVICE = "cpu"
     rows: dict = defaultdict(lambda: {"changing": False, "before": False, "after": False, "applies": False})
     honest: dict = defaultdict(lambda: True)
     for phase, fid in (("before", False), ("after", True)):
@@ -371,7 +372,7 @@ def c_libs(task) -> dict:
     from pipeline.core.config import CompileSection
     from pipeline.evaluation.build.compile import Compiler
     from pipeline.evaluation.checks.fidelity import C_FLOAT64_PRELUDE
-    from pipeline.evaluation.checks.reference import _c_function
+    from pipeline.evaluation.checks.reference_c import _c_function
     comp = Compiler(CompileSection())
     libs = {}
     fast = '#pragma GCC optimize ("O3,fast-math")\n'
@@ -390,8 +391,9 @@ def campaign_c(task, seed: int) -> dict:
     from pipeline.core.config import CompileSection
     from pipeline.evaluation.build.compile import Compiler
     from pipeline.evaluation.checks.fidelity import C_FLOAT64_PRELUDE
-    from pipeline.evaluation.checks.reference import (build_c2cuda, can_anchor_c, check_outputs, run_c, run_c_reference,
-                                               run_c_reference64)
+    from pipeline.evaluation.checks.comparison import check_outputs
+    from pipeline.evaluation.checks.reference_c import (build_c2cuda, can_anchor_c, run_c, run_c_reference,
+                                                        run_c_reference64)
     comp = Compiler(CompileSection())
     libs = c_libs(task)
     rows: dict = defaultdict(lambda: {"changing": False, "before": False, "after": False, "applies": False})
@@ -484,7 +486,7 @@ def fit_on_cpu(task, max_bytes: int):
     exceed `max_bytes` (or its parameters 600 MB), its sizes halved as the degeneracy check does
     (degeneracy.fit_sizes: batch first); returns (task or None, the sizes changed)."""
     from pipeline.evaluation.checks.degeneracy import fit_sizes
-    from pipeline.evaluation.checks.reference import config_bytes
+    from pipeline.evaluation.checks.footprint import config_bytes
     checks = [c for c in task.configs if c.check and not c.time]
 
     def fits(t) -> bool:

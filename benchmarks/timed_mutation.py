@@ -66,7 +66,7 @@ def give_views(group, cd) -> None:
     """CPU tensors for the buffers of the configuration's slots (the device buffers of the evaluator)."""
     import torch
 
-    from pipeline.evaluation.checks.reference import torch_dtype
+    from pipeline.evaluation.checks.group_data import torch_dtype
     for k, slot in enumerate(cd.slots):
         for b in slot:
             buf = group.buffers[b]
@@ -177,7 +177,7 @@ def fit_timed_torch(task, cfg, max_bytes: int):
     """(the task with only timing configuration `cfg`, its sizes halved as the check configurations' are
     (mutation.fit_on_cpu: batch first) until its data fit `max_bytes`; the sizes changed), or (None, ...)."""
     from pipeline.evaluation.checks.degeneracy import fit_sizes
-    from pipeline.evaluation.checks.reference import config_bytes
+    from pipeline.evaluation.checks.footprint import config_bytes
 
     def fits(t) -> bool:
         return all(s.inputs + s.outputs <= max_bytes and s.params <= max(8 * max_bytes, 600 << 20)
@@ -226,8 +226,9 @@ def timed_torch(task, seed: int, max_bytes: int) -> dict:
     import torch
 
     import mutation as M
-    from pipeline.evaluation.checks import reference as R
-    R.DEVICE = "cpu"
+    from pipeline.evaluation.checks import reference_torch
+    from pipeline.evaluation.checks.buffer_layout import add_timing_slots
+    reference_torch.DEVICE = "cpu"
     rows, honest, scaled, notes = new_rows(), defaultdict(lambda: True), {}, []
     for cfg in [c for c in task.configs if c.time]:
         fitted, changed = fit_timed_torch(task, cfg, max_bytes)
@@ -235,9 +236,9 @@ def timed_torch(task, seed: int, max_bytes: int) -> dict:
             notes.append(f"{cfg.name}: too large for the CPU even with sizes halved ({changed})")
             continue
         scaled[cfg.name] = changed
-        group = R.build_torch2cuda(fitted, seed, init_seed=seed + 1, fidelity=True)
+        group = reference_torch.build_torch2cuda(fitted, seed, init_seed=seed + 1, fidelity=True)
         cd = group.configs[0]
-        R.add_timing_slots(group, 1 << 40, N_CALLS + 1)
+        add_timing_slots(group, 1 << 40, N_CALLS + 1)
         give_views(group, cd)
         outs = [j for j, b in enumerate(cd.buffers) if group.buffers[b].role == "out"]
 
@@ -310,7 +311,7 @@ def _c_mutants(group, cd, libs: dict, inputs: dict, expected: dict, with64: bool
     import numpy as np
 
     import mutation as M
-    from pipeline.evaluation.checks.reference import run_c
+    from pipeline.evaluation.checks.reference_c import run_c
     from mutation import half_callable
     out = {}
     floats = [b for b, v in inputs.items() if v.dtype.kind == "f"]
@@ -351,12 +352,14 @@ def c_config(task, fitted, seed: int, libs: dict):
     import numpy as np
     import torch
 
-    from pipeline.evaluation.checks import reference as R
+    from pipeline.evaluation.checks.buffer_layout import add_timing_slots
+    from pipeline.evaluation.checks.comparison import compare
     from pipeline.evaluation.checks.fidelity import anchor_allowance
-    group = R.build_c2cuda(fitted, seed, fidelity=True)
+    from pipeline.evaluation.checks.reference_c import _c2cuda_fresh, build_c2cuda, can_anchor_c, run_c
+    group = build_c2cuda(fitted, seed, fidelity=True)
     cd = group.configs[0]
-    R.add_timing_slots(group, 1 << 40, N_CALLS + 1)
-    cd.fresh = R._c2cuda_fresh(fitted, cd.params, [group.buffers[b] for b in cd.buffers], device="cpu")
+    add_timing_slots(group, 1 << 40, N_CALLS + 1)
+    cd.fresh = _c2cuda_fresh(fitted, cd.params, [group.buffers[b] for b in cd.buffers], device="cpu")
     give_views(group, cd)
 
     def host(fresh):
@@ -366,18 +369,18 @@ def c_config(task, fitted, seed: int, libs: dict):
         return {j: torch.from_numpy(np.ascontiguousarray(outs[b])) for j, b in enumerate(cd.buffers) if b in outs}
 
     def expect(fresh):  # the naive baseline's outputs: the C reference in float32, the same computation
-        return as_positions(R.run_c(group, cd, libs["f32"], host(fresh)))
+        return as_positions(run_c(group, cd, libs["f32"], host(fresh)))
     anchor, why = None, "the C reference does not run in float64 (records, float64 data or no float32 output)"
-    if R.can_anchor_c(fitted) and libs["f64"] is not None:  # agreement on the first check set, as the evaluator asks
-        r32 = R.run_c(group, cd, libs["f32"], cd.input_sets[0])
-        r64 = R.run_c(group, cd, libs["f64"], cd.input_sets[0], "float64")
-        bad = [R.compare(torch.from_numpy(r32[b]), torch.from_numpy(r64[b]), task.tolerance)[2]
+    if can_anchor_c(fitted) and libs["f64"] is not None:  # agreement on the first check set, as the evaluator asks
+        r32 = run_c(group, cd, libs["f32"], cd.input_sets[0])
+        r64 = run_c(group, cd, libs["f64"], cd.input_sets[0], "float64")
+        bad = [compare(torch.from_numpy(r32[b]), torch.from_numpy(r64[b]), task.tolerance)[2]
                for b in r32 if r32[b].dtype == np.float32
-               and not R.compare(torch.from_numpy(r32[b]), torch.from_numpy(r64[b]), task.tolerance)[0]]
+               and not compare(torch.from_numpy(r32[b]), torch.from_numpy(r64[b]), task.tolerance)[0]]
         why = f"the C reference in float64 disagrees with itself in float32 ({bad[0]})" if bad else ""
         if not bad:
             def anchor(fresh_set: dict, expected: dict) -> dict:
-                got = as_positions(R.run_c(group, cd, libs["f64"], host(fresh_set), "float64"))
+                got = as_positions(run_c(group, cd, libs["f64"], host(fresh_set), "float64"))
                 inputs = list(fresh_set.values())
                 return {j: (o64, anchor_allowance(expected[j], o64, inputs)) for j, o64 in got.items()
                         if j in expected and expected[j].dtype == torch.float32}
@@ -394,8 +397,8 @@ def timed_c(task, seed: int, max_bytes: int) -> dict:
     import torch
 
     import mutation as M
-    from pipeline.evaluation.checks import reference as R
     from pipeline.evaluation.checks.fidelity import anchor_allowance
+    from pipeline.evaluation.checks.reference_c import run_c
     libs = M.c_libs(task)
     rows, honest, scaled, notes = new_rows(), defaultdict(lambda: True), {}, []
     for cfg in [c for c in task.configs if c.time]:
@@ -424,7 +427,7 @@ def timed_c(task, seed: int, max_bytes: int) -> dict:
                     per_call[call] = _c_mutants(group, cd, libs, host(fresh_of[call]), want, with64=False)
                 return per_call[call]
             inputs1 = host(fresh_of[1])
-            ref64 = R.run_c(group, cd, libs["f64"], inputs1, "float64") if libs["f64"] is not None else None
+            ref64 = run_c(group, cd, libs["f64"], inputs1, "float64") if libs["f64"] is not None else None
             want1 = {cd.buffers[j]: t.numpy() for j, t in want_of[1].items()}
 
             def changed(m64: dict | None) -> bool:
@@ -449,10 +452,10 @@ def timed_c(task, seed: int, max_bytes: int) -> dict:
                 variants = {"reference": lambda call: None}
                 if libs["fast"] is not None:
                     variants["fast_math_O3"] = lambda call: as_positions(
-                        R.run_c(group, cd, libs["fast"], host(fresh_of[call])))
+                        run_c(group, cd, libs["fast"], host(fresh_of[call])))
                 if libs["f64"] is not None and all(t.dtype == torch.float32 for t in want_of[1].values()):
                     variants["float64_rounded"] = lambda call: {j: v.float() for j, v in as_positions(
-                        R.run_c(group, cd, libs["f64"], host(fresh_of[call]), "float64")).items()}
+                        run_c(group, cd, libs["f64"], host(fresh_of[call]), "float64")).items()}
                 for name, f in variants.items():
                     _judge_honest(rounds, f, name, cfg.name, honest, notes)
             per_call.clear()

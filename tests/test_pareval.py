@@ -265,7 +265,8 @@ def test_no_configuration_can_be_passed_by_a_kernel_that_does_nothing(tmp_path):
     import torch
 
     from pipeline.evaluation.build.compile import Compiler
-    from pipeline.evaluation.checks.reference import _c_call, _c_function, build_c2cuda, compare
+    from pipeline.evaluation.checks.comparison import compare
+    from pipeline.evaluation.checks.reference_c import _c_call, _c_function, build_c2cuda
     compiler = Compiler(CompileSection(cache_dir=str(tmp_path)))
 
     def idle_passes(task, fn, seed: int, only=None) -> set[tuple[str, str]]:

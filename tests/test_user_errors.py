@@ -28,7 +28,7 @@ USER_ERRORS = [
 # Failures of our own code keep their traceback.
 INTERNAL_ERRORS = [
     ("pipeline.rollout.generation", "GenerationError"),
-    ("pipeline.evaluation.checks.reference", "TaskBroken"),
+    ("pipeline.evaluation.checks.group_data", "TaskBroken"),
     ("pipeline.evaluation.gpu.driver", "CudaError"),
     ("pipeline.evaluation.child.sandbox", "ChildFailed"),
     ("pipeline.evaluation.gpu.memory_budget", "MemoryTooLarge"),

@@ -202,7 +202,9 @@ def degeneracy_sweep(tasks, workers: int, limit_s: int, max_bytes: int, max_flop
     from pipeline.tasks.degenerate import registry_hash
     import torch  # noqa: F401 - imported once here, so every forked child starts with them
     import pipeline.evaluation.checks.degeneracy  # noqa: F401
-    import pipeline.evaluation.checks.reference  # noqa: F401
+    import pipeline.evaluation.checks.footprint  # noqa: F401
+    import pipeline.evaluation.checks.reference_c  # noqa: F401
+    import pipeline.evaluation.checks.reference_torch  # noqa: F401
     rows, running, todo = [], {}, list(tasks)
     while todo or running:
         while todo and len(running) < max(1, workers):

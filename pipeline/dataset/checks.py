@@ -101,7 +101,7 @@ def small_configs(task: Task) -> Task:
 def run_references(payload: list[dict]) -> list[dict]:
     """In a child process: run each C reference library on its task's small configs; report problems."""
     import numpy as np
-    from pipeline.evaluation.checks.reference import build_c2cuda, run_c_reference
+    from pipeline.evaluation.checks.reference_c import build_c2cuda, run_c_reference
     out = []
     for item in payload:
         task = Task.model_validate(item["task"])
@@ -162,7 +162,7 @@ def check_torch_references(tasks: list[Task]) -> list[str]:
     """Run every torch2cuda reference on CPU on its small check configs, twice with different inputs;
     outputs must be finite and must change with the inputs."""
     import torch
-    from pipeline.evaluation.checks.reference import load_reference_module
+    from pipeline.evaluation.checks.reference_torch import load_reference_module
     from pipeline.tasks import config_params
     failures = []
     for t in tasks:

@@ -147,7 +147,9 @@ class GpuMeasurer:
 
     def _group(self, task, seed: int):
         from pipeline.evaluation.gpu import device_views
-        from pipeline.evaluation.checks.reference import TaskBroken, build_c2cuda, build_torch2cuda, to_device
+        from pipeline.evaluation.checks.group_data import TaskBroken, to_device
+        from pipeline.evaluation.checks.reference_c import build_c2cuda
+        from pipeline.evaluation.checks.reference_torch import build_torch2cuda
         try:
             if task.kind == "c2cuda":
                 group = build_c2cuda(task, seed)
@@ -213,7 +215,8 @@ class GpuMeasurer:
     def _measure_group(self, task, group, artifacts: dict, entries: dict, report, stage_s: dict) -> dict:
         """Check every implementation, then time those that passed; `stage_s` receives the seconds of
         each stage (check, waiting for the exclusive GPU lock, timing) for the supervisor's summary."""
-        from pipeline.evaluation.checks.reference import TaskBroken, adopt_baseline_outputs
+        from pipeline.evaluation.checks.group_data import TaskBroken
+        from pipeline.evaluation.checks.reference_c import adopt_baseline_outputs
         impls = [i for i in task.implementations if i.name in artifacts]
         results, runners = {}, {}
         t0 = time.perf_counter()

@@ -11,9 +11,9 @@ Order of work (the evaluation protocol of the design notes):
     task's reference or baseline, the evaluator's memory, a GPU that stays busy, an exception of our own
     code in one candidate's path): `evaluator_error`, which blames and rewards no candidate and is never
     cached; the other candidates of the list go on;
- 4. on a GPU, once per group: fresh secret seeds, inputs and reference outputs (reference.py),
-    device buffers the trusted side owns; then each candidate in its own child process
-    (child/sandbox.py, child/main.py): correctness on every check configuration, twice with different
+ 4. on a GPU, once per group: fresh secret seeds, inputs and reference outputs (checks/reference_c.py,
+    checks/reference_torch.py), device buffers the trusted side owns; then each candidate in its own
+    child process (child/sandbox.py, child/main.py): correctness on every check configuration, twice with different
     inputs in the same buffers, outputs NaN-poisoned before each call, inputs verified
     unchanged; then timing on the timing configurations (timed_rounds.py): rounds of a baseline
     batch and a candidate batch on fresh inputs, one call per slot, timed by the trusted side's
@@ -44,11 +44,13 @@ from pipeline.evaluation.gpu.memory_budget import MemoryBudget, MemoryTooLarge, 
 from pipeline.evaluation import bounded
 from pipeline.evaluation.bounded import StageLimit, limit_finding
 from pipeline.evaluation.gate import FORM_RULES, gate_profile
-from pipeline.evaluation.checks.reference import (GroupData, TaskBroken, add_anchor_slot,
-                                                  add_timing_slots, adopt_baseline_outputs, arena_layout, build_c2cuda,
-                                                  build_torch2cuda, can_anchor_c, check_outputs, config_bytes,
-                                                  group_footprint, poison_byte, run_c_reference, run_c_reference64,
-                                                  to_device)
+from pipeline.evaluation.checks.buffer_layout import add_anchor_slot, add_timing_slots, arena_layout
+from pipeline.evaluation.checks.comparison import check_outputs
+from pipeline.evaluation.checks.footprint import config_bytes, group_footprint
+from pipeline.evaluation.checks.group_data import GroupData, TaskBroken, poison_byte, to_device
+from pipeline.evaluation.checks.reference_c import (adopt_baseline_outputs, build_c2cuda, can_anchor_c,
+                                                    run_c_reference, run_c_reference64)
+from pipeline.evaluation.checks.reference_torch import build_torch2cuda
 from pipeline.evaluation.checks.fidelity import C_FLOAT64_PRELUDE
 from pipeline.evaluation.checks.timed_anchor import attach_timed_anchors
 from pipeline.evaluation.intake import finite_result, unusable
@@ -436,7 +438,7 @@ class Evaluator:
                         source: str = "", trusted: bool = False, calls: str = "") -> dict:
         """Load a candidate (or, `trusted`, the naive baseline, which alone maps its own slots) in a child; a
         warm child (warm.py) has mapped the buffers already. `calls`: whose call specs (default `fmt`'s; the
-        float64 baseline's are reference.ANCHOR_CALLS)."""
+        float64 baseline's are group_data.ANCHOR_CALLS)."""
         msg = {"op": "load", "format": fmt, "entry": entry, "source": source,
                "torch_compute": gate_profile(self.cfg.gate_profile).torch_compute,
                "artifact": child.place(comp.artifact) if comp.artifact else "",

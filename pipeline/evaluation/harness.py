@@ -8,7 +8,7 @@ module outside the evaluator reaches for anything else of it). The sandboxed can
 (`runner.py`) stages, checks, starts and loads children through the same members; it and
 `timed_rounds.py` are parts of the evaluator and also use its internals.
 
-A *group* (`reference.GroupData`) is one task's device state while it is held: its configurations,
+A *group* (`group_data.GroupData`) is one task's device state while it is held: its configurations,
 the check sets made on the device from secret seeds, the reference outputs, and the buffers the
 trusted side owns (exported over CUDA IPC to the children that run code on them).
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Callable, ContextManager, Protocol
 
 from pipeline.core.records import Candidate, EvalResult, Finding, Task
-from pipeline.evaluation.checks.reference import ConfigData, GroupData
+from pipeline.evaluation.checks.group_data import ConfigData, GroupData
 
 __all__ = ["ConfigData", "EvaluatorParts", "GroupData", "GroupHarness"]
 
@@ -51,7 +51,7 @@ class GroupHarness(Protocol):
         """The structural features of a compiled candidate (ptxas, SASS, source) and their hints."""
 
     def prepare_group(self, task: Task) -> GroupData:
-        """A task's group, on the device; raises reference.TaskBroken when the task itself fails."""
+        """A task's group, on the device; raises group_data.TaskBroken when the task itself fails."""
 
     def release_group(self, group: GroupData) -> None:
         """Free a group's device buffers (every prepared group is released, also on failure)."""
@@ -71,7 +71,7 @@ class GroupHarness(Protocol):
     def load_into_child(self, child, group: GroupData, fmt: str, comp, entry: str, source: str = "",
                         trusted: bool = False, calls: str = "") -> dict:
         """Map the group's buffers in the child and load a compiled artefact there; the child's reply. `calls`:
-        whose call specs the child gets (default `fmt`'s; the float64 baseline's: reference.ANCHOR_CALLS)."""
+        whose call specs the child gets (default `fmt`'s; the float64 baseline's: group_data.ANCHOR_CALLS)."""
 
     def timer(self, trials: int) -> Callable[[Callable[[], None]], list[float]]:
         """Per-trial milliseconds of a trusted call in this process (dataset measurement's timing)."""

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from pipeline.core.records import Candidate, ConfigResult, EvalResult, Finding
-from pipeline.evaluation.checks.reference import GroupData, TaskBroken
+from pipeline.evaluation.checks.group_data import GroupData, TaskBroken
 from pipeline.evaluation.child.outcome import Stop, child_failure, judge_reply
 from pipeline.evaluation.child.sandbox import ChildFailed, ChildProcess
 from pipeline.evaluation.harness import EvaluatorParts

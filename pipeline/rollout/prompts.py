@@ -94,7 +94,7 @@ def c2cuda_prompt(task: Task) -> str:
 def _light_layout(reference: str, params_items: tuple, task_id: str) -> tuple:
     """(names, shapes, dtypes) of the light tensors (inputs, parameters, outputs) for one configuration."""
     import torch
-    from pipeline.evaluation.checks.reference import load_reference_module
+    from pipeline.evaluation.checks.reference_torch import load_reference_module
 
     ns = load_reference_module(Task(id=task_id, kind="torch2cuda", family="", reference=reference, configs=[]),
                                dict(params_items))

@@ -317,7 +317,7 @@ def pareval_report(cfg: RunConfig, tasks: list[Task], outcomes: list[Outcome], r
     that failed."""
     from pipeline.scoring.metrics import ParEvalProblem, pareval_metrics
     from pipeline.evaluation.build.compile import Compiler
-    from pipeline.evaluation.checks.reference import build_c2cuda, time_c_reference
+    from pipeline.evaluation.checks.reference_c import build_c2cuda, time_c_reference
     by_task: dict[str, list[EvalResult | None]] = {}  # each sample's final turn (None: a missing answer)
     for r, o in final_results(outcomes, results):
         by_task.setdefault(o.task_id, []).append(r)

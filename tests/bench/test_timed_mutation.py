@@ -13,7 +13,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import mutation as M  # noqa: E402
 import timed_mutation as T  # noqa: E402
 
-from pipeline.evaluation.checks.reference import run_c  # noqa: E402
+from pipeline.evaluation.checks.reference_c import run_c  # noqa: E402
 from pipeline.tasks import load_tasks  # noqa: E402
 
 ROW_MAX = """#include <stddef.h>

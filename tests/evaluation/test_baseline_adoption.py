@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from pipeline.evaluation.build.compile import Compiler
-from pipeline.evaluation.checks.reference import TaskBroken, adopt_baseline_outputs, build_c2cuda, run_c_reference
+from pipeline.evaluation.checks.group_data import TaskBroken
+from pipeline.evaluation.checks.reference_c import adopt_baseline_outputs, build_c2cuda, run_c_reference
 
 
 @pytest.fixture()

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from pipeline.evaluation.checks import reference
+from pipeline.evaluation.checks import reference_torch
 from pipeline.evaluation.checks.degeneracy import degeneracy
 from pipeline.tasks.degenerate import load_registry, split_degenerate, unchecked
 from pipeline.tasks.sources import KERNELBENCH_TOLERANCE
@@ -26,7 +26,7 @@ def _task(forward: str, init: str = "", task_id: str = "t/probe", inputs: str = 
 
 @pytest.fixture(autouse=True)
 def _cpu(monkeypatch):
-    monkeypatch.setattr(reference, "DEVICE", "cpu")
+    monkeypatch.setattr(reference_torch, "DEVICE", "cpu")
 
 
 def test_an_honest_task_is_ok():

@@ -13,7 +13,8 @@ from pipeline.evaluation.build.compile import Compiler, trim_log
 from pipeline.evaluation.evaluator import Evaluator
 from pipeline.evaluation.feedback import format_feedback
 from pipeline.evaluation.light_abi import SIZES_STRIDE, pack_sizes
-from pipeline.evaluation.checks.reference import compare, poison_byte
+from pipeline.evaluation.checks.comparison import compare
+from pipeline.evaluation.checks.group_data import poison_byte
 from pipeline.evaluation.child.sandbox import ChildFailed, ChildProcess
 from pipeline.evaluation.timing.statistics import summarize
 from pipeline.core.records import Candidate, Tolerance

@@ -6,9 +6,11 @@ import math
 import pytest
 import torch
 
-from pipeline.evaluation.checks import reference
+from pipeline.evaluation.checks import reference_torch
 from pipeline.evaluation.checks.fidelity import adversarial_like, domain_of, redraw_constant_state
-from pipeline.evaluation.checks.reference import build_torch2cuda, check_outputs, reference_inputs_of
+from pipeline.evaluation.checks.comparison import check_outputs
+from pipeline.evaluation.checks.group_data import reference_inputs_of
+from pipeline.evaluation.checks.reference_torch import build_torch2cuda
 from pipeline.tasks import kernelbench_task
 
 DOT = '''import torch
@@ -67,7 +69,7 @@ def get_init_inputs():
 
 @pytest.fixture(autouse=True)
 def _cpu(monkeypatch):
-    monkeypatch.setattr(reference, "DEVICE", "cpu")
+    monkeypatch.setattr(reference_torch, "DEVICE", "cpu")
 
 
 def _task(tmp_path, source: str, name: str):
@@ -285,7 +287,7 @@ def test_numerically_unsafe_kernels_fail_on_the_wide_draw_and_pass_without_it(tm
     assert all(cd.wide and cd.n_sets == 3 for cd in group.configs)  # stable references: the wide set is kept
     assert _judge(task, _honest, fidelity=True)
     assert not _judge(task, unsafe, fidelity=True)
-    monkeypatch.setattr(reference, "stable_on_wide", lambda *a: False)  # the two sets of version 17 alone
+    monkeypatch.setattr(reference_torch, "stable_on_wide", lambda *a: False)  # the two sets of version 17 alone
     assert _judge(task, unsafe, fidelity=True)
 
 
@@ -300,7 +302,7 @@ def test_an_honest_serial_float32_sum_passes_and_a_left_out_large_term_fails():
     bound), beyond an rtol of 1e-4; the widened elementwise rule admits it, not a left-out large term."""
     from pipeline.core.records import Tolerance
     from pipeline.evaluation.checks.fidelity import serial_tolerance
-    from pipeline.evaluation.checks.reference import compare
+    from pipeline.evaluation.checks.comparison import compare
     n = 8191
     terms = torch.full((n,), 1.005, dtype=torch.float32)  # a third of a unit in the last place of 2**17
     terms[0] = 2.0 ** 17  # the row's first element dominates: every later term rounds down against it

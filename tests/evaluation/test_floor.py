@@ -3,7 +3,7 @@
 import pytest
 
 from pipeline.core.config import EvalSection
-from pipeline.evaluation.checks.reference import Buffer, ConfigData, GroupData
+from pipeline.evaluation.checks.group_data import Buffer, ConfigData, GroupData
 from pipeline.evaluation.runner import config_floor_ms
 from pipeline.tasks import load_tasks
 
@@ -30,10 +30,10 @@ def test_bytes_bound_floor():
 
 
 def test_a_task_without_work_model_gets_its_inputs_and_outputs_as_floor(tmp_path, monkeypatch):
-    from pipeline.evaluation.checks import reference
-    from pipeline.evaluation.checks.reference import build_torch2cuda
+    from pipeline.evaluation.checks import reference_torch
+    from pipeline.evaluation.checks.reference_torch import build_torch2cuda
     from pipeline.tasks import kernelbench_task
-    monkeypatch.setattr(reference, "DEVICE", "cpu")  # the layout and sizes need no GPU
+    monkeypatch.setattr(reference_torch, "DEVICE", "cpu")  # the layout and sizes need no GPU
     src = tmp_path / "1_Relu.py"
     src.write_text("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
                    "        return torch.relu(x)\n\nN = 4096\n\ndef get_inputs():\n    return [torch.randn(16, N)]\n\n"

@@ -1,4 +1,4 @@
-"""The fused round check against `reference.compare`: the same verdicts, reasons and largest error (1e-12 relative)
+"""The fused round check against `comparison.compare`: the same verdicts, reasons and largest error (1e-12 relative)
 on random, NaN, Inf, integer, huge and tiny outputs, partial writes and decoys; one readback per round."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 
 from pipeline.evaluation.checks import fused_check
 from pipeline.evaluation.checks.fused_check import RoundCheck, compare_plain as compare, reference_stats
-from pipeline.evaluation.checks.reference import rounding_floor
+from pipeline.evaluation.checks.comparison import rounding_floor
 from pipeline.core.records import Tolerance
 
 

@@ -7,9 +7,13 @@ import time
 import pytest
 import torch
 
-from pipeline.evaluation.checks import fused_check, reference
+from pipeline.evaluation.checks import fused_check, reference_torch
+from pipeline.evaluation.checks.buffer_layout import add_timing_slots, arena_layout
 from pipeline.evaluation.gpu.memory_budget import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout
-from pipeline.evaluation.checks.reference import ConfigBytes, compare, config_bytes, group_footprint
+from pipeline.evaluation.checks.comparison import compare
+from pipeline.evaluation.checks.footprint import ConfigBytes, config_bytes, group_footprint
+from pipeline.evaluation.checks.group_data import TaskBroken
+from pipeline.evaluation.checks.reference_c import build_c2cuda
 from pipeline.core.records import Tolerance
 from pipeline.tasks import kernelbench_task, load_tasks
 
@@ -140,11 +144,11 @@ SMALL = PROBLEM.replace("batch = 1 << 20", "batch = 64").replace("features = 102
 
 
 def _small_group(tmp_path, monkeypatch, keep_bytes):
-    monkeypatch.setattr(reference, "DEVICE", "cpu")
+    monkeypatch.setattr(reference_torch, "DEVICE", "cpu")
     path = tmp_path / "level1" / "7_Linear_ReLU.py"
     path.parent.mkdir(exist_ok=True)
     path.write_text(SMALL)
-    return reference.build_torch2cuda(kernelbench_task(path), seed=5, init_seed=9, keep_sets_bytes=keep_bytes)
+    return reference_torch.build_torch2cuda(kernelbench_task(path), seed=5, init_seed=9, keep_sets_bytes=keep_bytes)
 
 
 def test_check_sets_are_made_from_their_seeds_and_large_ones_are_not_kept(tmp_path, monkeypatch):
@@ -176,8 +180,8 @@ def test_small_groups_keep_their_sets(tmp_path, monkeypatch):
 
 def test_configurations_share_one_region_after_the_parameters(tmp_path, monkeypatch):
     group = _small_group(tmp_path, monkeypatch, keep_bytes=1 << 30)
-    reference.add_timing_slots(group, memory_bytes=1 << 20, max_slots=4)
-    sizes = reference.arena_layout(group)
+    add_timing_slots(group, memory_bytes=1 << 20, max_slots=4)
+    sizes = arena_layout(group)
     params = [b for b in group.buffers if b.role == "param"]
     assert all(b.arena == 0 for b in group.buffers) and sizes[1] == 0
     per_config = max(sum(-(-group.buffers[b].nbytes // 512) * 512 for b in set(cd.buffers + sum(cd.slots, [])) if
@@ -192,9 +196,9 @@ def test_configurations_share_one_region_after_the_parameters(tmp_path, monkeypa
 
 def test_c2cuda_baseline_slots_live_in_their_own_allocation():
     saxpy = next(t for t in load_tasks("builtin") if t.id == "c2cuda/saxpy")
-    group = reference.build_c2cuda(saxpy, seed=1)
-    reference.add_timing_slots(group, memory_bytes=64 << 20, max_slots=4)
-    sizes = reference.arena_layout(group)
+    group = build_c2cuda(saxpy, seed=1)
+    add_timing_slots(group, memory_bytes=64 << 20, max_slots=4)
+    sizes = arena_layout(group)
     assert sizes[1] > 0
     assert all((b.arena == 1) == b.baseline_only for b in group.buffers)
 
@@ -250,28 +254,28 @@ def get_init_inputs():
 
 
 def test_a_reference_that_writes_its_inputs_does_not_change_the_stored_set(tmp_path, monkeypatch):
-    monkeypatch.setattr(reference, "DEVICE", "cpu")
+    monkeypatch.setattr(reference_torch, "DEVICE", "cpu")
     path = tmp_path / "level1" / "9_InPlace.py"
     path.parent.mkdir()
     path.write_text(IN_PLACE)
-    group = reference.build_torch2cuda(kernelbench_task(path), seed=1, init_seed=2, keep_sets_bytes=0)
+    group = reference_torch.build_torch2cuda(kernelbench_task(path), seed=1, init_seed=2, keep_sets_bytes=0)
     inputs, expected = group.configs[0].check_set(0)
     (x,), (y,) = inputs.values(), expected.values()
     assert torch.allclose(y, 2 * x)  # the inputs kept are those before the reference wrote them
 
 
 def test_a_check_set_whose_reference_fails_is_the_evaluators_failure(tmp_path, monkeypatch):
-    monkeypatch.setattr(reference, "DEVICE", "cpu")
+    monkeypatch.setattr(reference_torch, "DEVICE", "cpu")
     group = _small_group(tmp_path, monkeypatch, keep_bytes=0)
     cd = group.configs[0]
     cd.run_reference = lambda fresh: (_ for _ in ()).throw(RuntimeError("CUDA out of memory"))
-    with pytest.raises(reference.TaskBroken, match="making check set 2 .*out of memory"):
+    with pytest.raises(TaskBroken, match="making check set 2 .*out of memory"):
         cd.check_set(1)
 
 
 def test_c2cuda_timing_sets_before_their_baseline_has_run():
     saxpy = next(t for t in load_tasks("builtin") if t.id == "c2cuda/saxpy")
-    group = reference.build_c2cuda(saxpy, seed=1)
+    group = build_c2cuda(saxpy, seed=1)
     timing = next(cd for cd in group.configs if cd.time)
     inputs, expected = timing.check_set(0)
     assert inputs and expected == {}  # staged for the baseline, which then gives the expected outputs

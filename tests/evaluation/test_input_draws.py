@@ -3,7 +3,7 @@ timed rounds' fresh inputs): the same law either way, records laid out as an arr
 import numpy as np
 import pytest
 
-from pipeline.evaluation.checks.reference import _fill, draw_on_device
+from pipeline.evaluation.checks.input_draws import draw_on_device, draw_on_host
 from pipeline.tasks import parse_init
 
 torch = pytest.importorskip("torch")
@@ -12,7 +12,7 @@ RECORDS = "records(randint(0, m), randint(0, k), uniform(-1, 1), sorted_by=2)"
 
 
 def _host(dtype: str, n: int, text: str, params: dict, seed: int = 0) -> np.ndarray:
-    return _fill(np.random.default_rng(seed), dtype, n, parse_init(text, params))
+    return draw_on_host(np.random.default_rng(seed), dtype, n, parse_init(text, params))
 
 
 def _device(dtype: str, n: int, text: str, params: dict, seed: int = 0) -> np.ndarray:

@@ -4,7 +4,7 @@ here; but its absolute 1e-4 does not pass outputs far smaller than that (a long 
 noise: the output as a whole must be within 1 % of the reference's norm."""
 import torch
 
-from pipeline.evaluation.checks.reference import compare
+from pipeline.evaluation.checks.comparison import compare
 from pipeline.tasks import kernelbench_task
 
 PROBLEM = '''import torch
@@ -62,7 +62,7 @@ def test_a_reference_that_is_rounding_noise_is_judged_elementwise_only(tmp_path)
     """A normalised output's mean is about 1e-10 in float32: rounding noise of values of the inputs' size, which
     two correct answers round differently. The 1 % of the norm does not apply there; it still does to a long
     softmax row, whose values lie far above that noise, so zeros are still refused."""
-    from pipeline.evaluation.checks.reference import rounding_floor
+    from pipeline.evaluation.checks.comparison import rounding_floor
     tol = _softmax_task(tmp_path)
     g = torch.Generator().manual_seed(2)
     x = torch.randn(32, 4096, generator=g)

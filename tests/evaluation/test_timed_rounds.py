@@ -10,7 +10,8 @@ import torch
 
 from pipeline.core.config import EvalSection
 from pipeline.evaluation.child.outcome import Stop
-from pipeline.evaluation.checks.reference import Buffer, ConfigData, GroupData, add_timing_slots
+from pipeline.evaluation.checks.buffer_layout import add_timing_slots
+from pipeline.evaluation.checks.group_data import Buffer, ConfigData, GroupData
 from pipeline.evaluation.timing.timed_rounds import TIMING_PARTS, time_config
 from pipeline.evaluation.timing.statistics import TrustedClock
 from pipeline.tasks import load_tasks
@@ -267,7 +268,7 @@ def test_input_mutation_in_a_timed_call_is_rejected():
 
 def test_a_gpu_that_stays_busy_gives_no_time_at_all(monkeypatch):
     from pipeline.evaluation.timing import timed_rounds
-    from pipeline.evaluation.checks.reference import TaskBroken
+    from pipeline.evaluation.checks.group_data import TaskBroken
     monkeypatch.setattr(timed_rounds, "IDLE_WAIT_S", 0.5)
     ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), busy_s=0.06)
     with pytest.raises(TaskBroken, match="another job"):  # busy also with the candidate's process gone
@@ -758,7 +759,8 @@ def test_a_stride_two_read_of_a_dot_product_is_off_on_the_timed_draw_and_not_on_
     """Bounded positive inputs (uniform(0, 1)): the even and odd halves of a long dot product agree within the
     task's rtol on the task's own draw, whatever the scale; the timed draw's pattern of a secret period puts a
     stride-2 read off whenever the period is even. Each timed call draws its own, so a batch meets several."""
-    from pipeline.evaluation.checks.reference import _c2cuda_fresh, Buffer as Buf
+    from pipeline.evaluation.checks.group_data import Buffer as Buf
+    from pipeline.evaluation.checks.reference_c import _c2cuda_fresh
     task = next(t for t in load_tasks("builtin") if t.id == "c2cuda/dot")
     n = 1 << 22
     fresh = _c2cuda_fresh(task, {"n": n}, [Buf("x", "float32", (n,), "in"), Buf("y", "float32", (n,), "in"),

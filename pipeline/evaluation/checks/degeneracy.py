@@ -128,7 +128,7 @@ def runs_on_meta(task: Task) -> bool:
     """Whether the task's reference builds and runs on torch's meta device at its first configuration's sizes
     (a size changed alone can disagree with a shape the module derived from it when it was loaded)."""
     import torch
-    from pipeline.evaluation.checks.reference import load_reference_module
+    from pipeline.evaluation.checks.reference_torch import load_reference_module
     from pipeline.tasks import config_params
     try:
         ns = load_reference_module(task, config_params(task, task.configs[0]))
@@ -144,7 +144,7 @@ def fit_sizes(task: Task, fits) -> tuple[Task | None, dict]:
     since samples are independent and what makes an output degenerate (a reduction's length, the values a
     clamp leaves) stays; then the largest size, each only where the reference still runs. Returns the task
     (None when nothing makes it fit) and the sizes changed."""
-    from pipeline.evaluation.checks.reference import load_reference_module
+    from pipeline.evaluation.checks.reference_torch import load_reference_module
     from pipeline.tasks import config_params
     changed, frozen = {}, set()
     for _ in range(40):
@@ -263,7 +263,7 @@ def _torch_measure(task: Task, params: dict) -> tuple[int, float, int] | None:
     """(bytes of inputs, outputs and state, flops, output elements) of a torch2cuda task at `params`, from its
     reference run on torch's meta device; None where it does not build or run there."""
     import torch
-    from pipeline.evaluation.checks.reference import load_reference_module
+    from pipeline.evaluation.checks.reference_torch import load_reference_module
     try:
         ns = load_reference_module(task, params)
         with torch.device("meta"), torch.no_grad():
@@ -279,7 +279,7 @@ def _torch_measure(task: Task, params: dict) -> tuple[int, float, int] | None:
 
 def _too_big(task: Task, max_bytes: int) -> str:
     """Why the task's check configurations cannot run on this CPU ("" when they can)."""
-    from pipeline.evaluation.checks.reference import config_bytes
+    from pipeline.evaluation.checks.footprint import config_bytes
     checked = {c.name for c in task.configs if c.check and not c.time}  # timing ones: `timed_configs`
     big = [s.name for s in config_bytes(task) if s.name in checked and s.inputs + s.outputs + s.params > max_bytes]
     return (f"configurations {', '.join(big)} hold more than {max_bytes >> 20} MiB: too large for the CPU check"
@@ -290,12 +290,12 @@ def _torch_properties(task: Task, timed: list, seed: int, fidelity: bool, checks
     """Properties of a torch2cuda task's check (fidelity) or own draw (not), on the CPU: at its check
     configurations (`checks`) and at the timing configurations `timed` (timed_configs)."""
     import torch
-    from pipeline.evaluation.checks import reference as R
-    device, R.DEVICE = R.DEVICE, "cpu"
+    from pipeline.evaluation.checks import reference_torch
+    device, reference_torch.DEVICE = reference_torch.DEVICE, "cpu"
     try:
-        return _torch_properties_cpu(task, timed, seed, fidelity, checks, R, torch)
+        return _torch_properties_cpu(task, timed, seed, fidelity, checks, torch)
     finally:
-        R.DEVICE = device
+        reference_torch.DEVICE = device
 
 
 def _judged_sets(cd) -> tuple[int, ...]:
@@ -305,7 +305,9 @@ def _judged_sets(cd) -> tuple[int, ...]:
     return (1,) if cd.name.endswith(TIMED) else (0, 1)
 
 
-def _torch_properties_cpu(task: Task, timed: list, seed: int, fidelity: bool, checks: bool, R, torch) -> list[str]:
+def _torch_properties_cpu(task: Task, timed: list, seed: int, fidelity: bool, checks: bool, torch) -> list[str]:
+    from pipeline.evaluation.checks.comparison import check_outputs
+    from pipeline.evaluation.checks.reference_torch import build_torch2cuda
     found: list[str] = []
     configs, seen = [], set()
     for c in task.configs if checks else []:
@@ -314,8 +316,8 @@ def _torch_properties_cpu(task: Task, timed: list, seed: int, fidelity: bool, ch
             seen.add(key)
             configs.append(c)
     n_checks = len(configs)
-    group = R.build_torch2cuda(task.model_copy(update={"configs": configs + timed}), seed, init_seed=seed + 7,
-                               fidelity=fidelity)
+    group = build_torch2cuda(task.model_copy(update={"configs": configs + timed}), seed, init_seed=seed + 7,
+                             fidelity=fidelity)
     lazy: dict[str, list[str]] = {}  # what a lazy kernel gets past -> the check configurations it passes
     for cd in group.configs:
         judged = _judged_sets(cd)
@@ -335,10 +337,10 @@ def _torch_properties_cpu(task: Task, timed: list, seed: int, fidelity: bool, ch
         for label, outs_of in _trivial_outputs(group, cd, sets, timed=len(judged) == 1).items():
             if fidelity and "affine" in label:  # an affine map that holds on the adversarial set too is the task
                 continue  # itself (a scalar multiplication), not a shortcut; on the task's draw it is one (a norm)
-            if all(R.check_outputs(group, cd, si, {**sets[si][0], **outs_of(si)})[0] for si in judged):
+            if all(check_outputs(group, cd, si, {**sets[si][0], **outs_of(si)})[0] for si in judged):
                 passes.append(f"{label} passes the check")
         for label, outs_of in _ignoring(cd, sets, seed, independent=len(judged) == 1).items():
-            if all(R.check_outputs(group, cd, si, {**sets[si][0], **outs_of(si)})[0] for si in judged):
+            if all(check_outputs(group, cd, si, {**sets[si][0], **outs_of(si)})[0] for si in judged):
                 passes.append(f"insensitive to {label} (a kernel ignoring it passes)")
         _record_lazy(cd.name, passes, lazy, found)
         cd.drop_sets()
@@ -360,7 +362,7 @@ def _record_lazy(name: str, passes: list[str], lazy: dict, found: list[str]) -> 
 
 def _output_properties(out, inputs: dict, task: Task) -> list[str]:
     import torch
-    from pipeline.evaluation.checks.reference import rounding_floor
+    from pipeline.evaluation.checks.comparison import rounding_floor
     if not out.is_floating_point():
         flat = out.reshape(-1)
         return ["constant"] if flat.numel() > 1 and bool((flat == flat[0]).all()) else []
@@ -433,7 +435,7 @@ def _ignoring(cd, sets, seed: int, independent: bool = False) -> dict:
     a bag of them sums to the same), and every input at a timing configuration (`independent`: on an adversarial
     draw a few large values decide an argmax, and a redraw around them keeps them)."""
     import torch
-    from pipeline.evaluation.checks.reference import reference_inputs_of
+    from pipeline.evaluation.checks.group_data import reference_inputs_of
     table = {}
     positions = list(range(len(cd.buffers)))
     state = list(cd.module.state_dict().values())
@@ -485,12 +487,12 @@ def _c_libraries(task: Task) -> tuple[str, str]:
     from pipeline.core.config import CompileSection
     from pipeline.evaluation.build.compile import Compiler
     from pipeline.evaluation.checks.fidelity import C_FLOAT64_PRELUDE
-    from pipeline.evaluation.checks import reference as R
+    from pipeline.evaluation.checks.reference_c import can_anchor_c
     comp = Compiler(CompileSection())
     lib = comp.compile_c_reference(task.reference)
     if not lib.ok:
         raise RuntimeError(f"the C reference does not compile: {lib.log[:200]}")
-    lib64 = comp.compile_c_reference(C_FLOAT64_PRELUDE + task.reference) if R.can_anchor_c(task) else None
+    lib64 = comp.compile_c_reference(C_FLOAT64_PRELUDE + task.reference) if can_anchor_c(task) else None
     return lib.artifact, lib64.artifact if lib64 is not None and lib64.ok else ""
 
 
@@ -499,13 +501,14 @@ def _c_properties(task: Task, timed: list, seed: int, fidelity: bool, libs: tupl
     """Properties of a c2cuda task's check configurations that are not timed (`checks`) and of its timing
     configurations `timed` (timed_configs), where the C reference runs on them."""
     import torch
-    from pipeline.evaluation.checks import reference as R
+    from pipeline.evaluation.checks.comparison import check_outputs
+    from pipeline.evaluation.checks.reference_c import build_c2cuda, run_c_reference, run_c_reference64
     own = [c for c in task.configs if c.check and not c.time] if checks else []
     small = task.model_copy(update={"configs": own + timed})
-    group = R.build_c2cuda(small, seed, fidelity=fidelity)
-    R.run_c_reference(group, libs[0])
+    group = build_c2cuda(small, seed, fidelity=fidelity)
+    run_c_reference(group, libs[0])
     if fidelity and libs[1]:
-        R.run_c_reference64(group, libs[1])
+        run_c_reference64(group, libs[1])
     found, lazy = [], {}
     for cd in group.configs:
         judged = _judged_sets(cd)
@@ -524,7 +527,7 @@ def _c_properties(task: Task, timed: list, seed: int, fidelity: bool, libs: tupl
         for label, outs_of in _trivial_outputs(group, cd, sets, timed=len(judged) == 1).items():
             if "affine" in label or "copying" in label:
                 continue  # C outputs beside inputs of the same size are common (saxpy's y): judged by redraws
-            if all(R.check_outputs(group, cd, si, {**full[si], **outs_of(si)})[0] for si in judged):
+            if all(check_outputs(group, cd, si, {**full[si], **outs_of(si)})[0] for si in judged):
                 passes.append(f"{label} passes the check")
         _record_lazy(cd.name, passes, lazy, found)
     found += [f"every check configuration: {label}" for label, names in lazy.items() if len(names) == len(own)]

@@ -293,7 +293,7 @@ def serial_tolerance(tol, summed: int):
 
 def anchored(out, ref64, allowance: float, floor: float = 0.0) -> tuple[bool, str]:
     """(passed, reason): the output as a whole within `allowance` (anchor_allowance) of the float64 reference;
-    not where the reference's rms is at most `floor` (reference.rounding_floor): rounding noise of the inputs'
+    not where the reference's rms is at most `floor` (comparison.rounding_floor): rounding noise of the inputs'
     size, judged by the task's elementwise allowance alone (as `compare` does)."""
     if floor > 0 and ref64.numel() and float(ref64.double().pow(2).mean().sqrt()) <= floor:
         return True, ""

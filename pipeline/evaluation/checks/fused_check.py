@@ -4,10 +4,10 @@
     check = RoundCheck(tol, floor)
     check.output(key, out, ref, stats); check.unchanged(key, buf, staged); check.poisoned(key, buf, byte)
     check.read()                                        # the one host synchronisation
-    check.verdict(key) -> (ok, worst, reason)           # outputs: exactly `reference.compare`'s verdict
+    check.verdict(key) -> (ok, worst, reason)           # outputs: exactly `comparison.compare`'s verdict
     check.holds(key) -> bool                            # inputs unchanged, decoys as staged
 
-The criterion is `reference.compare`'s, term for term: NaN and Inf semantics, the elementwise allowance
+The criterion is `comparison.compare`'s, term for term: NaN and Inf semantics, the elementwise allowance
 rtol*|ref| + atol*rms(ref) + atol_abs, rel_l2 above the rounding floor, exact integers. What changes is
 where the work happens: the reference's statistics (its largest finite magnitude, finite count and sum of
 squares) are made once per expected tensor instead of once per check, and every statistic of a check
@@ -27,7 +27,7 @@ import math
 from functools import lru_cache
 
 COMPARE_CHUNK = 1 << 25  # elements per step of the torch pass: its float64 temporaries stay near 1 GiB
-ROUNDING_FLOOR = 4 * 2.0 ** -23  # float32 rounding of values of the inputs' size (reference.rounding_floor)
+ROUNDING_FLOOR = 4 * 2.0 ** -23  # float32 rounding of values of the inputs' size (comparison.rounding_floor)
 
 # columns of an output check's row, all float64: counts are exact below 2**53
 BAD, NAN, UNLIKE, DIFF_SQ, WORST, WORST_AT, OUTSIDE, SCALE, FINITE_N, SQ, N = range(11)
@@ -265,7 +265,7 @@ class RoundCheck:
         return None
 
     def floor_of(self, inputs) -> None:
-        """Queue the sums of `reference.rounding_floor` over `inputs` (the floor is known after `read`)."""
+        """Queue the sums of `comparison.rounding_floor` over `inputs` (the floor is known after `read`)."""
         import torch
 
         if self.tol.rel_l2 <= 0:
@@ -321,7 +321,7 @@ class RoundCheck:
         return self._values[key][1][OUTSIDE] == 0
 
     def verdict(self, key) -> tuple[bool, float, str]:
-        """(passed, max normalised error, reason), as `reference.compare` gives them for this output."""
+        """(passed, max normalised error, reason), as `comparison.compare` gives them for this output."""
         kind, v = self._values[key]
         out, ref = self._tensors[key]
         if kind == "shape":
@@ -372,8 +372,8 @@ def _rel_l2(off: float, tol) -> str:
 
 def compare_plain(out, ref, tol, floor: float = 0.0) -> tuple[bool, float, str]:
     """The criterion written plainly, a pass over the tensors per statistic and a host wait per sum (as
-    reference.compare was up to evaluator version 15): the oracle the tests hold RoundCheck to, and the 'before'
-    of benchmarks/check_cost.py. The evaluator judges with RoundCheck (reference.compare)."""
+    comparison.compare was up to evaluator version 15): the oracle the tests hold RoundCheck to, and the 'before'
+    of benchmarks/check_cost.py. The evaluator judges with RoundCheck (comparison.compare)."""
     import torch
 
     if tuple(out.shape) != tuple(ref.shape):

@@ -1,14 +1,15 @@
 """The float64 anchor of a c2cuda group's timed calls: the naive baseline built in float64, in a trusted child.
 
 In: the evaluator (its compiler, children and driver: harness.EvaluatorParts), a group whose timing
-configurations have an anchor slot (reference.add_anchor_slot), and the baseline's CUDA source. Out: each
+configurations have an anchor slot (buffer_layout.add_anchor_slot), and the baseline's CUDA source. Out: each
 timed configuration's `timed_anchor` (or, where the float64 build cannot serve, its `timed_anchor_note`);
 the anchor's child is the group's `anchor_child`, closed with the group.
 """
 from __future__ import annotations
 
 from pipeline.evaluation.checks.fidelity import C_FLOAT64_PRELUDE, anchor_allowance
-from pipeline.evaluation.checks.reference import ANCHOR_CALLS, GroupData, TaskBroken, compare, poison_byte
+from pipeline.evaluation.checks.comparison import compare
+from pipeline.evaluation.checks.group_data import ANCHOR_CALLS, GroupData, TaskBroken, poison_byte
 from pipeline.evaluation.child.sandbox import ChildFailed
 from pipeline.evaluation.gpu.driver import CudaError
 

@@ -10,7 +10,7 @@ import math
 import secrets
 import time
 
-from pipeline.evaluation.checks.reference import ConfigData, GroupData
+from pipeline.evaluation.checks.group_data import ConfigData, GroupData
 
 
 SIGN_PERIOD = 1 << 22  # secret weights repeat with this period, so they stay small beside outputs of many GiB

@@ -1,7 +1,7 @@
 """Timing one configuration of one candidate: rounds of baseline and candidate batches on fresh inputs.
 
 In: the evaluator (its config, trusted clock and null children), the group, a timing configuration
-with its slots (`reference.add_timing_slots`), the candidate's child. Out: per-call times of the
+with its slots (`buffer_layout.add_timing_slots`), the candidate's child. Out: per-call times of the
 candidate, the baseline and (torch2cuda, where it builds) the torch.compile'd reference, or a
 `Stop` with the verdict when a timed call went wrong.
 
@@ -65,12 +65,7 @@ import time
 
 from pipeline.evaluation.checks.fidelity import anchored
 from pipeline.evaluation.checks.fused_check import RoundCheck
-from pipeline.evaluation.checks.reference import (
-    ConfigData,
-    GroupData,
-    TaskBroken,
-    poison_byte,
-)
+from pipeline.evaluation.checks.group_data import ConfigData, GroupData, TaskBroken, poison_byte
 from pipeline.evaluation.child.outcome import Stop, child_failure, judge_reply
 from pipeline.evaluation.child.sandbox import ChildFailed
 from pipeline.evaluation.harness import EvaluatorParts
@@ -196,7 +191,7 @@ def check_round(group: GroupData, cd: ConfigData, slots: list[int], fresh_sets: 
     """Every called slot's inputs unchanged and outputs within tolerance, then every decoy exactly as staged
     (inputs as written, outputs still poisoned), or a Stop naming the first call that failed. One pass over
     each buffer, read back with one synchronisation (fused_check.RoundCheck): the verdicts are
-    `reference.compare`'s and torch.equal's (fused_check.py; the equivalence is tests/evaluation/test_fused_check.py).
+    `comparison.compare`'s and torch.equal's (fused_check.py; the equivalence is tests/evaluation/test_fused_check.py).
     `anchors` ({call index: {position: (float64 output, allowance)}}, `round_anchors`): those calls' outputs must
     also lie within what honest float32 arithmetic gets of the float64 reference (fidelity.anchored), as a check
     configuration's do."""

@@ -1,0 +1,98 @@
+"""How much device memory a group may hold at its peak, estimated before anything is allocated.
+
+In: a Task (its argument sizes for c2cuda; its reference run on torch's meta device for torch2cuda), the bytes
+the timing slots may take, the L2 flush buffer's size and the calibration children's scratch bound.
+Out: each configuration's `ConfigBytes` (`config_bytes`) and the group's peak in bytes (`group_footprint`),
+which the evaluator reserves from the GPU's memory budget before it builds the group.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.evaluation.checks.reference_torch import load_reference_module
+from pipeline.core.records import Task
+from pipeline.tasks import arg_dtype, config_params, eval_expr, is_pointer
+
+
+@dataclass
+class ConfigBytes:
+    """Device bytes of one configuration's data: inputs, outputs, parameters (torch2cuda)."""
+    name: str
+    inputs: int
+    outputs: int
+    params: int = 0
+    time: bool = False
+    stored: bool = False  # c2cuda: its input sets and expected outputs stay on the device
+
+
+def config_bytes(task: Task) -> list[ConfigBytes]:
+    """The sizes of every configuration's data, without allocating it: from the argument sizes (c2cuda),
+    or from the reference run on torch's meta device (torch2cuda; where an operator has no meta version,
+    the outputs are taken as large as the inputs)."""
+    out = []
+    for cfg in task.configs:
+        params = config_params(task, cfg)
+        if task.kind == "c2cuda":
+            ins = outs = 0
+            for arg in task.args:
+                if is_pointer(arg):
+                    n = int(eval_expr(arg.size, params)) * np.dtype(arg_dtype(arg)).itemsize
+                    ins += n if arg.role in ("in", "inout") else 0
+                    outs += n if arg.role in ("out", "inout") else 0
+            out.append(ConfigBytes(cfg.name, ins, outs, 0, cfg.time, stored=True))
+        else:
+            out.append(_torch_config_bytes(task, cfg, params))
+    return out
+
+
+def _torch_config_bytes(task: Task, cfg, params: dict) -> ConfigBytes:
+    import torch
+
+    def nbytes(values) -> int:
+        return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+    ns = load_reference_module(task, params)
+    with torch.device("meta"):
+        model = ns["Model"](*list(ns["get_init_inputs"]()))
+        inputs = list(ns["get_inputs"]())
+        param_bytes = nbytes(model.state_dict().values())
+        try:
+            with torch.no_grad():
+                result = model(*inputs)
+            outs = nbytes(result if isinstance(result, (tuple, list)) else [result])
+        except Exception:  # no meta version of some operator: assume outputs as large as the inputs
+            outs = nbytes(inputs)
+    return ConfigBytes(cfg.name, nbytes(inputs), outs, param_bytes, cfg.time)
+
+
+def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_bytes: int, max_slots: int = 32,
+                    calibration_max: int = 0) -> int:
+    """Device bytes an evaluation of a group may hold at its peak, the candidate's process included.
+    Every configuration's parameters stay (the reference model's, its float64 twin's and the shared copy; the
+    candidate's model once), and the float64 anchor of the check set in use; c2cuda configurations keep their two input sets and expected outputs. Beyond that,
+    configurations are worked through one at a time in one shared allocation (buffer_layout.arena_layout), so it is
+    the largest that counts: its shared buffers and timing slots (as many as `buffer_layout.add_timing_slots` makes),
+    a timed round's fresh inputs with the reference's copy, its expected and torch.compile'd outputs, or
+    a check set made on demand; the candidate's own outputs and their poisoned twin; the comparison's
+    chunks. Then the L2 flush buffer, 1 GiB for CUDA contexts, and the scratch of the trusted calibration
+    children (timed_rounds._calibration; one per child kind, each as large as the largest timed
+    configuration's outputs, at most `calibration_max`, freed when the group is released)."""
+    held = sum(2 * c.params + (2 * (c.inputs + c.outputs) if c.stored else 0) for c in sizes)
+    held += max((c.params for c in sizes), default=0)
+    held += sum(2 * c.params for c in sizes if not c.stored)  # the float64 twin of each reference module
+    held += 2 * max((c.outputs for c in sizes if not c.stored), default=0)  # the float64 anchor of the set in use
+    held += sum(4 * c.outputs for c in sizes if c.stored and not c.time)  # c2cuda: both sets' float64 anchors
+    held += sum(2 * (c.inputs + c.outputs) for c in sizes if c.stored and c.time)  # c2cuda: the float64 baseline's slot
+    held += (512 << 20) if any(c.stored and c.time for c in sizes) else 0  # ... and its child's CUDA context
+    # torch2cuda: the float64 twin of an anchored timed call, its inputs and outputs in float64
+    held += 2 * max((c.inputs + c.outputs for c in sizes if c.time and not c.stored), default=0)
+    largest = 0
+    for c in sizes:
+        one = c.inputs + c.outputs + c.params
+        slots = max(1, min(max_slots, timing_memory_bytes // max(2 * one, 1))) if c.time else 1
+        rounds = slots * (2 * c.inputs + 2 * c.outputs + c.params)  # fresh + reference copy, expected + compiled
+        largest = max(largest, slots * one + rounds + 2 * c.outputs + (2 << 30))
+    timed_outputs = max((c.outputs for c in sizes if c.time), default=0)
+    calibration = 2 * min(timed_outputs, calibration_max)
+    return int(held + largest + flush_bytes + (1 << 30) + calibration)
