@@ -35,7 +35,7 @@ from actors.task_stream import task_dataset
 from pipeline.core.config import RunConfig
 from pipeline.core.errors import UserError
 from pipeline.core.lost_work import ItemFailed
-from pipeline.core.node_roles import NODE_ROLES
+from pipeline.core.node_roles import NODE_ROLES, config_value
 from pipeline.rl.distributed import COLLECTIVE_ENV
 
 
@@ -134,6 +134,8 @@ class Training:
                                      roles.learner, top_p=cfg.rollout.top_p,
                                      start_timeout_s=cfg.cluster.start_timeout_s)
         self._start_timeout_s = cfg.cluster.start_timeout_s
+        self._roles = roles
+        self._role_resources = {config_value(cfg, r.resource_field) for r in NODE_ROLES.values()}
         self._pools = []
         self._ranker = None
         try:
@@ -177,6 +179,26 @@ class Training:
             if lost:
                 raise ClusterStartError(f"an actor died on every start ({lost[0]}); see the Ray logs of that "
                                         f"actor (`ray logs`) for why, fix it and start again")
+
+    def placement_record(self) -> dict[str, list[dict]]:
+        """Where the run's actors are, per role of NODE_ROLES: for each live actor its node's id and the custom
+        resources that label that node (its node type's role resource), from Ray's state API; {} where that API
+        does not answer (no dashboard). Written to the run directory as `placement.json`."""
+        from ray.util.state import list_actors
+        try:
+            live = list_actors(filters=[("state", "=", "ALIVE")], limit=10000, raise_on_missing_output=False)
+        except Exception as e:  # the state API lives in the dashboard, which a cluster may run without
+            print(f"placement.json not written: Ray's state API did not answer ({type(e).__name__})", flush=True)
+            return {}
+        labels = {n["NodeID"]: {k: v for k, v in n["Resources"].items() if k in self._role_resources}
+                  for n in ray.nodes() if n.get("Alive")}
+        role_of = {getattr(self._roles, name).__name__: name for name in NODE_ROLES}
+        record: dict[str, list[dict]] = {name: [] for name in NODE_ROLES}
+        for actor in live:
+            if actor.class_name in role_of:
+                record[role_of[actor.class_name]].append({"node_id": actor.node_id,
+                                                           "node_resources": labels.get(actor.node_id, {})})
+        return record
 
     @property
     def weight_version(self) -> int:

@@ -27,6 +27,7 @@ from the config: `rollout.generator_actors` x `train.generator_gpus_per_actor`, 
 from __future__ import annotations
 
 import importlib.util
+import json
 import random
 import time
 from pathlib import Path
@@ -141,6 +142,8 @@ def run_training(cfg: RunConfig, run_dir: Path, cluster, resume_from: Path | Non
             cluster.training(model_path) as actors:
         actors.wait_ready()
         status.done()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "placement.json").write_text(json.dumps(actors.placement_record(), indent=1))
         return _steps(cfg, run_dir, cluster, actors, reader, live, model_path, resume_from)
 
 
