@@ -9,7 +9,7 @@ from rollout_fakes import MAX_MODEL_LEN, FakeEvaluator, ScriptedGenerator
 from pipeline.rollout import openings as openings_module
 from pipeline.rollout import parsing
 from pipeline.rollout.conversation import ChatFormat
-from pipeline.rollout.generation import GenerationRequest, Sample, SamplingSpec, with_extracted
+from pipeline.rollout.generation import GenerationRequest, Sample, with_extracted
 from pipeline.rollout.openings import add_opening_ids, opening_ids, pack_ids, unpack_ids
 from pipeline.rollout.parsing import answer_spec, extract_code
 from pipeline.rollout.prompts import entry_point, opening_messages
