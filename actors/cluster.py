@@ -35,7 +35,7 @@ from actors.task_stream import task_dataset
 from pipeline.core.config import RunConfig
 from pipeline.core.errors import UserError
 from pipeline.core.lost_work import ItemFailed
-from pipeline.core.node_roles import NODE_ROLES
+from pipeline.core.node_roles import NODE_ROLES, config_value
 from pipeline.rl.distributed import COLLECTIVE_ENV
 
 
@@ -78,11 +78,16 @@ class TaskStream:
     """The run's tasks, streamed through Ray Data (actors/task_stream.py) from a `TaskReader`, which keeps the
     seeded order and the position a checkpoint saves (`reader.state()`)."""
 
-    def __init__(self, reader):
+    def __init__(self, reader, model_path: str | Path | None = None):
+        """`model_path`: the policy whose tokenizer the stream's workers use for each task's opening prompt ids
+        (`openings`); None: the rows carry no ids."""
         from pipeline.core.config import ConfigError
         if not len(reader):
             raise ConfigError("the task stream is empty; check tasks.source and tasks.kinds")
         self.reader = reader
+        self.model_path = model_path
+        self.openings: dict[str, list[int]] = {}
+        """task id -> opening prompt ids, of the tasks the last `take` returned"""
         self._rows = None
         ctx = ray.data.DataContext.get_current()  # one small dataset per epoch: no progress output for it
         ctx.enable_progress_bars = False
@@ -90,16 +95,20 @@ class TaskStream:
         logging.getLogger("ray.data").setLevel(logging.WARNING)
 
     def take(self, n: int) -> list:
+        from pipeline.rollout.openings import OPENING_COLUMN, unpack_ids
         from pipeline.tasks.reader import task_of_row
         out = []
+        self.openings = {}
         while len(out) < n:
             if self._rows is None:
-                self._rows = iter(task_dataset(self.reader).iter_rows())
+                self._rows = iter(task_dataset(self.reader, model_path=self.model_path).iter_rows())
             row = next(self._rows, None)
             if row is None:  # the epoch ended; the reader already points at the next one
                 self._rows = None
                 continue
             out.append(task_of_row(row))
+            if OPENING_COLUMN in row:
+                self.openings[out[-1].id] = unpack_ids(row[OPENING_COLUMN])
             self.reader.consumed(row)
         return out
 
@@ -125,6 +134,8 @@ class Training:
                                      roles.learner, top_p=cfg.rollout.top_p,
                                      start_timeout_s=cfg.cluster.start_timeout_s)
         self._start_timeout_s = cfg.cluster.start_timeout_s
+        self._roles = roles
+        self._role_resources = {config_value(cfg, r.resource_field) for r in NODE_ROLES.values()}
         self._pools = []
         self._ranker = None
         try:
@@ -153,8 +164,8 @@ class Training:
         self.evaluation = CompileThenEvaluate(self.compilers, self.evaluators, self.waiter,
                                               cfg.compile.candidates_per_call)
         self.generation_slots = self.generators.size
-        self.sizes = {"generator": self.generators.size, "evaluator": self.evaluators.size,
-                      "learner": self.learners.size, "compiler": self.compilers.size}
+        self.sizes = {"generator": self.generators.size, "evaluator": self.evaluators.capacity,
+                      "learner": self.learners.size, "compiler": self.compilers.capacity}
         self.ranker_preferences = self._preferences if self._ranker is not None else None
 
     def wait_ready(self) -> None:
@@ -168,6 +179,26 @@ class Training:
             if lost:
                 raise ClusterStartError(f"an actor died on every start ({lost[0]}); see the Ray logs of that "
                                         f"actor (`ray logs`) for why, fix it and start again")
+
+    def placement_record(self) -> dict[str, list[dict]]:
+        """Where the run's actors are, per role of NODE_ROLES: for each live actor its node's id and the custom
+        resources that label that node (its node type's role resource), from Ray's state API; {} where that API
+        does not answer (no dashboard). Written to the run directory as `placement.json`."""
+        from ray.util.state import list_actors
+        try:
+            live = list_actors(filters=[("state", "=", "ALIVE")], limit=10000, raise_on_missing_output=False)
+        except Exception as e:  # the state API lives in the dashboard, which a cluster may run without
+            print(f"placement.json not written: Ray's state API did not answer ({type(e).__name__})", flush=True)
+            return {}
+        labels = {n["NodeID"]: {k: v for k, v in n["Resources"].items() if k in self._role_resources}
+                  for n in ray.nodes() if n.get("Alive")}
+        role_of = {getattr(self._roles, name).__name__: name for name in NODE_ROLES}
+        record: dict[str, list[dict]] = {name: [] for name in NODE_ROLES}
+        for actor in live:
+            if actor.class_name in role_of:
+                record[role_of[actor.class_name]].append({"node_id": actor.node_id,
+                                                           "node_resources": labels.get(actor.node_id, {})})
+        return record
 
     @property
     def weight_version(self) -> int:
@@ -264,8 +295,9 @@ class Cluster:
             results = evaluate_groups(compilers, evaluators, groups, on_group, self.cfg.compile.candidates_per_call)
             return results, n_gpus, compilers.restarts + evaluators.restarts
 
-    def task_stream(self, reader) -> TaskStream:
-        return TaskStream(reader)
+    def task_stream(self, reader, model_path: str | Path | None = None) -> TaskStream:
+        """The run's tasks through Ray Data; with `model_path`, with their opening prompt ids (`TaskStream.openings`)."""
+        return TaskStream(reader, model_path)
 
     @contextmanager
     def training(self, model_path: str | Path) -> Iterator[Training]:

@@ -38,6 +38,8 @@ if TYPE_CHECKING:  # the core modules are imported lazily in the actors (see the
 class EvaluatorActor:
     """Owns one `Evaluator`, pinned to the GPU Ray gave this actor (or to none, CPU-only)."""
 
+    calls_per_actor = 1  # calls one actor serves at once (a simulation's stand-in may serve several GPUs' calls)
+
     def __init__(self, eval_cfg: EvalSection, compile_cfg: CompileSection, use_gpu: bool):
         # Imported here so that this module (and the driver) import without the core module
         # and its heavy dependencies; only the actor's process needs them.
@@ -62,6 +64,8 @@ class EvaluatorActor:
 
 class CompilerActor:
     """Owns one `Compiler`; its content-addressed cache is shared through `compile_cfg.cache_dir`."""
+
+    calls_per_actor = 1  # as EvaluatorActor's
 
     def __init__(self, compile_cfg: CompileSection, gate_profile: str = "strict", limits: TrustedLimits | None = None):
         """`limits`: the caps of the gate and the artefact check run here (eval.limits; None: the schema's)."""
@@ -115,15 +119,20 @@ def make_evaluator_pool(eval_cfg: EvalSection, compile_cfg: CompileSection, num_
                          "CPU-only evaluator or the number of GPUs given to evaluation")
     use_gpu = num_gpus_available > 0
     per_gpu = eval_cfg.workers_per_gpu if use_gpu else 1
-    size = num_gpus_available * per_gpu if use_gpu else 1
-    options = {"num_cpus": 1, "num_gpus": gpu_fraction / per_gpu if use_gpu else 0, **NO_RAY_RESTARTS,
-               **(placement or {})}
+    calls = actor_cls.calls_per_actor  # each actor then stands for that many evaluators (and their GPU shares)
+    workers = num_gpus_available * per_gpu if use_gpu else 1
+    if workers % calls:
+        raise ValueError(f"make_evaluator_pool: {workers} evaluators cannot be served by actors of "
+                         f"{calls} calls each; use a multiple of {calls}")
+    options = {"num_cpus": 1, "num_gpus": calls * gpu_fraction / per_gpu if use_gpu else 0, **NO_RAY_RESTARTS,
+               **({"max_concurrency": calls} if calls > 1 else {}), **(placement or {})}
     remote_cls = ray.remote(actor_cls)
 
     def make_actor(slot: int) -> ActorHandle:
         return remote_cls.options(**options).remote(eval_cfg, compile_cfg, use_gpu)
 
-    return SupervisedPool(make_actor, size=size, max_retries=eval_cfg.max_retries)
+    return SupervisedPool(make_actor, size=workers // calls, max_retries=eval_cfg.max_retries,
+                          max_in_flight_per_actor=calls)
 
 
 def make_compiler_pool(compile_cfg: CompileSection, max_retries: int, gate_profile: str = "strict",
@@ -138,13 +147,19 @@ def make_compiler_pool(compile_cfg: CompileSection, max_retries: int, gate_profi
     if compile_cfg.workers < 1:
         raise ValueError(f"compile.workers = {compile_cfg.workers}: the compile pool needs at least one "
                          "worker; set compile.workers=1 or more")
+    calls = actor_cls.calls_per_actor  # as in make_evaluator_pool
+    if compile_cfg.workers % calls:
+        raise ValueError(f"make_compiler_pool: compile.workers = {compile_cfg.workers} cannot be served by actors "
+                         f"of {calls} calls each; use a multiple of {calls}")
     remote_cls = ray.remote(actor_cls)
+    options = {"num_cpus": 1, **NO_RAY_RESTARTS, **({"max_concurrency": calls} if calls > 1 else {}),
+               **(placement or {})}
 
     def make_actor(slot: int) -> ActorHandle:
-        return remote_cls.options(num_cpus=1, **NO_RAY_RESTARTS, **(placement or {})).remote(compile_cfg, gate_profile,
-                                                                                          limits)
+        return remote_cls.options(**options).remote(compile_cfg, gate_profile, limits)
 
-    return SupervisedPool(make_actor, size=compile_cfg.workers, max_retries=max_retries)
+    return SupervisedPool(make_actor, size=compile_cfg.workers // calls, max_retries=max_retries,
+                          max_in_flight_per_actor=calls)
 
 
 def evaluate_groups(compilers: SupervisedPool, evaluators: SupervisedPool,
@@ -277,7 +292,7 @@ class CompileThenEvaluate:
             if not group.missing:
                 self._send(ticket, group)
         for ticket in sorted(self._with_ready):
-            if self.evaluators.outstanding() >= self.evaluators.size:
+            if self.evaluators.outstanding() >= self.evaluators.capacity:
                 return
             group = self._groups[ticket]
             if len(group.ready) >= group.min_part:

@@ -103,6 +103,11 @@ class SupervisedPool:
         """The live actor of each slot (a slot's handle changes when its actor is replaced)."""
         return tuple(self._actors)
 
+    @property
+    def capacity(self) -> int:
+        """Calls the pool runs at once: its actors, times the calls each serves at once."""
+        return len(self._actors) * self._max_in_flight
+
     def outstanding(self) -> int:
         """Items submitted whose results have not been handed out yet."""
         return len(self._pending) + len(self._in_flight) + len(self._done) - len(self._abandoned)
@@ -210,13 +215,14 @@ class SupervisedPool:
         """
         return [outcome for _, outcome in _wait_round([self], deadline)]
 
-    def _settle(self, ref: ray.ObjectRef) -> tuple[int, Any] | None:
-        """Turn one finished call into `(ticket, outcome)`, or None when it was requeued or abandoned."""
+    def _settle(self, ref: ray.ObjectRef, fetched: dict | None = None) -> tuple[int, Any] | None:
+        """Turn one finished call into `(ticket, outcome)`, or None when it was requeued or abandoned. `fetched`:
+        values already got for several refs at once (`_fetch`); a ref not in it is got here."""
         work, slot, generation = self._in_flight.pop(ref)
         if generation == self._generation[slot]:
             self._load[slot] -= 1
         try:
-            outcome: Any = ray.get(ref)
+            outcome: Any = fetched[ref] if fetched and ref in fetched else ray.get(ref)
         except RayTaskError as e:  # checked first: the method raised, whatever the cause's type
             cause = e.cause if e.cause is not None else e
             outcome = _raised(work, f"raised {type(cause).__name__}: {cause}; remote traceback:\n", e)
@@ -274,10 +280,20 @@ def _wait_round(pools: Sequence[SupervisedPool], deadline: float | None) -> list
     if rest:
         more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
         ready += more
-    settled = [(owner[ref], outcome) for ref in ready if (outcome := owner[ref]._settle(ref)) is not None]
+    fetched = _fetch(ready)
+    settled = [(owner[ref], outcome) for ref in ready if (outcome := owner[ref]._settle(ref, fetched)) is not None]
     for pool in pools:
         pool._dispatch()
     return settled
+
+
+def _fetch(refs: list[ray.ObjectRef]) -> dict:
+    """The values of finished calls in one `ray.get` (one round trip, not one per call); {} when one of them
+    failed, so that each is then got alone and its failure settled as its own."""
+    try:
+        return dict(zip(refs, ray.get(refs)))
+    except RayError:
+        return {}
 
 
 def wait_any(pools: Sequence[SupervisedPool], timeout_s: float | None = None) -> None:

@@ -5,20 +5,29 @@ hands its rows to Ray Data, in order, so consumers on the cluster stream them bl
 
     reader = TaskReader.from_sources(["generated", "/data/KernelBench"], splits=["train"], seed=1)
     reader.restore(saved_state)                      # optional: continue where a run stopped
-    for row in task_dataset(reader).iter_rows():
-        task = task_of_row(row); ...; reader.consumed(row)
+    for row in task_dataset(reader, model_path=path).iter_rows():
+        task = task_of_row(row); ids = unpack_ids(row["opening_ids"]); ...; reader.consumed(row)
     save(reader.state())
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import ray
 
+from pipeline.rollout.openings import add_opening_ids
 from pipeline.tasks.reader import TaskReader
 
 
-def task_dataset(reader: TaskReader, epochs: int = 1, rows_per_block: int = 64) -> ray.data.Dataset:
-    """The reader's rows from its current position (then `epochs - 1` whole epochs more), in order."""
+def task_dataset(reader: TaskReader, epochs: int = 1, rows_per_block: int = 64,
+                 model_path: str | Path | None = None) -> ray.data.Dataset:
+    """The reader's rows from its current position (then `epochs - 1` whole epochs more), in order. With
+    `model_path`, each row also carries its task's opening prompt ids (`opening_ids`, packed), tokenized by the
+    stream's workers a block at a time (pipeline/rollout/openings.py), not by the consumer."""
     rows = list(reader.rows(epochs))
     ds = ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // rows_per_block)))
     ds.context.execution_options.preserve_order = True
+    if model_path is not None:
+        ds = ds.map_batches(add_opening_ids, fn_kwargs={"model_path": str(model_path)}, batch_format="numpy",
+                            batch_size=rows_per_block)
     return ds

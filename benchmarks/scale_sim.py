@@ -1,6 +1,6 @@
-"""How far one driver scales: the real driver on a simulated multi-node cluster, 1 to 64+ evaluator GPUs.
+"""How far one driver scales: the real driver on a simulated multi-node cluster, 1 to 256 evaluator GPUs.
 
-    python benchmarks/scale_sim.py [--gpus 1,4,16,48] [--steps 4] [--out FILE]
+    python benchmarks/scale_sim.py [--gpus 1,16,64,256] [--steps 4] [--out FILE]
 
 The cluster is real Ray on this machine (benchmarks/sim/cluster.py): a head that hosts only the driver, a
 generator node, four evaluator nodes, a learner node and a compile node, each offering its role resource of
@@ -16,6 +16,9 @@ times:
 - generation: 1 ms per sampled answer plus 20 ms per call (a batched engine), batches of at most 32, one
   generator per 16 GPUs: the first candidates reach the compilers within a few tens of milliseconds;
 - the learner: 0.5 s per update.
+One stand-in process serves up to 8 evaluators (or compilers), one thread each (`calls_per_actor`): the pools
+hold that many times fewer actors, each taking that many calls at once, so 256 simulated GPUs take about 60
+processes, not 340. The driver's code is the same either way (it fills the pools' capacity).
 Per size it records the rollout's candidates per second against the ideal (GPUs / 0.2 s), the driver
 process's CPU seconds per candidate, the busy fraction of each role (the loop's own metrics), and for the
 largest size a profile of the driver. `driver_limit_gpus`: the most GPUs at 300 candidates a minute each that
@@ -28,11 +31,14 @@ import argparse
 import cProfile
 import json
 import math
+import os
 import pickle
 import pstats
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,6 +48,8 @@ sys.path.insert(0, str(ROOT))
 EVAL_S = 0.2                   # seconds per candidate per GPU: the target
 COMPILE_CPU_S = 0.93           # measured CPU seconds per candidate in the compile pool (v17)
 TARGET_BUSY = 0.9
+FAULT_FRACTION = 0.10         # of the evaluators, killed during a step of the fault run
+PER_PROCESS = 8                # simulated evaluators (or compilers) per stand-in process, at most
 
 
 def nodes_for(max_gpus: int):
@@ -67,6 +75,13 @@ def config_for(gpus: int, steps: int, run_dir: Path):
         f"run.name=g{gpus}", "train.samples_per_step=0"])
 
 
+def calls_per_process(workers: int) -> int:
+    """Evaluators (or compilers) one stand-in process serves, each call in its own thread: up to
+    PER_PROCESS, so that hundreds of simulated GPUs fit this machine's memory (one Ray worker process each
+    would not)."""
+    return math.gcd(workers, PER_PROCESS)
+
+
 def service_times(gpus: int):
     from benchmarks.sim.roles import ServiceTimes
     # the compilers together handle the GPUs' 5 candidates a second, as 4.65 measured CPUs per GPU would
@@ -76,40 +91,62 @@ def service_times(gpus: int):
 
 
 class RolloutMeter:
-    """Wall and driver CPU of every rollout (EpisodeScheduler.run), and a profile when asked."""
+    """Wall and driver CPU of every rollout (EpisodeScheduler.run) and of taking its tasks from the stream
+    (TaskStream.take: rows, tasks, their opening ids), and a profile of both when asked."""
 
     def __init__(self, profile_rollout: int | None):
         """`profile_rollout`: the index of the rollout to profile (the others are timed, unprofiled)."""
+        from actors import cluster
         from pipeline.rollout import scheduler
         self.rows: list[dict] = []
         self.profile_rollout = profile_rollout
         self.profiler = cProfile.Profile(time.thread_time) if profile_rollout is not None else None  # driver thread CPU
         self._orig = scheduler.EpisodeScheduler.run
+        self._orig_take = cluster.TaskStream.take
+        self._take = {"cpu_s": 0.0, "thread_cpu_s": 0.0}  # of the take before the next rollout
         meter = self
 
-        def run(sched, tasks, step=0):
+        def profiling() -> bool:
+            return meter.profiler is not None and len(meter.rows) == meter.profile_rollout
+
+        def take(stream, n):
+            c0, t0 = time.process_time(), time.thread_time()
+            if profiling():
+                meter.profiler.enable()
+            try:
+                return meter._orig_take(stream, n)
+            finally:
+                if profiling():
+                    meter.profiler.disable()
+                meter._take = {"cpu_s": time.process_time() - c0, "thread_cpu_s": time.thread_time() - t0}
+
+        def run(sched, tasks, step=0, openings=None):
             w0, c0, t0 = time.perf_counter(), time.process_time(), time.thread_time()
-            profiled = meter.profiler is not None and len(meter.rows) == meter.profile_rollout
+            profiled = profiling()
             if profiled:
                 meter.profiler.enable()
             try:
-                outcomes, stats = meter._orig(sched, tasks, step)
+                outcomes, stats = meter._orig(sched, tasks, step, openings)
             finally:
                 if profiled:
                     meter.profiler.disable()
             candidates = sum(len(o.results()) for o in outcomes)
-            meter.rows.append({"wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0,
-                               "thread_cpu_s": time.thread_time() - t0, "candidates": candidates,
-                               "profiled": profiled})
+            took, meter._take = meter._take, {"cpu_s": 0.0, "thread_cpu_s": 0.0}
+            meter.rows.append({"wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0 + took["cpu_s"],
+                               "thread_cpu_s": time.thread_time() - t0 + took["thread_cpu_s"],
+                               "candidates": candidates, "profiled": profiled})
             return outcomes, stats
         scheduler.EpisodeScheduler.run = run
-        self._module = scheduler
+        cluster.TaskStream.take = take
+        self._module, self._cluster = scheduler, cluster
 
     def close(self):
         self._module.EpisodeScheduler.run = self._orig
+        self._cluster.TaskStream.take = self._orig_take
 
 
 STAGES = [  # what the driver does during a rollout, as functions whose inclusive CPU does not overlap
+    ("taking the step's tasks from the stream (rows, tasks, opening ids)", "cluster.py", "take"),
     ("tokenizing each task's opening prompt", "scheduler.py", "_opening"),
     ("forming generation batches and sending them", "scheduler.py", "_batch"),
     ("reading answers: parsing, episodes", "episodes.py", "take_sample"),
@@ -152,52 +189,95 @@ def bytes_per_candidate() -> dict:
                     "built library (tens of KB), which goes from the compile node to the evaluator's"}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gpus", default="1,4,16,48", help="simulated evaluator GPU counts, comma-separated (48: "
-                    "about 70 actor processes, what 24 GiB holds)")
-    ap.add_argument("--steps", type=int, default=4, help="RL steps per size (the first warms up; at the largest "
-                    "size the last is profiled and not counted)")
-    ap.add_argument("--out", default=None, help="JSON file (default: a new file under benchmarks/results/v<N>/)")
-    args = ap.parse_args(argv)
-    sizes = [int(g) for g in args.gpus.split(",")]
+def measure(gpus: int, steps: int, work: Path, profile: bool, fault_fraction: float = 0.0) -> dict:
+    """One training run of `steps` steps at `gpus` simulated GPUs: its rollouts' rate against the ideal, the
+    driver's CPU per candidate, every role's busy fraction (and with `profile`, a profile of the last rollout).
+    `fault_fraction` > 0: that share of the evaluator processes (at least one) is killed (SIGKILL) one second into
+    the second step's rollout; the run then also reports the episodes lost and the processes killed."""
     from actors.cluster import Cluster
-    from benchmarks.sim.cluster import simulated_cluster
     from benchmarks.sim.roles import stand_in_roles
     from pipeline.core.node_roles import timed_roles
     from pipeline.rl.loop import run_training
+    cfg = config_for(gpus, steps, work)
+    meter = RolloutMeter(profile_rollout=steps - 1 if profile else None)
+    killed: dict = {}
+    if fault_fraction > 0:
+        threading.Thread(target=kill_evaluators, args=(meter, fault_fraction, killed), daemon=True).start()
+    t0 = time.perf_counter()
+    try:
+        roles = stand_in_roles(service_times(gpus), evaluator_calls=calls_per_process(gpus),
+                               compiler_calls=calls_per_process(cfg.compile.workers))
+        rows = run_training(cfg, work / f"g{gpus}{'_fault' if fault_fraction else ''}", Cluster(cfg, roles=roles))
+    finally:
+        meter.close()
+    counted = [r for r in meter.rows[1:] if not r["profiled"]] or meter.rows  # the first warms up
+    cands = sum(r["candidates"] for r in counted)
+    wall = sum(r["wall_s"] for r in counted)
+    rate = cands / wall
+    ideal = gpus / EVAL_S
+    busy = {role.name: round(sum(r.get(f"busy/{role.name}", 0.0) for r in rows[1:] or rows)
+                             / len(rows[1:] or rows), 3) for role in timed_roles()}
+    run = {"gpus": gpus, "evaluator_nodes": 4, "evaluators_per_process": calls_per_process(gpus),
+           "compilers": cfg.compile.workers, "generators": cfg.rollout.generator_actors,
+           "candidates_per_step": cands / len(counted),
+           "candidates_per_s": round(rate, 2), "ideal_per_s": ideal, "efficiency": round(rate / ideal, 3),
+           "driver_cpu_s_per_candidate": round(sum(r["cpu_s"] for r in counted) / cands, 5),
+           "driver_cpu_fraction": round(sum(r["cpu_s"] for r in counted) / wall, 3),
+           "driver_python_thread_cpu_s_per_candidate": round(sum(r["thread_cpu_s"] for r in counted) / cands, 5),
+           "busy": busy, "wall_s": round(time.perf_counter() - t0, 1)}
+    if fault_fraction > 0:
+        run["fault"] = {"evaluator_processes": killed.get("processes"), "killed_processes": killed.get("killed", 0),
+                        "killed_gpus": killed.get("killed", 0) * calls_per_process(gpus),
+                        "killed_in_step": 2, "lost_episodes": sum(r.get("rollout/lost_episodes", 0.0) for r in rows),
+                        "pool_restarts": max((r.get("pool/restarts", 0.0) for r in rows), default=0.0)}
+    if meter.profiler is not None:
+        run["profile"] = profile_table(meter.profiler)
+    return run
+
+
+def kill_evaluators(meter: RolloutMeter, fraction: float, record: dict) -> None:
+    """Once the first rollout has ended (the second step runs), wait a second, then SIGKILL `fraction` of the
+    live stand-in evaluator processes (at least one); what was killed goes to `record`."""
+    from benchmarks.sim.faults import alive
+    while not meter.rows:
+        time.sleep(0.1)
+    time.sleep(1.0)
+    procs = alive("StandInEvaluator")
+    victims = procs[:max(1, math.ceil(fraction * len(procs)))]
+    record.update(processes=len(procs), at=time.perf_counter())
+    for actor in victims:
+        os.kill(actor.pid, signal.SIGKILL)
+    record["killed"] = len(victims)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpus", default="1,16,64,256", help="simulated evaluator GPU counts, comma-separated (each "
+                    f"stand-in process serves up to {PER_PROCESS} evaluators or compilers)")
+    ap.add_argument("--steps", type=int, default=4, help="RL steps per size (the first warms up; at the largest "
+                    "size the last is profiled and not counted)")
+    ap.add_argument("--fault-gpus", type=int, default=64, help="the size of the fault run: 10 %% of its evaluators "
+                    "killed during a step, against the run of that size without faults (0: no fault run)")
+    ap.add_argument("--out", default=None, help="JSON file (default: a new file under benchmarks/results/v<N>/)")
+    args = ap.parse_args(argv)
+    sizes = [int(g) for g in args.gpus.split(",")]
+    from benchmarks.sim.cluster import simulated_cluster
     import ray
     work = Path(tempfile.mkdtemp(prefix="cudaperf-scale-"))
     runs = []
-    nodes = nodes_for(max(sizes))
+    fault = None
+    nodes = nodes_for(max(sizes + [args.fault_gpus]))
     with simulated_cluster(nodes):
         print(f"cluster: {len(nodes) + 1} nodes, {ray.cluster_resources().get('GPU', 0):g} simulated GPUs", flush=True)
         for gpus in sizes:
-            cfg = config_for(gpus, args.steps, work)
-            meter = RolloutMeter(profile_rollout=args.steps - 1 if gpus == max(sizes) else None)
-            t0 = time.perf_counter()
-            try:
-                rows = run_training(cfg, work / f"g{gpus}", Cluster(cfg, roles=stand_in_roles(service_times(gpus))))
-            finally:
-                meter.close()
-            counted = [r for r in meter.rows[1:] if not r["profiled"]] or meter.rows  # the first warms up
-            cands = sum(r["candidates"] for r in counted)
-            wall = sum(r["wall_s"] for r in counted)
-            rate = cands / wall
-            ideal = gpus / EVAL_S
-            busy = {role.name: round(sum(r.get(f"busy/{role.name}", 0.0) for r in rows[1:] or rows)
-                                     / len(rows[1:] or rows), 3) for role in timed_roles()}
-            run = {"gpus": gpus, "evaluator_nodes": 4, "compilers": cfg.compile.workers,
-                   "generators": cfg.rollout.generator_actors, "candidates_per_step": cands / len(counted),
-                   "candidates_per_s": round(rate, 2), "ideal_per_s": ideal, "efficiency": round(rate / ideal, 3),
-                   "driver_cpu_s_per_candidate": round(sum(r["cpu_s"] for r in counted) / cands, 5),
-                   "driver_cpu_fraction": round(sum(r["cpu_s"] for r in counted) / wall, 3),
-                   "driver_python_thread_cpu_s_per_candidate": round(sum(r["thread_cpu_s"] for r in counted) / cands, 5),
-                   "busy": busy, "wall_s": round(time.perf_counter() - t0, 1)}
-            if meter.profiler is not None:
-                run["profile"] = profile_table(meter.profiler)
-            runs.append(run)
-            print(json.dumps({k: v for k, v in run.items() if k != "profile"}), flush=True)
+            runs.append(measure(gpus, args.steps, work, profile=gpus == max(sizes)))
+            print(json.dumps({k: v for k, v in runs[-1].items() if k != "profile"}), flush=True)
+        if args.fault_gpus:
+            fault = measure(args.fault_gpus, args.steps, work, profile=False, fault_fraction=FAULT_FRACTION)
+            clean = next((r for r in runs if r["gpus"] == args.fault_gpus), None)
+            if clean is not None:
+                fault["fault"]["throughput_vs_no_fault"] = round(fault["candidates_per_s"] / clean["candidates_per_s"], 3)
+            print(json.dumps(fault), flush=True)
     shutil.rmtree(work, ignore_errors=True)
     largest = runs[-1]
     per_cand = largest["driver_cpu_s_per_candidate"]
@@ -210,7 +290,7 @@ def main(argv=None) -> int:
         "driver_limit_how": (f"one driver core at {TARGET_BUSY:.0%}: {TARGET_BUSY} / (driver CPU s per candidate "
                              f"{per_cand} x {1 / EVAL_S:g} candidates per GPU-second), measured at "
                              f"{largest['gpus']} simulated GPUs"),
-        "command": "python benchmarks/scale_sim.py --gpus " + args.gpus + f" --steps {args.steps}",
+        "command": f"python benchmarks/scale_sim.py --gpus {args.gpus} --steps {args.steps} --fault-gpus {args.fault_gpus}",
         "machine": "2-core CPU host, every node a raylet on it (the roles' actors share the two cores with the driver)",
         "simulated": "the work inside each role (service times, see the script's docstring)",
         "real": "Ray (one raylet per node, custom resources of cluster.yaml, fake GPUs), the driver, episode "
@@ -219,6 +299,7 @@ def main(argv=None) -> int:
         "service_times": {"evaluate_per_candidate_s": EVAL_S, "compile_cpu_s_measured": COMPILE_CPU_S},
         "bytes_per_candidate": bytes_per_candidate(),
         "runs": runs,
+        "fault_run": fault,
     }
     out = Path(args.out) if args.out else None
     if out is None:

@@ -15,8 +15,9 @@ from pipeline.core.lost_work import ItemFailed
 class Pool:
     """Stand-in for SupervisedPool: items finish in submission order, one per next_completed call, while not held."""
 
-    def __init__(self, size: int, work):
+    def __init__(self, size: int, work, calls_per_actor: int = 1):
         self.size, self.work, self.held = size, work, False
+        self.capacity = size * calls_per_actor  # calls run at once, as SupervisedPool.capacity
         self.queue: deque = deque()
         self.calls: list[tuple] = []
         self._ticket = 0
@@ -80,6 +81,19 @@ def test_an_idle_evaluator_starts_on_the_first_compiled_part():
     assert evaluators.calls[0][1] == ["c0", "c1"]  # a quarter of the group went as soon as it had compiled
     evaluators.held = False
     assert queue.next_completed(timeout_s=5) == (ticket, [f"result {c}" for c in cands])
+
+
+def test_an_actor_serving_several_calls_counts_as_that_many_evaluators():
+    # One actor of two calls at once (a simulation's stand-in for two GPUs), one of them busy: the other is
+    # idle, so a group starts on its first compiled part, as with two actors of one call each.
+    compilers, evaluators = Pool(4, compile_), Pool(1, evaluate, calls_per_actor=2)
+    queue = CompileThenEvaluate(compilers, evaluators, Waiter(compilers, evaluators))
+    evaluators.submit("evaluate", "other", [], [])
+    evaluators.held = True
+    queue.submit("a", [f"a{k}" for k in range(8)])
+    with pytest.raises(TimeoutError):
+        queue.next_completed(timeout_s=0.2)
+    assert [len(c[1]) for c in evaluators.calls[1:]] == [2, 6] and queue.parts_split == 1
 
 
 def test_a_busy_evaluator_gets_each_group_whole():

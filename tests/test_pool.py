@@ -181,6 +181,39 @@ def test_evaluator_pool_on_cpu(tmp_path):
     assert results[1].verdict != "correct"
 
 
+class TwoCallsAtOnce:
+    """A compiler stand-in that serves two calls at once (a simulation's process standing for two workers)."""
+    calls_per_actor = 2
+
+    def __init__(self, compile_cfg, gate_profile="strict", limits=None):
+        pass
+
+    def compile_group(self, candidates, task):
+        start = time.monotonic()
+        time.sleep(DELAY_S)
+        return [(os.getpid(), start, time.monotonic())]
+
+    def ping(self) -> str:
+        return "ok"
+
+
+def test_a_pool_of_actors_serving_several_calls_runs_them_at_once(tmp_path):
+    from actors.evaluators import make_compiler_pool
+    from pipeline.core.config import CompileSection
+    with make_compiler_pool(CompileSection(workers=4, cache_dir=str(tmp_path)), max_retries=1,
+                            actor_cls=TwoCallsAtOnce) as pool:
+        assert (pool.size, pool.capacity) == (2, 4)  # two processes stand for four compile workers
+        spans = [r[0] for r in pool.map("compile_group", [([k], "task") for k in range(4)])]
+    by_pid = {}
+    for pid, start, end in spans:
+        by_pid.setdefault(pid, []).append((start, end))
+    assert sorted(len(v) for v in by_pid.values()) == [2, 2]
+    for (s1, e1), (s2, e2) in by_pid.values():  # each process ran its two calls at the same time
+        assert s2 < e1 and s1 < e2
+    with pytest.raises(ValueError, match="multiple of 2"):
+        make_compiler_pool(CompileSection(workers=3, cache_dir=str(tmp_path)), 1, actor_cls=TwoCallsAtOnce)
+
+
 def test_compiler_pool(tmp_path):
     from actors.evaluators import make_compiler_pool
     from pipeline.core.config import CompileSection
@@ -231,6 +264,7 @@ def test_wait_ready_names_an_actor_that_died_on_every_start():
 
     class Pool:
         size = 2
+        actors = ()  # no actor to wait for: the start wait (actors/startup.py) has its own tests
 
         def __init__(self, results):
             self.results = results
@@ -238,7 +272,7 @@ def test_wait_ready_names_an_actor_that_died_on_every_start():
         def map(self, method, args):
             return self.results
     cluster = Training.__new__(Training)
-    cluster._pools = [Pool([11, 12])]
+    cluster._pools, cluster._start_timeout_s = [Pool([11, 12])], 60.0
     cluster.wait_ready()  # every actor answered
     cluster._pools.append(Pool([13, ItemFailed(1, "pid", 3, "ActorDiedError: out of memory")]))
     with pytest.raises(ClusterStartError, match="died on every start.*out of memory") as e:

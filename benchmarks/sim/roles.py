@@ -54,6 +54,7 @@ class _Busy:
 class _StandIn:
     """What every stand-in answers besides its role's work: its busy seconds, liveness, process and node."""
     times = ServiceTimes()
+    calls_per_actor = 1  # calls served at once (threads): the number of evaluators or compilers one process stands for
     busy: _Busy
 
     def busy_s(self) -> float:
@@ -91,7 +92,7 @@ class StandInGenerator(_StandIn):
         return self._answers[name]
 
     def generate(self, requests, sampling):
-        from pipeline.rollout.generation import GenerationResult, Sample
+        from pipeline.rollout.generation import GenerationResult, Sample, with_extracted
         n = sum(r.n for r in requests)
         elapsed = self.times.generate_per_call_s + n * self.times.generate_per_sequence_s
         self.busy.work(elapsed)
@@ -101,6 +102,7 @@ class StandInGenerator(_StandIn):
             ids = ids[:sampling.max_new_tokens]
             out.append([Sample(list(ids), [-0.5] * len(ids), text, "stop" if ids[-1] == self._eot else "length")
                         for _ in range(r.n)])
+        out = with_extracted(requests, out)  # answers are read where they are generated, as Generator does
         return GenerationResult(out, self.version, elapsed, "stand-in", sum(len(s.token_ids) for g in out for s in g))
 
     def update_weights(self, named_tensors, version: int) -> int:
@@ -184,12 +186,16 @@ class StandInLearner(_StandIn):
         return json.loads((Path(directory) / "run_state.json").read_text())
 
 
-def stand_in_roles(times: ServiceTimes = ServiceTimes()):
-    """The four stand-ins with these service times (a class of each, made for them), as `RoleActors`."""
+def stand_in_roles(times: ServiceTimes = ServiceTimes(), evaluator_calls: int = 1, compiler_calls: int = 1):
+    """The four stand-ins with these service times (a class of each, made for them), as `RoleActors`.
+    `evaluator_calls`, `compiler_calls`: the calls one stand-in process serves at once, each in its own thread,
+    so that one process stands for that many evaluators (GPUs) or compilers: the driver's pools then hold that
+    many times fewer actors of that many calls each (`calls_per_actor`), and a simulation of hundreds of GPUs
+    fits this machine's memory."""
     from actors.cluster import RoleActors  # here: the actors' own processes never import the driver's modules
-    def made(cls):  # a name the module does not define: Ray pickles the class by value, service times included
-        return type(f"{cls.__name__}Timed", (cls,), {"times": times, "__module__": cls.__module__})
-    return RoleActors(generator=made(StandInGenerator), evaluator=made(StandInEvaluator),
-                      compiler=made(StandInCompiler), learner=made(StandInLearner))
 
-
+    def made(cls, calls: int = 1):  # a name the module does not define: Ray pickles the class by value
+        return type(f"{cls.__name__}Timed", (cls,), {"times": times, "calls_per_actor": calls,
+                                                      "__module__": cls.__module__})
+    return RoleActors(generator=made(StandInGenerator), evaluator=made(StandInEvaluator, evaluator_calls),
+                      compiler=made(StandInCompiler, compiler_calls), learner=made(StandInLearner))

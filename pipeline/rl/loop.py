@@ -27,6 +27,7 @@ from the config: `rollout.generator_actors` x `train.generator_gpus_per_actor`, 
 from __future__ import annotations
 
 import importlib.util
+import json
 import random
 import time
 from pathlib import Path
@@ -141,6 +142,8 @@ def run_training(cfg: RunConfig, run_dir: Path, cluster, resume_from: Path | Non
             cluster.training(model_path) as actors:
         actors.wait_ready()
         status.done()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "placement.json").write_text(json.dumps(actors.placement_record(), indent=1))
         return _steps(cfg, run_dir, cluster, actors, reader, live, model_path, resume_from)
 
 
@@ -168,7 +171,7 @@ def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, l
         torch.manual_seed(cfg.run.seed)
     if state.reader:
         reader.restore(state.reader)
-    stream = cluster.task_stream(reader)
+    stream = cluster.task_stream(reader, model_path)  # tokenizes each task's opening prompt off the driver
     scheduler = EpisodeScheduler(cfg.rollout, ChatFormat(load_tokenizer(model_path)), cfg.model.max_model_len_tokens,
                                  actors.generation, actors.evaluation, generation_slots=actors.generation_slots,
                                  seed=cfg.run.seed if cfg.train.reproducible else None,
@@ -184,7 +187,7 @@ def _steps(cfg: RunConfig, run_dir: Path, cluster, actors, reader: TaskReader, l
             t0, compile_s0 = time.perf_counter(), actors.compile_s()
             step_tasks = stream.take(cfg.train.tasks_per_step)
             held = live_tasks(live, step, cfg.train.live_eval_tasks) if live is not None else []
-            everything, stats = scheduler.run(step_tasks + held, step)  # one rollout: batches are shared
+            everything, stats = scheduler.run(step_tasks + held, step, stream.openings)  # one rollout
             held_ids = {t.id for t in held}
             outcomes = [o for o in everything if o.trajectory.task_id not in held_ids]
             episodes = score(outcomes, cfg, actors, step_tasks)

@@ -108,7 +108,7 @@ class Episode:
         turn = Turn(prompt_ids=prompt_ids, response_ids=list(sample.token_ids), logprobs=list(sample.logprobs),
                     response_text=sample.text, finish_reason=sample.finish_reason, kept_turns=kept)
         self.outcome.trajectory.turns.append(turn)
-        parsed = parse_response(self.task, sample.text, turn_index, sample.finish_reason)
+        parsed = parse_response(self.task, sample.text, turn_index, sample.finish_reason, sample.extracted)
         self.outcome.turns.append(JudgedTurn(turn, parsed if isinstance(parsed, Candidate) else None))
         self.state = "evaluate"
         return parsed

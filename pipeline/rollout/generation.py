@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Literal
 
 from pipeline.core.config import ConfigError, ModelSection, RolloutSection
+from pipeline.rollout.parsing import AnswerSpec, Extracted
 
 
 @dataclass(frozen=True)
@@ -41,9 +42,12 @@ class SamplingSpec:
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    """One prompt (token ids, chat template already applied) and the number of samples wanted."""
+    """One prompt (token ids, chat template already applied) and the number of samples wanted. With `answer`,
+    the generator also reads each sample's code (`Sample.extracted`), where the samples are, so the driver
+    does not parse every answer itself."""
     prompt_ids: list[int]
     n: int = 1
+    answer: AnswerSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class Sample:
     logprobs: list[float]
     text: str
     finish_reason: Literal["stop", "length"]
+    extracted: Extracted | None = None  # the answer's code read with the request's AnswerSpec, if it had one
 
 
 @dataclass(frozen=True)
@@ -122,7 +127,7 @@ class Generator(ABC):
         if not requests:
             return GenerationResult([], self.weight_version, 0.0, self.backend)
         t0 = time.perf_counter()
-        samples = self._generate(requests, sampling)
+        samples = with_extracted(requests, self._generate(requests, sampling))
         elapsed = time.perf_counter() - t0
         tokens = sum(len(s.token_ids) for group in samples for s in group)
         return GenerationResult(samples, self.weight_version, elapsed, self.backend, tokens)
@@ -149,6 +154,23 @@ class Generator(ABC):
     @abstractmethod
     def _load_weights(self, named_tensors: list[tuple[str, object]]) -> None:
         """Copy the given parameters into the model."""
+
+
+def with_extracted(requests: list[GenerationRequest], samples: list[list[Sample]]) -> list[list[Sample]]:
+    """`samples` (per request) with each one's code read by its request's AnswerSpec; identical texts are read
+    once (a group's samples often repeat)."""
+    out = []
+    for req, group in zip(requests, samples, strict=True):
+        if req.answer is None:
+            out.append(group)
+            continue
+        read: dict[tuple[str, str], Extracted] = {}
+        for sample in group:
+            key = (sample.text, sample.finish_reason)
+            if key not in read:
+                read[key] = req.answer.extract(*key)
+        out.append([replace(sample, extracted=read[(sample.text, sample.finish_reason)]) for sample in group])
+    return out
 
 
 def resolve_device(cfg: RolloutSection) -> str:

@@ -36,6 +36,21 @@ class Extracted:
     problem: str = ""
 
 
+@dataclass(frozen=True)
+class AnswerSpec:
+    """What an answer to a task must define, all that reading it needs: a generator given one with a request
+    reads its own samples (`Sample.extracted`), so the driver only takes the result."""
+    entry: str
+    kernel: bool = False
+
+    def extract(self, text: str, finish_reason: str = "stop") -> Extracted:
+        return extract_code(text, self.entry, finish_reason, kernel=self.kernel)
+
+
+def answer_spec(task: Task) -> AnswerSpec:
+    """The AnswerSpec of `task`: its entry point, and whether it is a kernel in ParEval's own form."""
+    return AnswerSpec(entry_point(task), in_kernel_form(task))
+
 
 def extract_code(text: str, entry: str, finish_reason: str = "stop", kernel: bool = False) -> Extracted:
     """The answer's code per the module's rules; `entry` is the function the code must define (kernel: a
@@ -67,13 +82,15 @@ def answer_text(code: str) -> str:
     return f"```cuda\n{code.strip(chr(10))}\n```"
 
 
-def parse_response(task: Task, text: str, turn: int, finish_reason: str = "stop") -> Candidate | EvalResult:
-    """A Candidate for the evaluator, or the `format_error` result of an answer without usable code."""
+def parse_response(task: Task, text: str, turn: int, finish_reason: str = "stop",
+                   extracted: Extracted | None = None) -> Candidate | EvalResult:
+    """A Candidate for the evaluator, or the `format_error` result of an answer without usable code.
+    `extracted`: what the generator already read from `text` with the task's `answer_spec` (read here if None)."""
     fmt = candidate_format(task)
-    kernel_form = in_kernel_form(task)
-    found = extract_code(text, entry_point(task), finish_reason, kernel=kernel_form)
+    spec = answer_spec(task)
+    found = extracted if extracted is not None else spec.extract(text, finish_reason)
     if found.code is not None:
-        if kernel_form:  # ParEval's own form: the harness launches the kernel as ParEval's driver does
+        if spec.kernel:  # ParEval's own form: the harness launches the kernel as ParEval's driver does
             return kernel_candidate(task, found.code, turn)
         return Candidate(task_id=task.id, code=found.code, format=fmt, turn=turn)
     raw = Candidate(task_id=task.id, code=text, format=fmt, turn=turn)

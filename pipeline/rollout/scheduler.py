@@ -32,7 +32,7 @@ import time
 from collections import Counter, deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from pipeline.core.config import RolloutSection
 from pipeline.core.records import Candidate, EvalResult, Task
@@ -40,7 +40,8 @@ from pipeline.core.lost_work import ItemFailed
 from pipeline.rollout.conversation import ChatFormat
 from pipeline.rollout.episodes import Episode, EpisodeOutcome
 from pipeline.rollout.generation import GenerationRequest, GenerationResult, Generator, SamplingSpec
-from pipeline.rollout.prompts import opening_messages
+from pipeline.rollout.parsing import AnswerSpec, answer_spec
+from pipeline.rollout.openings import opening_ids
 
 POLL_S = 0.02  # bounded wait on one queue while the other also has work in flight (queues of two kinds only)
 
@@ -158,14 +159,20 @@ class EpisodeScheduler:
             waiter = ThreadWaiter(generation, evaluation)
         self.waiter = waiter
         self._openings: dict[str, list[int]] = {}  # task id -> its opening prompt's ids
+        self._answers: dict[str, AnswerSpec] = {}   # task id -> what its answers must define (read by the generator)
 
-    def run(self, tasks: list[Task], step: int = 0) -> tuple[list[EpisodeOutcome], RolloutStats]:
-        """Run `samples_per_task` episodes of every task to their end; outcomes in (task, sample) order."""
+    def run(self, tasks: list[Task], step: int = 0,
+            openings: Mapping[str, list[int]] | None = None) -> tuple[list[EpisodeOutcome], RolloutStats]:
+        """Run `samples_per_task` episodes of every task to their end; outcomes in (task, sample) order.
+        `openings`: task id -> its opening prompt's ids where they were tokenized already (the task stream's
+        workers do it, off the driver); the others are tokenized here."""
         t0 = time.perf_counter()
         stats = RolloutStats()
         episodes = []
+        self._openings.update(openings or {})
         for task in tasks:
             opening = self._opening(task)
+            self._answers.setdefault(task.id, answer_spec(task))
             episodes += [Episode(task, f"s{step}/{task.id}/{g}", g, self.chat, opening, self.cfg,
                                  self.max_model_len_tokens) for g in range(self.cfg.samples_per_task)]
         waiting, active = deque(episodes), []
@@ -181,7 +188,8 @@ class EpisodeScheduler:
                 batch = self._batch(active, queued)
                 if not batch:
                     break
-                requests = [GenerationRequest(prompt, len(group)) for prompt, group in batch]
+                requests = [GenerationRequest(prompt, len(group), self._answers[group[0].task.id])
+                            for prompt, group in batch]
                 gen_jobs[self.generation.submit(requests, self._sampling(step, batches))] = [g for _, g in batch]
                 batches += 1
             if not gen_jobs and not eval_jobs:
@@ -198,7 +206,7 @@ class EpisodeScheduler:
     def _opening(self, task: Task) -> list[int]:
         """A task's opening prompt ids, tokenized once per task over the scheduler's life (tasks repeat each epoch)."""
         if task.id not in self._openings:
-            self._openings[task.id] = self.chat.opening_ids(*opening_messages(task))
+            self._openings[task.id] = opening_ids([task], self.chat)[0]
         return self._openings[task.id]
 
     def _sampling(self, step: int, batch: int) -> SamplingSpec:
@@ -209,8 +217,9 @@ class EpisodeScheduler:
         return replace(self.sampling, seed=derived)
 
     def _batch(self, active: list[Episode], queued: set[int]) -> list[tuple[list[int], list[Episode]]]:
-        """Prompts of episodes ready for their next turn, grouped by identical prompt, within the batch limit."""
-        groups: dict[tuple[int, ...], list[Episode]] = {}
+        """Prompts of episodes ready for their next turn, grouped by task and identical prompt, within the batch
+        limit."""
+        groups: dict[tuple[str, tuple[int, ...]], list[Episode]] = {}
         sequences = 0
         for episode in active:
             if episode.state != "generate" or id(episode) in queued or sequences >= self.cfg.max_sequences_per_batch:
@@ -218,10 +227,10 @@ class EpisodeScheduler:
             prompt = episode.next_prompt()
             if prompt is None:  # the context is full: the episode ended
                 continue
-            groups.setdefault(tuple(prompt), []).append(episode)
+            groups.setdefault((episode.task.id, tuple(prompt)), []).append(episode)
             queued.add(id(episode))
             sequences += 1
-        return [(list(prompt), group) for prompt, group in groups.items()]
+        return [(list(prompt), group) for (_, prompt), group in groups.items()]
 
     def _wait_one(self, gen_jobs: dict, eval_jobs: dict, queued: set[int], stats: RolloutStats) -> None:
         """Handle at least one finished call (generation first): one wait over all in-flight work."""

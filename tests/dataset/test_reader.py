@@ -90,6 +90,16 @@ def test_ray_data_stream_resumes_from_a_saved_position(tasks):
         rest = [row["task_id"] for row in task_dataset(resumed, rows_per_block=4).iter_rows()]
         assert seen == expected[:9]
         assert rest == expected[9:]
+        # With the policy's path, the stream's workers add each task's opening prompt ids, in order.
+        from pipeline.rollout.conversation import ChatFormat
+        from pipeline.rollout.openings import opening_ids, unpack_ids
+        from pipeline.rollout.tiny_model import load_tokenizer, resolve_model_path
+        from pipeline.core.config import ModelSection
+        path = resolve_model_path(ModelSection(path="tiny-sft"))
+        rows = list(task_dataset(TaskReader(tasks[:6], allow_unchecked=True, seed=3), rows_per_block=4,
+                                 model_path=path).iter_rows())
+        chat = ChatFormat(load_tokenizer(path))
+        assert [unpack_ids(r["opening_ids"]) for r in rows] == opening_ids([task_of_row(r) for r in rows], chat)
     finally:
         ray.shutdown()
 
