@@ -37,14 +37,13 @@ from multiprocessing import context, forkserver, popen_forkserver, reduction, sp
 
 from pipeline.evaluation.build.compile import CompileResult
 from pipeline.evaluation.build.tool_run import FILE_BYTES, CompileBudget
+from pipeline.evaluation.gate.rules import LIMITS, advice_for
 
 PRELOAD = ["pipeline.evaluation.bounded", "pipeline.evaluation.gate", "pipeline.evaluation.build.artifact",
            "pipeline.structure.analyze", "tree_sitter", "tree_sitter_cuda"]
 # where torch is installed: the gate of a kernelbench candidate looks names up in these (1.4 s to import, per job
 # unless the fork server has them)
 TORCH_PRELOAD = ["torch", "torch.nn", "torch.nn.functional", "torch.utils.cpp_extension"]
-ADVICE = ("simplify the source: deep nesting, very long lines and macro, template or constant-expression expansion "
-          "cost the evaluator more than any kernel is worth")
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ class StageLimit:
                 "output": f"stopped: its result passed the output cap of {self.limit}",
                 "depth": "stopped: the source nests deeper than it can follow"}[self.cap]
         where = f" ({self.field})" if self.field else ""
-        return f"{self.stage} {what}{where}; {ADVICE}"
+        return f"{self.stage} {what}{where}; {advice_for('stage-limit', LIMITS)}"
 
 
 def caps_of(stage: str, limits, prefix: str = "eval.limits") -> StageCaps:

@@ -23,13 +23,15 @@ from typing import get_args
 
 from pipeline.core.records import CandidateFormat, EvalResult, Finding
 from pipeline.evaluation.gate import MAX_CANDIDATE_BYTES
+from pipeline.evaluation.gate.rules import INTAKE, advice_for
 
 INTAKE_RULES = ("malformed-candidate", "unreadable-text", "nul-byte", "too-large")
 
 
 @dataclass(frozen=True)
 class Unusable:
-    """Why a candidate cannot be read: the rule (one of INTAKE_RULES) and one sentence for the policy."""
+    """Why a candidate cannot be read: the rule (one of INTAKE_RULES, each a row of gate.rules.RULES, whose advice
+    ends the sentence) and one sentence for the policy."""
     rule: str
     reason: str
 
@@ -39,28 +41,33 @@ def unusable(cand) -> Unusable | None:
     code, fmt, turn = getattr(cand, "code", None), getattr(cand, "format", None), getattr(cand, "turn", 0)
     # exact types: a subclass (what validation never makes) could redefine encode, len or equality
     if type(code) is not str:
-        return Unusable("malformed-candidate", f"the candidate's code is a {type(code).__name__[:40]}, not text")
+        return Unusable("malformed-candidate", f"the candidate's code is a {type(code).__name__[:40]}, not text; "
+                                               f"{advice_for('malformed-candidate', INTAKE)}")
     if type(fmt) is not str or fmt not in get_args(CandidateFormat):
         shown = str.__repr__(fmt[:40]) if type(fmt) is str else type(fmt).__name__[:40]
         return Unusable("malformed-candidate", f"the candidate's format {shown} is not one of "
-                                               f"{', '.join(get_args(CandidateFormat))}")
+                                               f"{', '.join(get_args(CandidateFormat))}; "
+                                               f"{advice_for('malformed-candidate', INTAKE)}")
     if type(turn) is not int:
-        return Unusable("malformed-candidate", f"the candidate's turn is a {type(turn).__name__}, not a whole number")
+        return Unusable("malformed-candidate", f"the candidate's turn is a {type(turn).__name__}, not a whole number; "
+                                               f"{advice_for('malformed-candidate', INTAKE)}")
     if len(code) > MAX_CANDIDATE_BYTES:  # characters: at most its bytes, counted without encoding a huge text
         return Unusable("too-large", f"the candidate is {len(code):,} characters, over the limit of "
-                                     f"{MAX_CANDIDATE_BYTES:,} bytes; send a shorter candidate")
+                                     f"{MAX_CANDIDATE_BYTES:,} bytes; {advice_for('too-large', INTAKE)}")
     try:
         size = len(code.encode("utf-8"))
     except UnicodeEncodeError as e:
         line = code.count("\n", 0, e.start) + 1
         return Unusable("unreadable-text", f"line {line} holds a character UTF-8 cannot encode "
-                                           f"({code[e.start]!r}, a lone surrogate); send plain UTF-8 text")
+                                           f"({code[e.start]!r}, a lone surrogate); "
+                                           f"{advice_for('unreadable-text', INTAKE)}")
     if size > MAX_CANDIDATE_BYTES:
         return Unusable("too-large", f"the candidate is {size:,} bytes, over the limit of {MAX_CANDIDATE_BYTES:,} "
-                                     f"bytes; send a shorter candidate")
+                                     f"bytes; {advice_for('too-large', INTAKE)}")
     if "\0" in code:
         line = code.count("\n", 0, code.index("\0")) + 1
-        return Unusable("nul-byte", f"line {line} holds a NUL character, which no source file holds; remove it")
+        return Unusable("nul-byte", f"line {line} holds a NUL character, which no source file holds; "
+                                    f"{advice_for('nul-byte', INTAKE)}")
     return None
 
 

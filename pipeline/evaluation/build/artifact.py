@@ -67,20 +67,13 @@ from pipeline.evaluation.build.compile import (CompileResult, ExpansionTooLarge,
 from pipeline.evaluation.build.tool_run import CompileBudget, run_build, run_limited, tool_env
 from pipeline.evaluation.gate import GateProfile, gate_profile, gated_sources, task_is_float32
 from pipeline.evaluation.gate.source_text import compiler_text
-from pipeline.evaluation.gate.cuda import classify_name, finding, scan_cuda
+from pipeline.evaluation.gate.cuda import classify_name, scan_cuda
+from pipeline.evaluation.gate.rules import ARTEFACT, make_finding
 from pipeline.core.records import Candidate, Finding, Task
 
 CHECK_VERSION = "6"  # part of the cache key of a check's findings: bump when the rules change (2: gate profiles,
                      # 3: system-call instructions, torch's thread pools in extensions, 4: torch compute in strict
                      # extensions, 6: ifunc and thread-local initialisers, cpp_sources as host code)
-ADVICE = {
-    "unlisted-symbol": "call only CUDA runtime launch, memory, error and occupancy functions, libm and the C++ "
-                       "runtime basics",
-    "symbol-alias": "do not define functions with the names of CUDA runtime or C library functions",
-    "load-time-code": "do no work when the library loads (no constructors, no globals with constructors); "
-                      "do it inside the entry point",
-    "artifact-check": "keep the source to one plain .cu file the checker can build",
-}
 
 # What a candidate's own object may call (symbol_allowed). The toolchain part was derived by compiling every c2cuda and light
 # implementation of the built-in tasks with the Compiler's flags (`nvcc -c`) and listing `nm -u`
@@ -164,8 +157,10 @@ def symbol_allowed(name: str) -> bool:
                 or _STD_THROW.fullmatch(name))
 
 
-def rule_finding(rule: str, line: int, what: str) -> Finding:
-    return finding(rule, line, what, ADVICE.get(rule))
+def rule_finding(rule: str, line: int, what: str, advice: str | None = None) -> Finding:
+    """An error finding of the artefact check: 'line N: what; advice [rule]', the advice from the gate's rules
+    table unless `advice` names this finding's own fix."""
+    return make_finding(rule, ARTEFACT, line, what, advice)
 
 
 # --- running the tools --------------------------------------------------------------------------
@@ -317,8 +312,7 @@ def object_findings(source: str, obj: str, scratch: str, fmt: str, float32: bool
             rule_what = ("side-stream", f"uses the per-thread default stream ({name})")
         rule, what = rule_what or ("unlisted-symbol", f"calls {base or name}, which is not on the allow-list")
         where = _line_of(source, short) if short else 1
-        out.append(finding(rule, where, f"the built object needs the symbol {demangled} ({what})",
-                           ADVICE.get(rule)))
+        out.append(rule_finding(rule, where, f"the built object needs the symbol {demangled} ({what})"))
     for kind, name, demangled in defined:  # external code and weak symbols (nm: T, W, V, w, v; i, an ifunc, either)
         if kind in "TWVwvi" and _RESERVED_DEFINED.fullmatch(name):
             out.append(rule_finding("symbol-alias", _line_of(source, name), f"defines {name}, a CUDA runtime or C library name"))
@@ -424,20 +418,19 @@ def extension_findings(source: str, so_path: str, scratch: str, profile: GatePro
         why = "" if profile.torch_compute else torch_compute_symbol(demangled.split("@")[0])
         if why:
             base = _base_name(demangled.split("@")[0])
-            out.append(finding("torch-compute-in-forward", _line_of(source, base.split("::")[-1]),
-                               f"the built extension {why} ({base})",
-                               "compute in your own kernels; from torch use only allocation, views and metadata"))
+            out.append(rule_finding("torch-compute-in-forward", _line_of(source, base.split("::")[-1]),
+                                    f"the built extension {why} ({base})"))
             continue
         plain = name.split("@")[0]
         if DENIED_IN_EXTENSION.fullmatch(plain):
             hit = classify_name(plain, plain, "call", "kernelbench", False, profile)
             rule = hit[0] if hit else "unlisted-symbol"
-            out.append(finding(rule, _line_of(source, plain), f"the built extension needs the symbol {plain}"
-                               + (f" ({hit[1]})" if hit else ""), ADVICE.get(rule)))
+            out.append(rule_finding(rule, _line_of(source, plain), f"the built extension needs the symbol {plain}"
+                                    + (f" ({hit[1]})" if hit else "")))
         elif THREADS_IN_EXTENSION.fullmatch(_base_name(demangled.split("@")[0])):
             base = _base_name(demangled.split("@")[0])
-            out.append(finding("threads", _line_of(source, base.split("::")[-1]),
-                               f"the built extension needs {base}, which runs work on another host thread"))
+            out.append(rule_finding("threads", _line_of(source, base.split("::")[-1]),
+                                    f"the built extension needs {base}, which runs work on another host thread"))
     return out + syscall_findings(source, so_path, scratch)
 
 
@@ -455,9 +448,10 @@ def syscall_findings(source: str, binary: str, scratch: str) -> list[Finding]:
         m = _SYSCALL_INSN.match(line)
         if m:
             short = _base_name(function).split("::")[-1]
-            out.append(finding("process-or-file-or-network", _line_of(source, short) if short else 1,
-                               f"the built code of {function} holds the instruction {m.group(1)}, a direct system call",
-                               "make no system calls: keep inline assembly in __device__ functions"))
+            out.append(rule_finding("process-or-file-or-network", _line_of(source, short) if short else 1,
+                                    f"the built code of {function} holds the instruction {m.group(1)}, a direct "
+                                    f"system call",
+                                    "make no system calls: keep inline assembly in __device__ functions"))
     return out
 
 

@@ -13,9 +13,10 @@ text goes through the tree-sitter rules of cuda.py. A kernelbench candidate is P
 the allow-list rules of python.py; its `load_inline` sources must be constants, which are then
 extracted and checked as CUDA with their lines mapped back into the Python file, and their compiler
 flags, linker flags and include paths are checked here (_build_option_findings). What was built
-is checked after compiling, by artifact.py. Each finding names the rule (`Finding.rule`) and the
-1-based line of the candidate file. The few rules that differ between `eval.gate_profile` values are
-read from one GateProfile (PROFILES below) by the Python, CUDA, artefact and runtime checks.
+is checked after compiling, by artifact.py. Each finding names the rule (`Finding.rule`: a row of rules.RULES, the
+one table of rule names, stages, profiles and advice) and the 1-based line of the candidate file. The few rules
+that differ between `eval.gate_profile` values are read from one GateProfile (PROFILES below) by the Python, CUDA,
+artefact and runtime checks.
 """
 from __future__ import annotations
 
@@ -24,14 +25,15 @@ import re
 
 from pipeline.core.records import Candidate, Finding, Task
 from pipeline.evaluation import light_abi
-from pipeline.evaluation.gate.cuda import finding, scan_cuda
+from pipeline.evaluation.gate.cuda import scan_cuda
 from pipeline.evaluation.gate.source_text import compiler_text, unreadable, unreadable_findings
 from pipeline.evaluation.gate.profile import PROFILES, GateProfile, gate_profile
 from pipeline.evaluation.gate.python import check_python, import_aliases
 from pipeline.evaluation.gate.python_inline import DynamicCode, evaluated_load_inline_calls
-from pipeline.evaluation.gate.python_names import ADVICE, LOAD_INLINE, rule_finding
+from pipeline.evaluation.gate.python_names import LOAD_INLINE, rule_finding
+from pipeline.evaluation.gate.rules import CANDIDATE, RULES, make_finding
 
-__all__ = ["ADVICE", "LOAD_INLINE", "MAX_CANDIDATE_BYTES", "PROFILES", "GateProfile", "check_candidate",
+__all__ = ["LOAD_INLINE", "MAX_CANDIDATE_BYTES", "PROFILES", "RULES", "GateProfile", "check_candidate",
            "cuda_sources_of", "entry_points", "extract_load_inline", "gated_sources", "gate_profile", "task_is_float32"]
 MAX_CANDIDATE_BYTES = 256 * 1024  # larger candidates are refused unread (a policy answer is a few KB)
 # Rules an answer breaks by a slip in its form, not by an attempt on the reward: the entry point misnamed or with the
@@ -58,21 +60,19 @@ def _build_option_findings(call: dict, profile: GateProfile) -> list[Finding]:
         elif not (_SAFE_FLAG.fullmatch(flag) or flag in profile.ldflags):
             out.append(rule_finding("compile-flags", line, f"passes the compiler flag {flag!r}"))
     if call["extra_ldflags"] and not profile.ldflags:
-        out.append(finding("dynamic-build", line, "passes load_inline linker flags (extra_ldflags)",
-                           f"link no libraries (the {profile.name} gate profile takes no linker flags)"))
+        out.append(rule_finding("dynamic-build", line, "passes load_inline linker flags (extra_ldflags)",
+                                f"link no libraries (the {profile.name} gate profile takes no linker flags)"))
     for flag in call["extra_ldflags"] if profile.ldflags else []:
         if flag not in profile.ldflags:
-            out.append(finding("compile-flags", line, f"passes the linker flag {flag!r}",
-                               f"link only {', '.join(sorted(profile.ldflags))}"))
+            out.append(rule_finding("compile-flags", line, f"passes the linker flag {flag!r}",
+                                    f"link only {', '.join(sorted(profile.ldflags))}"))
     if call["extra_include_paths"] and not profile.include_paths:
-        out.append(finding("dynamic-build", line, "passes load_inline the argument extra_include_paths",
-                           f"include only headers of the allow-list, which need no include paths (the {profile.name} "
-                           f"gate profile takes none)"))
+        out.append(rule_finding("dynamic-build", line, "passes load_inline the argument extra_include_paths",
+                                f"include only headers of the allow-list, which need no include paths (the "
+                                f"{profile.name} gate profile takes none)"))
     for path in call["extra_include_paths"] if profile.include_paths else []:
         if not include_path_allowed(path):
-            out.append(finding("forbidden-include", line, f"passes the include path {path!r}",
-                               "pass only relative paths inside the build directory or the CUDA or torch "
-                               "include directories"))
+            out.append(rule_finding("forbidden-include", line, f"passes the include path {path!r}"))
     return out
 
 
@@ -99,8 +99,9 @@ def check_candidate(candidate: Candidate, task: Task, profile: str = "strict") -
     rules = gate_profile(profile)
     size = len(candidate.code.encode("utf-8", errors="replace"))
     if size > MAX_CANDIDATE_BYTES:
-        return [finding("too-large", 1, f"the candidate is {size:,} bytes, over the limit of {MAX_CANDIDATE_BYTES:,} "
-                                        f"bytes ({MAX_CANDIDATE_BYTES // 1024} KB)", "send a shorter candidate")]
+        return [make_finding("too-large", CANDIDATE, 1, f"the candidate is {size:,} bytes, over the limit of "
+                                                        f"{MAX_CANDIDATE_BYTES:,} bytes "
+                                                        f"({MAX_CANDIDATE_BYTES // 1024} KB)")]
     float32 = task_is_float32(task)
     if unreadable(candidate.code):  # the gate would read something else than the compiler (or Python): nothing more
         return unreadable_findings(candidate.code, 0, cpp=candidate.format != "kernelbench")
@@ -127,13 +128,14 @@ def check_candidate(candidate: Candidate, task: Task, profile: str = "strict") -
                 called |= scan.called
         findings += _build_option_findings(call, rules)
     if not rules.torch_compute:  # a prototype of a called function no source defines: code the gate cannot see
-        findings += [finding("undefined-function", line, f"declares {name} and calls it, but no source of the "
-                                                         f"answer defines it")
+        findings += [make_finding("undefined-function", CANDIDATE, line, f"declares {name} and calls it, but no "
+                                                                         f"source of the answer defines it")
                      for name, line in declared if _last_name(name) not in defined and _last_name(name) in called]
     if not kernels and (rules.kernel_required or not calls) and \
             not any(f.rule in ("syntax", "dynamic-build", "source-text") for f in findings):
         line = calls[0]["line"] if calls else 1
-        findings.append(rule_finding("no-device-code", line, "no load_inline call defines a __global__ kernel in its cuda_sources"))
+        findings.append(make_finding("no-device-code", CANDIDATE, line, "no load_inline call defines a __global__ "
+                                                                        "kernel in its cuda_sources"))
     return _dedupe(findings)
 
 
@@ -206,7 +208,7 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
 
 
 def _entry_findings(scan, fmt: str, task: Task) -> list[Finding]:
-    out = [] if scan.kernels else [rule_finding("no-device-code", 1, "no __global__ kernel is defined")]
+    out = [] if scan.kernels else [make_finding("no-device-code", CANDIDATE, 1, "no __global__ kernel is defined")]
     name, nparams = (task.function, len(task.args)) if fmt == "c2cuda" else (light_abi.ENTRY_POINT, 4)
     sig = f"extern \"C\" {name}({', '.join(f'{a.ctype} {a.name}' for a in task.args)})" if fmt == "c2cuda" \
         else light_abi.SIGNATURE
@@ -216,9 +218,10 @@ def _entry_findings(scan, fmt: str, task: Task) -> list[Finding]:
         line = defs[0].line if defs else 1
         what = (f"{name} is defined without C linkage or as a kernel" if defs
                 else f"no host function named {name} is defined")
-        out.append(finding("missing-entry-point", line, what, f"define the host entry point {sig}"))
+        out.append(make_finding("missing-entry-point", CANDIDATE, line, what, f"define the host entry point {sig}"))
     elif good[0].nparams is not None and good[0].nparams != nparams:
-        out.append(finding("missing-entry-point", good[0].line, f"{name} takes {good[0].nparams} parameters, not {nparams}",
-                           f"use the signature {sig}"))
+        out.append(make_finding("missing-entry-point", CANDIDATE, good[0].line,
+                                f"{name} takes {good[0].nparams} parameters, not {nparams}",
+                                f"use the signature {sig}"))
     return out
 

@@ -22,41 +22,14 @@ from pipeline.core.records import Finding
 import pipeline.evaluation.gate.source_text as source_text
 from pipeline.evaluation.gate.load_time import global_init_findings
 from pipeline.evaluation.gate.profile import GateProfile
+from pipeline.evaluation.gate.rules import CUDA, make_finding
 from pipeline.evaluation.gate.text_rules import asm_text_findings, include_allowed, text_findings
 from pipeline.structure import cuda_ast
 
-ADVICE = {
-    "side-stream": "launch every kernel on the stream the harness passes in (the current stream)",
-    "threads": "do all the work from the calling thread, on the GPU",
-    "process-or-file-or-network": "a kernel needs no files, processes, environment or network: remove it",
-    "timing-tamper": "leave timing, device selection and graphs to the harness",
-    "ipc": "share no GPU memory with other processes",
-    "driver-api": "use the CUDA runtime API only",
-    "precision-downgrade": "compute in float32, the task's precision",
-    "inline-asm-host": "keep inline assembly inside __device__ or __global__ functions",
-    "load-time-code": "do no work when the library loads; do it inside the entry point",
-    "forbidden-include": "include only the CUDA runtime and standard headers of the allow-list",
-    "token-paste": "write identifiers out in full instead of pasting tokens together",
-    "torch-compute-in-forward": "compute with your own kernels and use torch only to allocate outputs (torch::empty)",
-    "introspection": "do not reach into Python from the extension",
-    "digraph": "write preprocessor directives with #",
-    "symbol-alias": "call functions by their own names",
-    "dispatch-tamper": "leave torch's dispatcher state alone (no dispatch-key guards, modes or record-function switches)",
-    "line-directive": "remove #line directives and line markers; the gate reports your file's own lines",
-    "torch-state": "leave torch's global settings alone (precision switches, the caching allocator)",
-    "undefined-function": "define every function you declare; call no library's compute by declaring it yourself",
-    "source-text": source_text.ADVICE,
-    "directive": "use only #include, #define, #undef, #if/#ifdef/#ifndef/#elif/#else/#endif, #pragma, #error and #warning",
-    "reserved-macro": "give your own macros names that start with neither two underscores nor an underscore and a "
-                      "capital letter",
-    "pragma": "use only #pragma unroll, once, pack and diagnostic pragmas",
-}
-
 
 def finding(rule: str, line: int, what: str, advice: str | None = None) -> Finding:
-    """An error finding of the gate: 'line N: what; advice [rule]'."""
-    return Finding(source="gate", severity="error", line=line, rule=rule,
-                   message=f"line {line}: {what}; {advice or ADVICE[rule]} [{rule}]")
+    """An error finding of the CUDA/C++ rules: 'line N: what; advice [rule]', the advice from the rules table."""
+    return make_finding(rule, CUDA, line, what, advice)
 
 
 # --- names -> rules -------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ import types
 
 from pipeline.core.records import Finding
 from pipeline.evaluation.gate.compute import check_compute
-from pipeline.evaluation.gate.cuda import finding
 from pipeline.evaluation.gate.profile import GateProfile
 from pipeline.evaluation.gate.python_allowed import (ALLOWED_NAMES, ATTRIBUTE_BUILTINS, EVENT_ATTRIBUTES, FILE_METHODS,
                                                    FRAME_ATTRIBUTE, FRAME_ATTRIBUTES, IMPORTABLE, INIT_HELPERS,
@@ -34,8 +33,10 @@ from pipeline.evaluation.gate.python_allowed import (ALLOWED_NAMES, ATTRIBUTE_BU
                                                    resolve_name, static_attribute)
 from pipeline.evaluation.gate.python_inline import (DynamicCode, evaluated_load_inline_calls, load_inline_refs,
                                                   parameters)
-from pipeline.evaluation.gate.python_names import (ADVICE, LOAD_INLINE, qualified_name, reference_nodes,
-                                                   rule_finding, short_text)
+from pipeline.evaluation.gate.python_names import LOAD_INLINE, qualified_name, reference_nodes, rule_finding, short_text
+
+# the fix of an attribute set on an object the candidate did not make (two forms: setattr and assignment)
+_KEEP_STATE_ON_SELF = "keep state on self; do not patch modules, classes or objects you did not make"
 
 # --- Python (kernelbench) -------------------------------------------------------------------------
 def import_aliases(tree: ast.AST) -> dict[str, str]:
@@ -116,8 +117,8 @@ def _check_imports(tree: ast.AST, out: list[Finding], profile: GateProfile) -> N
                 out.append(rule_finding(verdict[0], node.lineno, f"imports {name}: {verdict[1]}"))
             else:
                 rule = next((r for r, names in MODULE_RULES if name.split(".")[0] in names), "forbidden-import")
-                out.append(finding(rule, node.lineno, f"imports {name}",
-                                   advice if rule == "forbidden-import" else ADVICE.get(rule)))
+                out.append(rule_finding(rule, node.lineno, f"imports {name}",
+                                        advice if rule == "forbidden-import" else None))
 
 
 def _check_modelnew(tree: ast.Module, aliases: dict[str, str], out: list[Finding]) -> None:
@@ -177,16 +178,16 @@ def _check_nodes(tree: ast.Module, aliases: dict[str, str], float32: bool, out: 
                 out.append(rule_finding("timing-tamper", line, f"patches {qualified_name(node.args[0], aliases)} with {node.func.id}"))
             elif node.func.id in ("setattr", "delattr") and node.args and not (
                     isinstance(node.args[0], ast.Name) and node.args[0].id == "self" or _self_rooted(node.args[0])):
-                out.append(finding("timing-tamper", line, f"changes an attribute of {short_text(node.args[0])} with "
-                                                          f"{node.func.id}, an object other than self",
-                                   "keep state on self; do not patch modules, classes or objects you did not make"))
+                out.append(rule_finding("timing-tamper", line, f"changes an attribute of {short_text(node.args[0])} "
+                                                               f"with {node.func.id}, an object other than self",
+                                        _KEEP_STATE_ON_SELF))
 
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) and qualified_name(node.value, aliases):
             out.append(rule_finding("timing-tamper", line, f"patches {short_text(node)}, an item of {qualified_name(node.value, aliases)}"))
         elif isinstance(node, ast.MatchClass) and (node.patterns or node.kwd_attrs):
-            out.append(finding("introspection", line, f"reads attributes with the class pattern {short_text(node)} in a "
-                                                      f"match statement, which the gate cannot follow",
-                               "read attributes as x.name"))
+            out.append(rule_finding("introspection", line, f"reads attributes with the class pattern "
+                                                           f"{short_text(node)} in a match statement, which the gate "
+                                                           f"cannot follow", "read attributes as x.name"))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in (
                 "__torch_function__", "__torch_dispatch__"):
             out.append(rule_finding("tensor-subclass", line, f"defines {node.name}"))
@@ -209,10 +210,10 @@ def _check_attribute_store(node: ast.Attribute, aliases: dict[str, str], out: li
     if qualified_name(base, aliases):
         out.append(rule_finding("timing-tamper", line, f"patches {short_text(node)}, an attribute of {qualified_name(base, aliases)}"))
     elif not (isinstance(root, ast.Name) and (root.id == "self" or id(root) in own)):
-        out.append(finding("timing-tamper", line, f"assigns to {short_text(node)}, an attribute of an object other than "
-                                                  f"self or one this code made with torch (what the gate cannot name "
-                                                  f"may be torch, the harness or its inputs)",
-                           "keep state on self; do not patch modules, classes or objects you did not make"))
+        out.append(rule_finding("timing-tamper", line, f"assigns to {short_text(node)}, an attribute of an object "
+                                                       f"other than self or one this code made with torch (what the "
+                                                       f"gate cannot name may be torch, the harness or its inputs)",
+                                _KEEP_STATE_ON_SELF))
 
 
 def _own_objects(tree: ast.Module, aliases: dict[str, str]) -> set[int]:
@@ -374,9 +375,10 @@ def _check_alias_meanings(tree: ast.Module, aliases: dict[str, str], out: list[F
     for name, seen in meanings.items():
         if len(seen) > 1 and any(q is not None for q in seen):
             shown = " and ".join(q or "something else" for q in seen)
-            out.append(finding("introspection", max(seen.values()), f"binds {name} to {shown}: a name that stands for a "
-                                                                    f"module or a torch name has one meaning in the file",
-                               "give each its own name"))
+            out.append(rule_finding("introspection", max(seen.values()), f"binds {name} to {shown}: a name that "
+                                                                         f"stands for a module or a torch name has "
+                                                                         f"one meaning in the file",
+                                    "give each its own name"))
 
 
 def _check_module_values(tree: ast.Module, aliases: dict[str, str], out: list[Finding], modules: frozenset[str]) -> None:
@@ -399,9 +401,10 @@ def _check_module_values(tree: ast.Module, aliases: dict[str, str], out: list[Fi
                 isinstance(up, ast.Assign) and up.value is node and len(up.targets) == 1
                 and isinstance(up.targets[0], ast.Name) and not isinstance(parents.get(id(up)), ast.ClassDef)):
             continue
-        out.append(finding("introspection", node.lineno, f"uses the module {q} as a value ({short_text(up or node)}), "
-                                                         f"where the gate cannot follow what is read from it",
-                           f"name the module directly ({q}.name) or bind it to a plain name (M = {q})"))
+        out.append(rule_finding("introspection", node.lineno, f"uses the module {q} as a value "
+                                                              f"({short_text(up or node)}), where the gate cannot "
+                                                              f"follow what is read from it",
+                                f"name the module directly ({q}.name) or bind it to a plain name (M = {q})"))
 
 
 def _check_attribute(node: ast.Attribute, aliases: dict[str, str], float32: bool, out: list[Finding],
@@ -435,9 +438,9 @@ def _check_name(line: int, attr: str, q: str, value: ast.AST, aliases: dict[str,
         out.append(rule_finding("timing-tamper", line, f"uses .{attr}, a CUDA event or graph"))
     elif not q and not _self_rooted(value) and (attr in MODULE_ATTRIBUTES or attr.startswith("_")):
         what = "a module" if attr in MODULE_ATTRIBUTES else "a private attribute"
-        out.append(finding("introspection", line, f"reaches .{attr}, {what}, through {short_text(value)}, which the gate "
-                                                  f"cannot resolve to a name",
-                           "name modules directly (torch.x, F.x) and keep private state on self"))
+        out.append(rule_finding("introspection", line, f"reaches .{attr}, {what}, through {short_text(value)}, which "
+                                                       f"the gate cannot resolve to a name",
+                                "name modules directly (torch.x, F.x) and keep private state on self"))
     elif parts[0] == "torch" and len(parts) > 1:
         if q.startswith("torch.cuda.") and parts[2] in ("Stream", "stream", "set_stream", "ExternalStream", "StreamContext"):
             out.append(rule_finding("side-stream", line, f"uses {q}"))

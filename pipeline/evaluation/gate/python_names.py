@@ -1,12 +1,12 @@
-"""What both Python checks of the gate read: the names they treat specially, how a finding of theirs is
-worded, and how an expression resolves to a dotted path (`F.relu` -> torch.nn.functional.relu).
+"""What both Python checks of the gate read: the names they treat specially, how a finding of theirs is made
+(its advice from rules.py), and how an expression resolves to a dotted path (`F.relu` -> torch.nn.functional.relu).
 `python.py` checks the module as a whole, `compute.py` that forward computes nothing with torch."""
 from __future__ import annotations
 
 import ast
 
 from pipeline.core.records import Finding
-from pipeline.evaluation.gate.cuda import finding
+from pipeline.evaluation.gate.rules import PYTHON, make_finding
 
 LOAD_INLINE = "torch.utils.cpp_extension.load_inline"
 
@@ -19,30 +19,10 @@ TORCH_ALLOCATIONS = {"torch.empty", "torch.empty_like", "torch.zeros", "torch.ze
 NOT_SUBMODULES = {"torch.nn.Parameter", "torch.nn.ParameterList", "torch.nn.ParameterDict", "torch.nn.Buffer"}
 
 
-ADVICE = {
-    "syntax": "fix the Python syntax",
-    "no-modelnew": "define class ModelNew(nn.Module) with the reference's constructor and forward signature",
-    "subclass-reference": "derive ModelNew from nn.Module only and compute forward with your own kernels",
-    "reference-use": "do not use the reference; compute the result with your own kernels",
-    "forbidden-import": "import only the modules of the gate's allow-list",
-    "introspection": "do not inspect or alter the interpreter, torch internals or objects' dunders",
-    "try-fallback": "remove the try statement and let errors surface",
-    "torch-compute-in-forward": "compute with your own CUDA kernels and use torch only to allocate outputs (torch.empty)",
-    "side-stream": "launch on the current stream",
-    "threads": "do all the work from the calling thread",
-    "timing-tamper": "do not patch modules or time anything; the harness does the timing",
-    "precision-downgrade": "compute in float32, the task's precision",
-    "dynamic-build": "pass load_inline string literals, lists of them, or variables (of the module or of the "
-                     "function that calls it) assigned only them",
-    "compile-flags": "use only flags such as -O3, --use_fast_math or -DNAME",
-    "tensor-subclass": "return plain tensors; do not subclass torch.Tensor",
-    "no-device-code": "write at least one __global__ kernel that does the work",
-    "forbidden-name": "use only names the installed allowed modules (torch, math, typing, ...) define",
-}
-
-
-def rule_finding(rule: str, line: int, what: str) -> Finding:
-    return finding(rule, line, what, ADVICE.get(rule))
+def rule_finding(rule: str, line: int, what: str, advice: str | None = None) -> Finding:
+    """An error finding of the Python rules: 'line N: what; advice [rule]', the advice from the rules table unless
+    `advice` names this finding's own fix."""
+    return make_finding(rule, PYTHON, line, what, advice)
 
 
 def qualified_name(node: ast.AST, aliases: dict[str, str]) -> str | None:

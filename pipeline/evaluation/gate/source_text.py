@@ -33,10 +33,8 @@ from __future__ import annotations
 import re
 
 from pipeline.core.records import Finding
+from pipeline.evaluation.gate.rules import SOURCE_TEXT, make_finding
 
-RULE = "source-text"
-ADVICE = ("save the source as plain UTF-8 text with LF (or CRLF) line ends, no control characters other than "
-          "tab, no trigraphs, and a blank beside every line-continuation backslash")
 _NAMES = {"\r": "a carriage return that is not part of a CRLF line end", "\0": "a NUL byte", "\f": "a form feed",
           "\v": "a vertical tab", "\x85": "the line break U+0085 (NEL)", "\u2028": "the line separator U+2028",
           "\u2029": "the paragraph separator U+2029", "\ufeff": "a byte order mark (U+FEFF)"}
@@ -66,11 +64,6 @@ def unreadable(raw: str) -> bool:
     return bool(_ODD.search(compiler_text(raw)))
 
 
-def _finding(line: int, what: str) -> Finding:
-    return Finding(source="gate", severity="error", line=line, rule=RULE,
-                   message=f"line {line}: {what}; {ADVICE} [{RULE}]")
-
-
 def unreadable_findings(raw: str, line_offset: int = 0, cpp: bool = True) -> list[Finding]:
     """Findings for what in `raw` (whose line 1 is file line `line_offset + 1`) has no single meaning; `cpp`
     adds the C/C++ forms (trigraphs, line splices). One finding per kind and line."""
@@ -81,7 +74,7 @@ def unreadable_findings(raw: str, line_offset: int = 0, cpp: bool = True) -> lis
         line = line_offset + text.count("\n", 0, pos) + 1
         if (line, what) not in seen:
             seen.add((line, what))
-            out.append(_finding(line, what))
+            out.append(make_finding("source-text", SOURCE_TEXT, line, what))
 
     for m in _ODD.finditer(text):
         c = m.group()
