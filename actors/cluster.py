@@ -96,7 +96,6 @@ class TaskStream:
 
     def take(self, n: int) -> list:
         from pipeline.rollout.openings import OPENING_COLUMN, unpack_ids
-        from pipeline.tasks.reader import task_of_row
         out = []
         self.openings = {}
         while len(out) < n:
@@ -106,7 +105,7 @@ class TaskStream:
             if row is None:  # the epoch ended; the reader already points at the next one
                 self._rows = None
                 continue
-            out.append(task_of_row(row))
+            out.append(self.reader.task(row))  # the reader's own Task: no JSON parsed on the driver
             if OPENING_COLUMN in row:
                 self.openings[out[-1].id] = unpack_ids(row[OPENING_COLUMN])
             self.reader.consumed(row)

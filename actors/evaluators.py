@@ -269,7 +269,10 @@ class CompileThenEvaluate:
             group.compiled[index] = None if isinstance(value, ItemFailed) else value[j]
         group.missing -= len(indices)
         group.ready.extend(indices)
-        self._with_ready[ticket] = None
+        if group.missing:
+            self._with_ready[ticket] = None
+        else:  # its last candidate compiled: the group (what of it is still here) goes to the evaluators
+            self._send(ticket, group)
         self._hand_over()
 
     def _evaluated(self, ticket: int, part: list[int], value: Any) -> None:
@@ -285,13 +288,12 @@ class CompileThenEvaluate:
         self._hand_over()
 
     def _hand_over(self) -> None:
-        """Every group whose last candidate compiled goes to the evaluators (what of it is still here); then,
-        while evaluators are idle, the oldest groups' compiled candidates go as parts."""
+        """While evaluators are idle, the oldest groups' compiled candidates go as parts (a group whose last
+        candidate compiled has gone whole already). Nothing to do, and nothing looked at, while every evaluator
+        is busy: the common case of a full cluster, where the groups waiting are many."""
+        if self.evaluators.outstanding() >= self.evaluators.capacity or not self._with_ready:
+            return
         for ticket in sorted(self._with_ready):  # only groups with compiled candidates waiting, oldest first
-            group = self._groups[ticket]
-            if not group.missing:
-                self._send(ticket, group)
-        for ticket in sorted(self._with_ready):
             if self.evaluators.outstanding() >= self.evaluators.capacity:
                 return
             group = self._groups[ticket]

@@ -160,6 +160,7 @@ class EpisodeScheduler:
         self.waiter = waiter
         self._openings: dict[str, list[int]] = {}  # task id -> its opening prompt's ids
         self._answers: dict[str, AnswerSpec] = {}   # task id -> what its answers must define (read by the generator)
+        self._order: dict[int, int] = {}  # id of an episode of the current run -> its index (batches follow it)
 
     def run(self, tasks: list[Task], step: int = 0,
             openings: Mapping[str, list[int]] | None = None) -> tuple[list[EpisodeOutcome], RolloutStats]:
@@ -175,17 +176,22 @@ class EpisodeScheduler:
             self._answers.setdefault(task.id, answer_spec(task))
             episodes += [Episode(task, f"s{step}/{task.id}/{g}", g, self.chat, opening, self.cfg,
                                  self.max_model_len_tokens) for g in range(self.cfg.samples_per_task)]
-        waiting, active = deque(episodes), []
+        # Bookkeeping that stays cheap with thousands of episodes in flight: `active` holds the unfinished episodes
+        # started, `ready` those waiting for their next turn (not in a batch, not being evaluated); each handled
+        # call updates only the episodes it touched.
+        self._order = {id(e): i for i, e in enumerate(episodes)}
+        waiting: deque[Episode] = deque(episodes)
+        active: dict[int, Episode] = {}
+        ready: dict[int, Episode] = {}
         gen_jobs: dict[int, list[list[Episode]]] = {}
         eval_jobs: dict[int, list[Episode]] = {}
-        queued: set[int] = set()  # ids of episodes inside a generation batch
         batches = 0
         while waiting or active:
-            active = [e for e in active if not e.done]
             while waiting and len(active) < self.cfg.max_episodes_in_flight:
-                active.append(waiting.popleft())
+                episode = waiting.popleft()
+                active[id(episode)] = ready[id(episode)] = episode
             while len(gen_jobs) < self.generation_slots and not (self.lockstep and (gen_jobs or eval_jobs)):
-                batch = self._batch(active, queued)
+                batch = self._batch(ready, active)
                 if not batch:
                     break
                 requests = [GenerationRequest(prompt, len(group), self._answers[group[0].task.id])
@@ -193,10 +199,14 @@ class EpisodeScheduler:
                 gen_jobs[self.generation.submit(requests, self._sampling(step, batches))] = [g for _, g in batch]
                 batches += 1
             if not gen_jobs and not eval_jobs:
-                if any(not e.done for e in active):
+                if active:
                     raise RuntimeError("EpisodeScheduler: episodes are active but nothing is in flight")
                 continue
-            self._wait_one(gen_jobs, eval_jobs, queued, stats)
+            for episode in self._wait_one(gen_jobs, eval_jobs, stats):
+                if episode.done:
+                    active.pop(id(episode), None)
+                elif episode.state == "generate":
+                    ready[id(episode)] = episode
         stats.wall_s = time.perf_counter() - t0
         stats.episodes = len(episodes)
         stats.turns = sum(len(e.outcome.trajectory.turns) for e in episodes)
@@ -216,45 +226,49 @@ class EpisodeScheduler:
         derived = (self.seed * 1_000_003 + step * 10_007 + batch) % (1 << 31)
         return replace(self.sampling, seed=derived)
 
-    def _batch(self, active: list[Episode], queued: set[int]) -> list[tuple[list[int], list[Episode]]]:
-        """Prompts of episodes ready for their next turn, grouped by task and identical prompt, within the batch
-        limit."""
+    def _batch(self, ready: dict[int, Episode], active: dict[int, Episode]) -> list[tuple[list[int], list[Episode]]]:
+        """Prompts of episodes ready for their next turn, in episode order, grouped by task and identical prompt,
+        within the batch limit; the episodes taken leave `ready` (one whose context is full ends, and leaves
+        `active` too)."""
         groups: dict[tuple[str, tuple[int, ...]], list[Episode]] = {}
         sequences = 0
-        for episode in active:
-            if episode.state != "generate" or id(episode) in queued or sequences >= self.cfg.max_sequences_per_batch:
-                continue
+        for episode in sorted(ready.values(), key=lambda e: self._order[id(e)]):
+            if sequences >= self.cfg.max_sequences_per_batch:
+                break
+            del ready[id(episode)]
             prompt = episode.next_prompt()
             if prompt is None:  # the context is full: the episode ended
+                del active[id(episode)]
                 continue
             groups.setdefault((episode.task.id, tuple(prompt)), []).append(episode)
-            queued.add(id(episode))
             sequences += 1
         return [(list(prompt), group) for (_, prompt), group in groups.items()]
 
-    def _wait_one(self, gen_jobs: dict, eval_jobs: dict, queued: set[int], stats: RolloutStats) -> None:
-        """Handle at least one finished call (generation first): one wait over all in-flight work."""
+    def _wait_one(self, gen_jobs: dict, eval_jobs: dict, stats: RolloutStats) -> list[Episode]:
+        """Handle at least one finished call (generation first): one wait over all in-flight work. Returns the
+        episodes of the call handled."""
         while True:
             for queue, jobs in ((self.generation, gen_jobs), (self.evaluation, eval_jobs)):
                 got = queue.poll() if jobs else None
                 if got is not None:
-                    self._on_done(queue, got, gen_jobs, eval_jobs, queued, stats)
-                    return
+                    return self._on_done(queue, got, gen_jobs, eval_jobs, stats)
             if self.waiter is not None:
                 self.waiter.wait()
             else:
-                self._take_turns(gen_jobs, eval_jobs, queued, stats)
-                return
+                return self._take_turns(gen_jobs, eval_jobs, stats)
 
-    def _on_done(self, queue: WorkQueue, got: tuple[int, Any], gen_jobs: dict, eval_jobs: dict, queued: set[int],
-                 stats: RolloutStats) -> None:
+    def _on_done(self, queue: WorkQueue, got: tuple[int, Any], gen_jobs: dict, eval_jobs: dict,
+                 stats: RolloutStats) -> list[Episode]:
         ticket, value = got
         if queue is self.generation:
-            self._on_generated(gen_jobs.pop(ticket), value, queued, eval_jobs, stats)
-        else:
-            self._on_evaluated(eval_jobs.pop(ticket), value)
+            groups = gen_jobs.pop(ticket)
+            self._on_generated(groups, value, eval_jobs, stats)
+            return [e for group in groups for e in group]
+        episodes = eval_jobs.pop(ticket)
+        self._on_evaluated(episodes, value)
+        return episodes
 
-    def _take_turns(self, gen_jobs: dict, eval_jobs: dict, queued: set[int], stats: RolloutStats) -> None:
+    def _take_turns(self, gen_jobs: dict, eval_jobs: dict, stats: RolloutStats) -> list[Episode]:
         """Queues of two kinds (an in-process generator beside the evaluators' pools), which no one wait covers:
         a bounded wait on each in turn, or an unbounded one while only one has work."""
         both = bool(gen_jobs) and bool(eval_jobs)
@@ -266,14 +280,12 @@ class EpisodeScheduler:
                     got = queue.next_completed(timeout_s=POLL_S if both else None)
                 except TimeoutError:
                     continue
-                self._on_done(queue, got, gen_jobs, eval_jobs, queued, stats)
-                return
+                return self._on_done(queue, got, gen_jobs, eval_jobs, stats)
 
-    def _on_generated(self, groups: list[list[Episode]], result: GenerationResult, queued: set[int],
-                      eval_jobs: dict, stats: RolloutStats) -> None:
+    def _on_generated(self, groups: list[list[Episode]], result: GenerationResult, eval_jobs: dict,
+                      stats: RolloutStats) -> None:
         if isinstance(result, ItemFailed):  # the pool lost the call on every retry
             for episode in (e for group in groups for e in group):
-                queued.discard(id(episode))
                 episode.fail(f"generation lost: {result}")
             return
         stats.generation_calls += 1
@@ -282,7 +294,6 @@ class EpisodeScheduler:
         by_task: dict[str, tuple[Task, list[Candidate], list[Episode]]] = {}
         for group, samples in zip(groups, result.samples, strict=True):
             for episode, sample in zip(group, samples, strict=True):
-                queued.discard(id(episode))
                 stats.sequences_generated += 1
                 parsed = episode.take_sample(sample, result.weight_version)
                 if isinstance(parsed, EvalResult):

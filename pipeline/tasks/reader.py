@@ -76,6 +76,7 @@ class TaskReader:
                 raise DataError(f"task id '{t.id}' comes from two sources; give each source distinct tasks")
             seen.add(t.id)
         self.tasks = sorted(picked, key=lambda t: t.id)
+        self._by_id = {t.id: t for t in self.tasks}
         self.seed, self.split_seed, self.shuffle = seed, split_seed, shuffle
         digest = hashlib.sha256(f"{seed}\0{shuffle}\0{split_seed}\0".encode() + "\0".join(seen_sorted(self.tasks)).encode())
         self.fingerprint = digest.hexdigest()[:16]
@@ -92,6 +93,11 @@ class TaskReader:
 
     def __len__(self) -> int:
         return len(self.tasks)
+
+    def task(self, row: dict) -> Task:
+        """The Task of a row of this reader's `rows`: the reader's own object where it holds it (no parsing: the
+        consumer of a stream in the reader's process), else the row's JSON."""
+        return self._by_id.get(row["task_id"]) or task_of_row(row)
 
     def order(self, epoch: int) -> list[Task]:
         """The tasks in the order of one epoch."""
