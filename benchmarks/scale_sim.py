@@ -60,10 +60,11 @@ def nodes_for(max_gpus: int):
             + [NodeSpec("learners", 2, 1), NodeSpec("compilers", max(1, max_gpus // 4) + 1)])
 
 
-def config_for(gpus: int, steps: int, run_dir: Path):
+def config_for(gpus: int, steps: int, run_dir: Path, samples: int = 4):
+    """The run at `gpus` simulated GPUs: 16 candidates per GPU per step, `samples` to a task (a GRPO group)."""
     from pipeline.core.config import load_config
     compilers, generators = max(1, gpus // 4), max(1, gpus // 16)
-    samples, per_step = 4, max(16, gpus * 16)  # 16 candidates per GPU per step: 3.2 s of evaluation ideally
+    per_step = max(16, gpus * 16)  # 16 candidates per GPU per step: 3.2 s of evaluation ideally
     return load_config(ROOT / "configs" / "local.yaml", [
         f"eval.gpus={gpus}", "eval.workers_per_gpu=1", "train.generator_gpus_per_actor=1",
         "train.learner_gpus_per_rank=1", f"compile.workers={compilers}", f"rollout.generator_actors={generators}",
@@ -189,7 +190,7 @@ def bytes_per_candidate() -> dict:
                     "built library (tens of KB), which goes from the compile node to the evaluator's"}
 
 
-def measure(gpus: int, steps: int, work: Path, profile: bool, fault_fraction: float = 0.0) -> dict:
+def measure(gpus: int, steps: int, work: Path, profile: bool, fault_fraction: float = 0.0, samples: int = 4) -> dict:
     """One training run of `steps` steps at `gpus` simulated GPUs: its rollouts' rate against the ideal, the
     driver's CPU per candidate, every role's busy fraction (and with `profile`, a profile of the last rollout).
     `fault_fraction` > 0: that share of the evaluator processes (at least one) is killed (SIGKILL) one second into
@@ -198,7 +199,7 @@ def measure(gpus: int, steps: int, work: Path, profile: bool, fault_fraction: fl
     from benchmarks.sim.roles import stand_in_roles
     from pipeline.core.node_roles import timed_roles
     from pipeline.rl.loop import run_training
-    cfg = config_for(gpus, steps, work)
+    cfg = config_for(gpus, steps, work, samples)
     meter = RolloutMeter(profile_rollout=steps - 1 if profile else None)
     killed: dict = {}
     if fault_fraction > 0:
@@ -207,7 +208,7 @@ def measure(gpus: int, steps: int, work: Path, profile: bool, fault_fraction: fl
     try:
         roles = stand_in_roles(service_times(gpus), evaluator_calls=calls_per_process(gpus),
                                compiler_calls=calls_per_process(cfg.compile.workers))
-        rows = run_training(cfg, work / f"g{gpus}{'_fault' if fault_fraction else ''}", Cluster(cfg, roles=roles))
+        rows = run_training(cfg, work / f"g{gpus}s{samples}{'_fault' if fault_fraction else ''}", Cluster(cfg, roles=roles))
     finally:
         meter.close()
     counted = [r for r in meter.rows[1:] if not r["profiled"]] or meter.rows  # the first warms up
@@ -217,7 +218,7 @@ def measure(gpus: int, steps: int, work: Path, profile: bool, fault_fraction: fl
     ideal = gpus / EVAL_S
     busy = {role.name: round(sum(r.get(f"busy/{role.name}", 0.0) for r in rows[1:] or rows)
                              / len(rows[1:] or rows), 3) for role in timed_roles()}
-    run = {"gpus": gpus, "evaluator_nodes": 4, "evaluators_per_process": calls_per_process(gpus),
+    run = {"gpus": gpus, "samples_per_task": samples, "evaluator_nodes": 4, "evaluators_per_process": calls_per_process(gpus),
            "compilers": cfg.compile.workers, "generators": cfg.rollout.generator_actors,
            "candidates_per_step": cands / len(counted),
            "candidates_per_s": round(rate, 2), "ideal_per_s": ideal, "efficiency": round(rate / ideal, 3),
@@ -258,6 +259,8 @@ def main(argv=None) -> int:
                     "size the last is profiled and not counted)")
     ap.add_argument("--fault-gpus", type=int, default=64, help="the size of the fault run: 10 %% of its evaluators "
                     "killed during a step, against the run of that size without faults (0: no fault run)")
+    ap.add_argument("--samples-per-task", type=int, default=4, help="candidates of one task per step (a GRPO group); "
+                    "the driver's calls are per group, so its CPU per candidate falls as groups grow")
     ap.add_argument("--out", default=None, help="JSON file (default: a new file under benchmarks/results/v<N>/)")
     args = ap.parse_args(argv)
     sizes = [int(g) for g in args.gpus.split(",")]
@@ -270,10 +273,11 @@ def main(argv=None) -> int:
     with simulated_cluster(nodes):
         print(f"cluster: {len(nodes) + 1} nodes, {ray.cluster_resources().get('GPU', 0):g} simulated GPUs", flush=True)
         for gpus in sizes:
-            runs.append(measure(gpus, args.steps, work, profile=gpus == max(sizes)))
+            runs.append(measure(gpus, args.steps, work, profile=gpus == max(sizes), samples=args.samples_per_task))
             print(json.dumps({k: v for k, v in runs[-1].items() if k != "profile"}), flush=True)
         if args.fault_gpus:
-            fault = measure(args.fault_gpus, args.steps, work, profile=False, fault_fraction=FAULT_FRACTION)
+            fault = measure(args.fault_gpus, args.steps, work, profile=False, fault_fraction=FAULT_FRACTION,
+                            samples=args.samples_per_task)
             clean = next((r for r in runs if r["gpus"] == args.fault_gpus), None)
             if clean is not None:
                 fault["fault"]["throughput_vs_no_fault"] = round(fault["candidates_per_s"] / clean["candidates_per_s"], 3)
@@ -290,7 +294,8 @@ def main(argv=None) -> int:
         "driver_limit_how": (f"one driver core at {TARGET_BUSY:.0%}: {TARGET_BUSY} / (driver CPU s per candidate "
                              f"{per_cand} x {1 / EVAL_S:g} candidates per GPU-second), measured at "
                              f"{largest['gpus']} simulated GPUs"),
-        "command": f"python benchmarks/scale_sim.py --gpus {args.gpus} --steps {args.steps} --fault-gpus {args.fault_gpus}",
+        "command": (f"python benchmarks/scale_sim.py --gpus {args.gpus} --steps {args.steps} --fault-gpus "
+                    f"{args.fault_gpus} --samples-per-task {args.samples_per_task}"),
         "machine": "2-core CPU host, every node a raylet on it (the roles' actors share the two cores with the driver)",
         "simulated": "the work inside each role (service times, see the script's docstring)",
         "real": "Ray (one raylet per node, custom resources of cluster.yaml, fake GPUs), the driver, episode "
