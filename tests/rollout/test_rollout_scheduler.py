@@ -114,3 +114,21 @@ def test_max_new_tokens_must_leave_room_for_a_prompt(model_path, rollout_cfg):
     with pytest.raises(ValueError, match="leaves no room for a prompt"):
         EpisodeScheduler(rollout_cfg.model_copy(update={"max_new_tokens": MAX_MODEL_LEN}), ChatFormat(gen.tokenizer),
                          MAX_MODEL_LEN, None, None)
+
+
+def test_the_bookkeeping_per_finished_call_touches_only_its_own_episodes(four_tasks, model_path, rollout_cfg,
+                                                                          monkeypatch):
+    # With thousands of episodes in flight, the driver must not look at every episode on every finished call: the
+    # episodes' state is read a bounded number of times each, however many are in flight (it was episodes x calls).
+    from pipeline.rollout import episodes as episodes_module
+    reads = []
+    real = episodes_module.Episode.done
+    monkeypatch.setattr(episodes_module.Episode, "done", property(lambda self: reads.append(1) or real.fget(self)))
+    gen = ScriptedGenerator(model_path, MAX_MODEL_LEN, naive_answers(four_tasks))
+    evaluator = FakeEvaluator(lambda t, c: ("not_executed", None))
+    cfg = rollout_cfg.model_copy(update={"samples_per_task": 48, "max_turns": 2, "max_new_tokens": 600,
+                                         "max_evaluations_in_flight": 4, "max_sequences_per_batch": 8})
+    outcomes, stats = run_episodes_locally(four_tasks, gen, evaluator, cfg)
+    episodes = len(outcomes)
+    assert episodes == 192 and stats.generation_calls >= 48  # many finished calls, many episodes in flight
+    assert len(reads) <= 4 * episodes, (len(reads), episodes, stats.generation_calls + stats.evaluation_calls)
