@@ -169,6 +169,7 @@ def test_eval_check_gives_a_nonzero_status_for_a_verdict_other_than_correct(caps
     assert main(argv + ["--check", "--json"]) == 1
 
 
+@pytest.mark.integration
 def test_a_closed_pipe_ends_quietly_with_status_141():
     import subprocess
     import sys

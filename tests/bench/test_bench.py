@@ -60,6 +60,7 @@ def test_bench_answers_on_cpu(answers, tmp_path):
     assert (out / "fast_p_verdicts.png").stat().st_size > 1000
 
 
+@pytest.mark.integration
 def test_bench_tiny_model_multi_turn(tiny_dir, tmp_path):
     out = tmp_path / "model"
     rc = cudaperf(["bench", "--model", "tiny", "--suite", "c2cuda", "--tasks", "builtin", "--limit", "2", "--samples", "2",
@@ -85,6 +86,7 @@ def test_bench_errors(capsys):
     assert "not a directory" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_bench_refuses_tasks_the_degeneracy_registry_does_not_vouch_for(tmp_path, capsys):
     import shutil
     from pipeline.core.assets import BUILTIN_DIR
@@ -101,6 +103,7 @@ def test_bench_refuses_tasks_the_degeneracy_registry_does_not_vouch_for(tmp_path
     assert cudaperf(args + ["data.allow_unchecked_tasks=true"]) == 0  # the user's explicit choice
 
 
+@pytest.mark.integration
 def test_bench_leaves_out_unvouched_tasks_and_runs_the_rest_of_its_suite(tmp_path, capsys):
     import shutil
     from pipeline.core.assets import BUILTIN_DIR

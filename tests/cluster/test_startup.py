@@ -31,6 +31,7 @@ def one_cpu_ray():
     ray.shutdown()
 
 
+@pytest.mark.integration
 @pytest.mark.timeout(180)
 def test_an_actor_the_cluster_cannot_place_ends_the_wait(one_cpu_ray):
     ray = one_cpu_ray
@@ -48,6 +49,7 @@ def test_an_actor_the_cluster_cannot_place_ends_the_wait(one_cpu_ray):
     ray.kill(actor)
 
 
+@pytest.mark.integration
 @pytest.mark.timeout(180)
 def test_a_slow_actor_is_waited_for(one_cpu_ray):
     ray = one_cpu_ray

@@ -79,6 +79,7 @@ def _is_odd_size(value) -> bool:
     return isinstance(value, int) and value > 1 and value % 32 != 0
 
 
+@pytest.mark.integration
 def test_every_task_is_complete_and_valid(tasks):
     for t in tasks:
         assert validate_task(t) == [], t.id
@@ -106,6 +107,7 @@ def test_test_split_families_carry_five_implementations(tasks, seed):
             assert len(t.implementations) >= 5, t.id
 
 
+@pytest.mark.integration
 def test_generation_is_deterministic_and_seeded(tasks):
     import numpy as np
     from pipeline.tasks.families import elementwise
@@ -116,6 +118,7 @@ def test_generation_is_deterministic_and_seeded(tasks):
     assert ids[0] != ids[1]
 
 
+@pytest.mark.integration
 def test_sample_passes_the_static_gate(tasks):
     from pipeline.evaluation.gate import check_candidate
     for t in sample_tasks(tasks, per_group=2):
@@ -150,6 +153,7 @@ def test_c_reference_check_catches_a_reference_that_ignores_its_input(tasks, com
     assert failures and "do not depend on the inputs" in failures[0]
 
 
+@pytest.mark.integration
 def test_compile_check_names_the_failing_implementation(tasks, compile_cfg):
     t = next(t for t in tasks if t.kind == "c2cuda")
     bad = t.implementations[1].model_copy(update={"code": t.implementations[1].code.replace("run(", "run_(", 1)})
@@ -169,6 +173,7 @@ def test_kernelbench_overlap_counts_operator_patterns():
     assert kernelbench_overlap(tasks) == {"torch2cuda": 4, "level1_pattern": 2, "level2_pattern": 1}
 
 
+@pytest.mark.integration
 def test_generated_task_source_splits_by_family(tasks):
     parts = {s: load_tasks(f"generated:{s}") for s in ("train", "heldout", "val", "test")}
     assert sum(len(p) for p in parts.values()) == len(load_tasks("generated")) == len(tasks)

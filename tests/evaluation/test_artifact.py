@@ -52,6 +52,7 @@ def rules_at(findings) -> set[tuple[str, int]]:
     ("init-array-macro", 'static void early() {}\n#define PLACE(s) __attribute__((used, section(s)))\n'
                          'PLACE(".init_array") static void (*hook)() = early;', "", "load-time-code", 4),
 ])
+@pytest.mark.integration
 def test_hidden_by_macros_is_found_after_building(builtin_tasks, compile_cfg, name, top, body, rule, line):
     code = saxpy(top, body)
     from pipeline.evaluation.gate import check_candidate
@@ -112,6 +113,7 @@ def test_every_builtin_native_implementation_passes(builtin_tasks, compile_cfg):
     assert len(impls) > 20 and not failures, failures
 
 
+@pytest.mark.integration
 def test_evaluator_rejects_after_compiling(eval_cfg, compile_cfg, builtin_tasks):
     task = builtin_tasks["c2cuda/saxpy"]
     code = saxpy('#define ALIAS(n) __attribute__((weakref(n)))\n'
@@ -136,6 +138,7 @@ __host__ __device__ inline long sys1(long nr) {
 """
 
 
+@pytest.mark.integration
 def test_system_call_instructions_in_the_host_code_are_refused(builtin_tasks, compile_cfg, tmp_path):
     """Defence in depth behind the gate's inline-asm-host rule: the object's host code is disassembled."""
     from pipeline.evaluation.gate import gate_profile

@@ -40,6 +40,7 @@ def saxpy_baseline(group, scale_error=1.0):
     return call
 
 
+@pytest.mark.integration
 def test_timing_configs_adopt_the_baseline_and_check_configs_match_the_reference(saxpy_group):
     group = saxpy_group
     timed = [cd for cd in group.configs if cd.time]
@@ -55,6 +56,7 @@ def test_timing_configs_adopt_the_baseline_and_check_configs_match_the_reference
             assert not torch.equal(cd.expected[0][y], cd.expected[1][y])  # two input sets, two outputs
 
 
+@pytest.mark.integration
 def test_a_baseline_that_disagrees_with_the_c_reference_breaks_the_task(saxpy_group):
     with pytest.raises(TaskBroken, match="disagrees with the C reference"):
         adopt_baseline_outputs(saxpy_group, stage, saxpy_baseline(saxpy_group, scale_error=1.5))

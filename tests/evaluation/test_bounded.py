@@ -61,6 +61,7 @@ def start_orphan(marker: str) -> None:
 
 @pytest.mark.parametrize("fn, arg, cap", [(spin, 30.0, "cpu"), (time.sleep, 30, "wall"), (allocate, 8 << 30, "memory"),
                                           (huge_result, 8 << 20, "output"), (recurse, 10 ** 6, "depth")])
+@pytest.mark.integration
 def test_each_cap_stops_the_stage_and_is_named(fn, arg, cap):
     caps = CAPS if cap != "cpu" else StageCaps("the probe", 60, 1.0, 1 << 30, 1 << 20, CAPS.fields)  # cpu before wall
     t0 = time.monotonic()
@@ -77,6 +78,7 @@ def address_limit() -> tuple[int, int]:
     return resource.getrlimit(resource.RLIMIT_AS)[0], bounded.mapped_bytes()
 
 
+@pytest.mark.integration
 def test_the_memory_cap_counts_from_what_the_fork_server_preloaded():
     """A CUDA build of torch, preloaded in the fork server, reserves more address space than the cap: the cap is
     what a job may map beyond the worker's address space at the fork, so a job still loads a library, and a job
@@ -93,6 +95,7 @@ def test_values_come_back_and_bugs_raise():
         run_stage(CAPS, broken)
 
 
+@pytest.mark.integration
 def test_a_stopped_stage_leaves_no_process_behind(tmp_path):
     marker = tmp_path / "pid"
     got = run_stage(StageCaps("the probe", 1.5, 10, 1 << 30, 1 << 20, CAPS.fields), start_orphan, str(marker))
@@ -158,6 +161,7 @@ def test_a_report_of_many_kernels_past_the_output_cap_is_a_compile_error(tmp_pat
     assert not comp.ok and "compile.output_bytes" in comp.log and len(comp.ptxas_log) <= 2048
 
 
+@pytest.mark.integration
 @needs_nvcc
 def test_a_macro_expansion_bomb_is_a_compile_error_naming_the_preprocessed_cap(tmp_path):
     bomb = "".join(f"#define A{i + 1} A{i} A{i}\n" for i in range(19))  # 2^19 copies of 'ab', one string
@@ -227,6 +231,7 @@ def test_feedback_is_capped_with_a_marker():
 
 
 # --- honest answers ---------------------------------------------------------------------------------------
+@pytest.mark.integration
 def test_honest_answers_get_the_same_findings_and_features_bounded(tmp_path, builtin_tasks):
     """Every built-in implementation: the bounded gate and structural analysis give what the stages give in-process."""
     from pipeline.evaluation.gate import check_candidate, cuda_sources_of

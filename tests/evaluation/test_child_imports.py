@@ -5,11 +5,14 @@ gate's parsers: such an import would fail inside the sandbox only, on the GPU ho
 import subprocess
 import sys
 
+import pytest
+
 CHILD_MODULES = ["pipeline.evaluation.child.main", "pipeline.evaluation.child.torch_guard", "pipeline.evaluation.gpu.device_views",
                  "pipeline.evaluation.gpu.driver", "pipeline.evaluation.child.seccomp", "pipeline.evaluation.child.landlock",
                  "pipeline.evaluation.compute_ops", "pipeline.evaluation.checks.numerics"]
 
 
+@pytest.mark.integration
 def test_the_child_harness_imports_nothing_beyond_torch_and_the_standard_library():
     code = ("import sys\n"
             + "".join(f"import {m}\n" for m in CHILD_MODULES)

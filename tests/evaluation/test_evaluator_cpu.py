@@ -97,6 +97,7 @@ def test_duplicates_evaluated_once_and_cache_reused(eval_cfg, compile_cfg, built
     assert again.cached and again.candidate_hash == first.candidate_hash
 
 
+@pytest.mark.integration
 def test_compile_cache_hits_and_key_depends_on_flags(tmp_path, builtin_tasks):
     code = builtin_tasks["c2cuda/saxpy"].implementations[0].code
     a = Compiler(CompileSection(cache_dir=str(tmp_path)))

@@ -54,6 +54,7 @@ TOLERANCES = [Tolerance(rtol=1e-4, atol=1e-4), Tolerance(rtol=1e-3, atol=1e-3, r
               Tolerance(rtol=0.0, atol=0.0), Tolerance(rtol=1e-2, atol=0.0, atol_abs=1e-5, rel_l2=1e-2)]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("native", [True, False], ids=["c-pass", "torch-pass"])
 @pytest.mark.parametrize("chunk", [1 << 25, 64])
 @pytest.mark.parametrize("tol", TOLERANCES, ids=lambda t: f"{t.rtol}-{t.atol}-{t.atol_abs}-{t.rel_l2}")

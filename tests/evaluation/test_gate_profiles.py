@@ -402,6 +402,7 @@ def test_built_check_passes_the_kernelbench_styles(profile, compile_cfg):
             assert not found, (name, [f.message for f in found])
 
 
+@pytest.mark.integration
 @needs_nvcc
 def test_built_check_keeps_driver_calls_refused_with_cuda_h(compile_cfg):
     """<cuda.h> is allowed; a driver call it declares is still refused by name, and in the built object."""

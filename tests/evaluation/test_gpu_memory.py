@@ -194,6 +194,7 @@ def test_configurations_share_one_region_after_the_parameters(tmp_path, monkeypa
         assert all(group.buffers[b].offset % 512 == 0 for b in cd.buffers)
 
 
+@pytest.mark.integration
 def test_c2cuda_baseline_slots_live_in_their_own_allocation():
     saxpy = next(t for t in load_tasks("builtin") if t.id == "c2cuda/saxpy")
     group = build_c2cuda(saxpy, seed=1)
@@ -273,6 +274,7 @@ def test_a_check_set_whose_reference_fails_is_the_evaluators_failure(tmp_path, m
         cd.check_set(1)
 
 
+@pytest.mark.integration
 def test_c2cuda_timing_sets_before_their_baseline_has_run():
     saxpy = next(t for t in load_tasks("builtin") if t.id == "c2cuda/saxpy")
     group = build_c2cuda(saxpy, seed=1)

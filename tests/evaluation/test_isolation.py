@@ -78,6 +78,7 @@ BAD_INPUTS = {  # name -> (how to make the candidate from honest code, the rule 
 }
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", list(BAD_INPUTS))
 def test_one_unreadable_answer_is_its_own_verdict_and_the_others_are_judged(ev, saxpy, name):
     make, rule = BAD_INPUTS[name]
@@ -93,6 +94,7 @@ def test_one_unreadable_answer_is_its_own_verdict_and_the_others_are_judged(ev, 
     assert reward == RewardSection().format_error
 
 
+@pytest.mark.integration
 def test_an_exception_of_our_own_code_in_one_candidate_is_its_evaluator_error(compile_cfg, saxpy, tmp_path,
                                                                                monkeypatch):
     """Our structure analysis raising on one candidate: that candidate is `evaluator_error` naming the exception
@@ -115,6 +117,7 @@ def test_an_exception_of_our_own_code_in_one_candidate_is_its_evaluator_error(co
     assert again[1].verdict == "not_executed" and not again[1].cached and again[0].cached
 
 
+@pytest.mark.integration
 def test_an_exception_while_reporting_one_candidate_leaves_the_others(ev, saxpy, monkeypatch):
     real = ev._not_executed
 

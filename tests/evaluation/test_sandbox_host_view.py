@@ -146,6 +146,7 @@ def test_only_the_gpus_pci_devices_are_shown(monkeypatch):
     assert seen[f"{devices[1]}/vendor"][0] == "error", seen
 
 
+@pytest.mark.integration
 def test_torch_sees_the_cpu_but_not_its_changing_clock():
     """torch reads /proc/cpuinfo to choose its CPU kernels: a copy without each core's current clock stands in."""
     torch = pytest.importorskip("torch")

@@ -755,6 +755,7 @@ def test_timed_inputs_use_the_configurations_timed_draw():
     assert max(tops) - min(tops) > 0.01  # a secret range: the maximum moves from draw to draw
 
 
+@pytest.mark.integration
 def test_a_stride_two_read_of_a_dot_product_is_off_on_the_timed_draw_and_not_on_the_tasks_own():
     """Bounded positive inputs (uniform(0, 1)): the even and odd halves of a long dot product agree within the
     task's rtol on the task's own draw, whatever the scale; the timed draw's pattern of a secret period puts a

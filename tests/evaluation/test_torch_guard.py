@@ -8,6 +8,7 @@ import torch
 from pipeline.evaluation.child import torch_guard as guard
 
 
+@pytest.mark.integration
 def test_no_false_tamper_flag_in_a_fresh_process():
     """Entering the dispatch mode for the first time imports torch._dynamo, which rewraps torch
     functions; that must not read as the candidate patching them (it once rejected every

@@ -47,6 +47,7 @@ def sharpened_weights(state: dict) -> list[tuple[str, torch.Tensor]]:
     return [(name, value * 20 if name == "lm_head.weight" else value) for name, value in state.items()]
 
 
+@pytest.mark.integration
 def test_backends_share_one_interface(generators):
     for name, gen in generators.items():
         p1, p2 = prompts(gen.tokenizer)
@@ -69,6 +70,7 @@ def test_backends_share_one_interface(generators):
             gen.update_weights([], gen.weight_version)
 
 
+@pytest.mark.integration
 def test_same_weights_give_the_same_tokens_on_every_backend(generators, initial_state):
     tok = next(iter(generators.values())).tokenizer  # one model: every backend has its tokenizer
     token = tok.encode(" kernel", add_special_tokens=False)[0]
@@ -83,6 +85,7 @@ def test_same_weights_give_the_same_tokens_on_every_backend(generators, initial_
         assert stop.token_ids == [gen.eos_id] and stop.finish_reason == "stop" and stop.text == "", name
 
 
+@pytest.mark.integration  # every test here builds both real engines (about 20 s): CI's second run
 @pytest.mark.parametrize("temperature,top_p", [(0.7, 1.0), (1.0, 0.8)])
 def test_logprobs_match_a_forward_pass_of_the_same_weights(generators, initial_state, model_path, temperature, top_p):
     from transformers import AutoModelForCausalLM, TopPLogitsWarper

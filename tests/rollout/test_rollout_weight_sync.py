@@ -10,7 +10,7 @@ from pipeline.core.generator_backends import BACKENDS
 from pipeline.rl.batch import TrainSequence, make_microbatches
 from pipeline.rollout.generation import GenerationRequest, SamplingSpec
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]  # a real engine per backend: CI's second run
 TEMPERATURE = 0.8
 
 

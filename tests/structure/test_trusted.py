@@ -39,6 +39,7 @@ def _features(compiler, source):
     return comp, a
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("how", sorted(FORGERIES))
 def test_a_printed_report_changes_neither_score_nor_features(compiler, nvcc, how):
     _, honest = _features(compiler, HEAVY)
@@ -50,6 +51,7 @@ def test_a_printed_report_changes_neither_score_nor_features(compiler, nvcc, how
     assert "Used 16 registers" not in comp.ptxas_log
 
 
+@pytest.mark.integration
 def test_trusted_report_matches_the_compiles_own(compiler, nvcc):
     from _kernels import kernel_files
     sources = [HEAVY] + [p.read_text() for p in kernel_files()[:6]]
