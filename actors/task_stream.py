@@ -28,6 +28,8 @@ def task_dataset(reader: TaskReader, epochs: int = 1, rows_per_block: int = 64,
     ds = ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // rows_per_block)))
     ds.context.execution_options.preserve_order = True
     if model_path is not None:
+        # num_cpus=0: the run's actors may hold every CPU of the cluster (a local run asks Ray for exactly what
+        # they need); tokenizing a block is light, and a task waiting for a CPU would stall the run for ever.
         ds = ds.map_batches(add_opening_ids, fn_kwargs={"model_path": str(model_path)}, batch_format="numpy",
-                            batch_size=rows_per_block)
+                            batch_size=rows_per_block, num_cpus=0)
     return ds

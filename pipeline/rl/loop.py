@@ -142,8 +142,10 @@ def run_training(cfg: RunConfig, run_dir: Path, cluster, resume_from: Path | Non
             cluster.training(model_path) as actors:
         actors.wait_ready()
         status.done()
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "placement.json").write_text(json.dumps(actors.placement_record(), indent=1))
+        placement = actors.placement_record()
+        if placement:  # where Ray's state API answers (a cluster with its dashboard)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "placement.json").write_text(json.dumps(placement, indent=1))
         return _steps(cfg, run_dir, cluster, actors, reader, live, model_path, resume_from)
 
 

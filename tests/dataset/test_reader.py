@@ -90,7 +90,10 @@ def test_ray_data_stream_resumes_from_a_saved_position(tasks):
         rest = [row["task_id"] for row in task_dataset(resumed, rows_per_block=4).iter_rows()]
         assert seen == expected[:9]
         assert rest == expected[9:]
-        # With the policy's path, the stream's workers add each task's opening prompt ids, in order.
+        # With the policy's path, the stream's workers add each task's opening prompt ids, in order, even while the
+        # run's actors hold every CPU of the cluster (as a local run's do).
+        hog = ray.remote(num_cpus=1)(type("Hog", (), {"ping": lambda self: 1})).remote()
+        assert ray.get(hog.ping.remote()) == 1
         from pipeline.rollout.conversation import ChatFormat
         from pipeline.rollout.openings import opening_ids, unpack_ids
         from pipeline.rollout.tiny_model import load_tokenizer, resolve_model_path
