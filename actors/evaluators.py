@@ -119,20 +119,17 @@ def make_evaluator_pool(eval_cfg: EvalSection, compile_cfg: CompileSection, num_
                          "CPU-only evaluator or the number of GPUs given to evaluation")
     use_gpu = num_gpus_available > 0
     per_gpu = eval_cfg.workers_per_gpu if use_gpu else 1
-    calls = actor_cls.calls_per_actor  # each actor then stands for that many evaluators (and their GPU shares)
     workers = num_gpus_available * per_gpu if use_gpu else 1
-    if workers % calls:
-        raise ValueError(f"make_evaluator_pool: {workers} evaluators cannot be served by actors of "
-                         f"{calls} calls each; use a multiple of {calls}")
+    actors, calls, concurrency = _actors_serving(actor_cls, workers, "make_evaluator_pool: evaluators")
+    # each actor stands for `calls` evaluators, and takes their GPU shares
     options = {"num_cpus": 1, "num_gpus": calls * gpu_fraction / per_gpu if use_gpu else 0, **NO_RAY_RESTARTS,
-               **({"max_concurrency": calls} if calls > 1 else {}), **(placement or {})}
+               **concurrency, **(placement or {})}
     remote_cls = ray.remote(actor_cls)
 
     def make_actor(slot: int) -> ActorHandle:
         return remote_cls.options(**options).remote(eval_cfg, compile_cfg, use_gpu)
 
-    return SupervisedPool(make_actor, size=workers // calls, max_retries=eval_cfg.max_retries,
-                          max_in_flight_per_actor=calls)
+    return SupervisedPool(make_actor, size=actors, max_retries=eval_cfg.max_retries, max_in_flight_per_actor=calls)
 
 
 def make_compiler_pool(compile_cfg: CompileSection, max_retries: int, gate_profile: str = "strict",
@@ -147,19 +144,25 @@ def make_compiler_pool(compile_cfg: CompileSection, max_retries: int, gate_profi
     if compile_cfg.workers < 1:
         raise ValueError(f"compile.workers = {compile_cfg.workers}: the compile pool needs at least one "
                          "worker; set compile.workers=1 or more")
-    calls = actor_cls.calls_per_actor  # as in make_evaluator_pool
-    if compile_cfg.workers % calls:
-        raise ValueError(f"make_compiler_pool: compile.workers = {compile_cfg.workers} cannot be served by actors "
-                         f"of {calls} calls each; use a multiple of {calls}")
+    actors, calls, concurrency = _actors_serving(actor_cls, compile_cfg.workers,
+                                                 "make_compiler_pool: compile.workers")
     remote_cls = ray.remote(actor_cls)
-    options = {"num_cpus": 1, **NO_RAY_RESTARTS, **({"max_concurrency": calls} if calls > 1 else {}),
-               **(placement or {})}
+    options = {"num_cpus": 1, **NO_RAY_RESTARTS, **concurrency, **(placement or {})}
 
     def make_actor(slot: int) -> ActorHandle:
         return remote_cls.options(**options).remote(compile_cfg, gate_profile, limits)
 
-    return SupervisedPool(make_actor, size=compile_cfg.workers // calls, max_retries=max_retries,
-                          max_in_flight_per_actor=calls)
+    return SupervisedPool(make_actor, size=actors, max_retries=max_retries, max_in_flight_per_actor=calls)
+
+
+def _actors_serving(actor_cls: type, workers: int, what: str) -> tuple[int, int, dict]:
+    """(actors, calls each, their Ray concurrency option) for `workers` served by actors of
+    `actor_cls.calls_per_actor` calls at once (1 for the real actors; a simulation's stand-in may serve more)."""
+    calls = actor_cls.calls_per_actor
+    if workers % calls:
+        raise ValueError(f"{what} = {workers} cannot be served by actors of {calls} calls each; use a multiple "
+                         f"of {calls}")
+    return workers // calls, calls, {"max_concurrency": calls} if calls > 1 else {}
 
 
 def evaluate_groups(compilers: SupervisedPool, evaluators: SupervisedPool,
