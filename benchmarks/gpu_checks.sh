@@ -8,7 +8,9 @@
 # agreement: honest KernelBench answers timed by KernelBench's own method and by `cudaperf eval` on this GPU
 #   (benchmarks/kernelbench_agreement.py; needs .kernelbench/ from benchmarks/tools/kernelbench_carry.sh): levels
 #   KB_LEVELS (default 1,2), size sets AGREE_SIZES (original, today or both; default original), no answer started
-#   after AGREE_BUDGET_S seconds (default 480); builds kept in .kb-cache/ for the next call on the same machine.
+#   after AGREE_BUDGET_S seconds (default 480), AGREE_MEMORY=1 samples the device's used memory too; builds kept in
+#   .kb-cache/ for the next call on the same machine. KernelBench's side in three trial shapes (its current harness,
+#   its first, the evaluator's); prints the agreement per shape and why each row outside lies outside.
 # bounded_smoke: the short form of bounded for a call with little time: the sandbox's escape probe from the child's side
 #   and honest c2cuda and light implementations (SMOKE_TASKS) through the whole evaluator (hardening_gpu.py --honest-only).
 # bounded: the trusted side's limits on a GPU host: the sandbox tests from the child's side (the narrowed /proc and
@@ -175,7 +177,8 @@ for step in $steps; do
     agreement) timeout ${AGREE_S:-570} python3 benchmarks/kernelbench_agreement.py --kernelbench-dir .kernelbench \
                  --original-sizes .kernelbench/original-sizes --levels ${KB_LEVELS:-1,2} --sizes ${AGREE_SIZES:-original} \
                  --budget-s ${AGREE_BUDGET_S:-480} --workers ${AGREE_WORKERS:-12} --out "$OUT/kernelbench_agreement.json" \
-                 compile.cache_dir=$PWD/.kb-cache > "$OUT/agreement.log" 2>&1 ;;
+                 ${AGREE_MEMORY:+--memory} compile.cache_dir=$PWD/.kb-cache > "$OUT/agreement.log" 2>&1
+               rc_a=$?; grep -E '^(agreement|  against|  outside)' "$OUT/agreement.log" | cut -c1-400; (exit $rc_a) ;;
     multi_gpu) timeout 590 python3 benchmarks/multi_gpu.py --out "$OUT/multi_gpu.json" \
                  --parts "${MULTI_GPU_PARTS:-evaluators,sync,train}" > "$OUT/multi_gpu.log" 2>&1 ;;
   esac

@@ -99,9 +99,13 @@ def set_seed(torch, seed: int) -> None:
     torch.cuda.manual_seed(seed)
 
 
-def time_cuda_events(torch, fn, args, device, warmup: int, trials: int, discard_first: int, flush: bool) -> list[float]:
+def time_cuda_events(torch, fn, args, device, warmup: int, trials: int, discard_first: int, flush: bool,
+                     idle_launch: bool = False) -> list[float]:
     """KernelBench's time_execution_with_cuda_event: warm-up calls, then per trial a synchronize,
-    (optionally) an L2 flush, and CUDA events around one call; ms."""
+    (optionally) an L2 flush, and CUDA events around one call; ms. idle_launch: the device synchronised again
+    after the flush, so the start mark runs on an idle device and the host's launch of the call lies inside the
+    window (the shape of the evaluator's trial: cold inputs, each call launched on an idle device); without it,
+    the flush still runs on the GPU while the host launches the call, and hides that launch."""
     for _ in range(warmup):
         fn(*args)
         torch.cuda.synchronize(device=device)
@@ -115,6 +119,8 @@ def time_cuda_events(torch, fn, args, device, warmup: int, trials: int, discard_
             dummy = torch.empty((32, 1024, 1024), dtype=torch.int64, device=device)
             dummy.fill_(42)
             del dummy
+            if idle_launch:
+                torch.cuda.synchronize(device=device)
         start.record()
         fn(*args)
         end.record()
