@@ -232,12 +232,23 @@ def test_a_row_outside_says_whether_the_trial_shape_explains_it(agreement):
     assert "hides 10.0 us of the answer's 18.0 us and 6.0 us of the reference's 18.0 us" in why
     assert "1.67x" in why  # without a flush
     other = row(0.5, {"current": (0.008, 0.012), "idle_launch": (0.018, 0.018), "original": (0.006, 0.010)})
-    assert agreement.explain(other).startswith("not the trial's shape") and "(0.50)" in agreement.explain(other)
+    other["ours"] = {"median_ms": 0.036, "baseline_median_ms": 0.018}
+    why = agreement.explain(other)
+    assert why.startswith("not the trial's shape: ours 0.5x against KernelBench's current 1.5x, original 1.67x")
+    assert "the answer: ours 36.0 us against 18.0 us in the evaluator's shape" in why
+    # between KernelBench's own shapes (1.0x to 1.67x, 10 % either side), yet 1.7 times the one in the evaluator's shape
+    between = row(1.7, {"current": (0.008, 0.012), "idle_launch": (0.018, 0.018), "original": (0.006, 0.010)})
+    assert agreement.explain(between).startswith("KernelBench's own trial shapes disagree on this answer")
+    assert "1.67 apart" in agreement.explain(between)
     failed = {"answer": "x", "sizes": "today", "verdict": "incorrect", "within": False}
     assert agreement.explain(failed) == "our verdict is incorrect"
-    s = agreement.summarize([shape_row, other, failed])
-    assert [o["why"][:14] for o in s["outside"]] == ["the trial's sh", "not the trial'", "our verdict is"]
-    assert s["shapes"]["idle_launch"] == {"rows": 2, "within": 1, "spearman": None}
-    assert s["shapes"]["current"]["within"] == 0
+    unjudged = {**failed, "verdict": "evaluator_error", "ours": {"reason": "not judged: it needs about 87.8 GiB"}}
+    assert agreement.explain(unjudged) == "our verdict is evaluator_error: not judged: it needs about 87.8 GiB"
+    long = row(2.0, {"current": (0.5, 1.0), "idle_launch": (0.51, 1.01), "original": (0.5, 1.0)})
+    s = agreement.summarize([shape_row, other, between, failed, long])
+    assert [o["why"][:14] for o in s["outside"]] == ["the trial's sh", "not the trial'", "KernelBench's ", "our verdict is"]
+    assert (s["shapes"]["idle_launch"]["rows"], s["shapes"]["idle_launch"]["within"]) == (4, 2)
+    assert s["shapes"]["current"]["within"] == 1
+    assert s["regimes"] == {"short": {"rows": 3, "within": 0}, "long": {"rows": 1, "within": 1}}
     text = agreement.table([shape_row])
     assert "10 / 6" in text.splitlines()[1]
