@@ -11,14 +11,16 @@
    once with one evaluator on the GPU and once with `--workers-per-gpu` evaluators sharing it
    (correctness work overlaps, timing stays exclusive), side by side.
    Also the GRPO shape (`--group-task`, `--group-size`): one task, 64 samples, each a distinct candidate
-   (the task's implementations in turn, each copy marked by a comment), one group.
+   (the task's implementations in turn, each copy marked by a comment), one group; with --group-kind realistic,
+   64 distinct answers: the implementations and their source mutants (`realistic_group`), correct and not.
 3. Verdict agreement on the 8 shared candidates.
 4. Timing stability: one kernel timed in 10 separate evaluations; spread of the medians.
 5. The adaptive stop (`--timing-ci`, eval.timing_ci): the 4-evaluator run and the stability check again with
    it, the rate side by side and each candidate's speedup against the run without it.
 6. Where the time goes: per run, the seconds of each stage summed over its candidates (EvalResult.stage_s:
    gate, compile, load, check, timing, and within timing the lock wait and each part of the rounds),
-   per candidate and as a share of the top-level stages (`stage_breakdown`).
+   per candidate and as a share of the top-level stages (`stage_breakdown`); and who held the GPU's lock, how,
+   for how long and why, with the waits (`lock_trace`: pipeline/evaluation/gpu/lock_trace.py).
 Figures go to JSON with the machine, versions and date.
 """
 from __future__ import annotations
@@ -171,6 +173,54 @@ def sample_group(task, size: int) -> list:
                       format=impls[k % len(impls)].format) for k in range(size)]
 
 
+# Source mutants of a CUDA implementation, as a policy's samples differ from the known answers: (name, pattern,
+# replacement), each applied at its first match. Some keep the answer correct at another speed (block_128,
+# no_restrict, half_grid on a grid-stride loop), some make it wrong (bound_le reads past the end, minus, skip_block),
+# one does not compile (unclosed).
+MUTATIONS = (
+    ("block_128", r"\b256\b", "128"),
+    ("no_restrict", r"__restrict__\s*", ""),
+    ("half_grid", r"<<<\s*([A-Za-z_]\w*)\s*,", r"<<<(\1 + 1) / 2,"),
+    ("bound_le", r"(\bi\s*)<(\s*n\b)", r"\1<=\2"),
+    ("minus", r"(\ba\s*\*\s*[\w\[\]\.]+\s*)\+", r"\1-"),
+    ("skip_block", r"(__global__[^{]*\{)", r"\1\n    if (blockIdx.x == 1) return;"),
+    ("unclosed", r"\}\s*$", ""),
+)
+
+
+def source_mutants(code: str) -> list[tuple[str, str]]:
+    """(name, code) of every MUTATIONS entry that changes `code`."""
+    import re
+    out = []
+    for name, pattern, replacement in MUTATIONS:
+        mutated = re.sub(pattern, replacement, code, count=1, flags=re.S)
+        if mutated != code:
+            out.append((name, mutated))
+    return out
+
+
+def realistic_group(task, size: int) -> list:
+    """One task's group of `size` distinct answers as a policy writes them: the task's c2cuda implementations and
+    their source mutants (correct and not, one that does not compile), in turn; beyond their number, repeats
+    marked by a comment. Compiled through the pool like training's samples, so the compile time and the
+    failures are in the figure."""
+    impls = [i for i in task.implementations if i.format == "c2cuda"]
+    if not impls:
+        raise SystemExit(f"--group-task {task.id} has no c2cuda implementation for the realistic group; name one.")
+    pool = [(i.name, i.code) for i in impls] + [(f"{i.name}/{m}", c) for i in impls for m, c in source_mutants(i.code)]
+    return [Candidate(task_id=task.id, format="c2cuda",
+                      code=pool[k % len(pool)][1] + (f"\n// sample {k}\n" if k >= len(pool) else ""))
+            for k in range(size)]
+
+
+def lock_trace_report(trace: str | None) -> dict | None:
+    """Who held the GPU's lock in a run (pipeline/evaluation/gpu/lock_trace.py), None without a trace."""
+    if not trace:
+        return None
+    from pipeline.evaluation.gpu.lock_trace import lock_report, read_trace
+    return lock_report(read_trace(trace))
+
+
 def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int = 1, groups: list | None = None) -> dict:
     """The candidate set through the compile pool and an evaluator pool on `num_gpus` GPUs (a Ray of its own).
     With `repeats` > 1 the set is evaluated that many times over, each copy of a task a group of its own
@@ -180,7 +230,13 @@ def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int
     from actors.cluster import start_ray
     groups = groups if groups is not None else candidate_groups(tasks) * repeats
     n = sum(len(c) for _, c in groups)
-    cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"workers_per_gpu": workers_per_gpu})})
+    update = {"workers_per_gpu": workers_per_gpu}
+    trace = None
+    if "lock_trace_path" in type(cfg.eval).model_fields:  # an earlier checkout's evaluator (CUDAPERF_ROOT) has none
+        trace = cfg.eval.lock_trace_path or tempfile.mkstemp(prefix="cudaperf-lock-", suffix=".jsonl")[1]
+        Path(trace).write_text("")  # this run's holds only
+        update["lock_trace_path"] = trace
+    cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update=update)})
     start_ray(os.cpu_count() or 1, num_gpus=num_gpus)
     with make_compiler_pool(cfg.compile, 1) as compilers, \
             make_evaluator_pool(cfg.eval, cfg.compile, num_gpus) as evaluators:
@@ -210,7 +266,8 @@ def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int
     return {"workers_per_gpu": workers_per_gpu, "gpus": num_gpus, "candidates": n, "wall_s": wall,
             "seconds_per_candidate": wall / n, "candidates_per_minute": 60 * n / wall,
             "candidates_per_minute_per_gpu": 60 * n / wall / num_gpus, "verdicts": verdicts,
-            "stage_breakdown": stage_breakdown(per), "per_candidate": per}
+            "stage_breakdown": stage_breakdown(per), "lock_trace": lock_trace_report(trace),
+            "per_candidate": per}
 
 
 def stability(tasks: dict, cfg, task_id: str, runs: int = 10) -> dict:
@@ -235,8 +292,11 @@ def stability(tasks: dict, cfg, task_id: str, runs: int = 10) -> dict:
 
 def machine() -> dict:
     import torch
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem",
-                          "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem",
+                              "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    except FileNotFoundError:  # a host without a GPU: the run goes on (its candidates are not_executed)
+        smi = "no nvidia-smi"
     return {"host": platform.node(), "python": platform.python_version(), "torch": torch.__version__,
             "cuda": torch.version.cuda, "nvidia_smi": smi, "cpus": os.cpu_count(),
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
@@ -252,7 +312,16 @@ def main() -> None:
     ap.add_argument("--timing-ci", type=float, default=0.01, help="eval.timing_ci of the side-by-side run (0 skips it)")
     ap.add_argument("--group-only", action="store_true", help="only the GRPO-shaped group and its stage breakdown "
                     "(fits one 10-minute GPU call)")
+    ap.add_argument("--with-conventional", action="store_true", help="--group-only: the conventional path too, "
+                    "in the same call, and each group's rate against it")
+    ap.add_argument("--group-kind", choices=("copies", "realistic", "both"), default="copies",
+                    help="--group-only: copies of the task's implementations, distinct answers with their source "
+                    "mutants compiled through the pool (realistic_group), or both, one after the other")
     args = ap.parse_args()
+    import torch
+    if not torch.cuda.is_available():  # its evaluators need a GPU: without one they never start
+        raise SystemExit("evaluator_throughput: no CUDA GPU is visible; run it on a GPU host "
+                         "(bash benchmarks/gpu_checks.sh group).")
     work = Path(tempfile.mkdtemp(prefix="cudaperf-bench-"))
     def config(cache: str):  # each run starts from an empty compile cache
         return load_config(None, ["eval.result_cache_dir=", f"compile.cache_dir={work}/{cache}",
@@ -268,14 +337,29 @@ def main() -> None:
     def save(report: dict) -> None:  # after every part: a run stopped by its time limit keeps what it measured
         out.write_text(json.dumps(report, indent=2))
     if args.group_only:
-        group = [(tasks[args.group_task], sample_group(tasks[args.group_task], args.group_size))]
-        report["ours_group"] = run = ours(tasks, config("cache-group"), args.workers_per_gpu, groups=group)
-        print(f"ours, one group of {args.group_size} ({args.group_task}), {args.workers_per_gpu} evaluators:",
-              headline(run), flush=True)
-        print("stages (s per candidate, share):", ", ".join(
-            f"{s} {v['mean_s']:.3f} ({100 * v['share']:.0f} %)" if v["share"] is not None else f"{s} {v['mean_s']:.3f}"
-            for s, v in run["stage_breakdown"].items()), flush=True)
-        save(report)
+        kinds = {"copies": ("ours_group", sample_group), "realistic": ("ours_group_realistic", realistic_group)}
+        for kind in (["copies", "realistic"] if args.group_kind == "both" else [args.group_kind]):
+            key, make = kinds[kind]
+            group = [(tasks[args.group_task], make(tasks[args.group_task], args.group_size))]
+            report[key] = run = ours(tasks, config(f"cache-{key}"), args.workers_per_gpu, groups=group)
+            print(f"ours, one group of {args.group_size} ({args.group_task}, {kind}), {args.workers_per_gpu} "
+                  f"evaluators:", headline(run), run["verdicts"], flush=True)
+            print("stages (s per candidate, share):", ", ".join(
+                f"{s} {v['mean_s']:.3f} ({100 * v['share']:.0f} %)" if v["share"] is not None else
+                f"{s} {v['mean_s']:.3f}" for s, v in run["stage_breakdown"].items()), flush=True)
+            if run["lock_trace"]:
+                from pipeline.evaluation.gpu.lock_trace import report_table
+                print(report_table(run["lock_trace"]), flush=True)
+            save(report)
+        if args.with_conventional:  # the conventional path in the same call, and the ratio of each group to it
+            conv = report["conventional"] = conventional(tasks, work / "conventional")
+            for key in ("ours_group", "ours_group_realistic"):
+                if key in report:
+                    report[f"rate_ratio_{key}"] = (report[key]["candidates_per_minute_per_gpu"] /
+                                                   conv["candidates_per_minute_per_gpu"])
+            print("conventional:", {k: v for k, v in conv.items() if k != "per_candidate"},
+                  {k: v for k, v in report.items() if k.startswith("rate_ratio")}, flush=True)
+            save(report)
         return
     report["ours_one_worker"] = ours(tasks, config("cache-1"), 1)
     print("ours, 1 evaluator:", headline(report["ours_one_worker"]), flush=True)

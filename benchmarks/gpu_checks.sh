@@ -4,7 +4,7 @@
 #                                 [kernelbench_baseline] [kernelbench_bench] [pareval] [bench]
 #                                 [structure] [generation] [train] [sft] [train_sft] [sft_bench] [measure] [multi_gpu]
 #                                 [fidelity] [hardening] [throughput] [timed_honest] [timed_attacks] [bounded]
-#                                 [bounded_smoke] [agreement]
+#                                 [bounded_smoke] [agreement] [group]
 # agreement: honest KernelBench answers timed by KernelBench's own method and by `cudaperf eval` on this GPU
 #   (benchmarks/kernelbench_agreement.py; needs .kernelbench/ from benchmarks/tools/kernelbench_carry.sh): levels
 #   KB_LEVELS (default 1,2), size sets AGREE_SIZES (original, today or both; default original), no answer started
@@ -29,6 +29,9 @@
 # throughput: the fused check's kernels against compare on the GPU, then the 64-sample group of c2cuda/saxpy with its
 #   stage breakdown (benchmarks/evaluator_throughput.py --group-only), after and, where .before.tar.gz is carried
 #   (git archive of the revision before, made by benchmarks/tools/before_carry.sh), before, on the same GPU in one call.
+# group: the 64-sample group twice (copies of the task's implementations, then 64 distinct answers with their source
+#   mutants compiled through the pool), each with its stage breakdown and the GPU lock's trace (who held it, how,
+#   how long, why), then the conventional path and each group's rate against it; one call (GROUP_S, default 540).
 # builds: KernelBench answers' build time per object with and without torch's precompiled header
 #   (benchmarks/kernelbench_build.py, KB_BUILD_N answers), and the compile pool's CPU per candidate on this host's
 #   CPUs before and after (benchmarks/evaluator_cpu_path.py against .before.tar.gz)
@@ -112,6 +115,10 @@ for step in $steps; do
                     --out "$out/group_before.json" > "$out/group_before.log" 2>&1)
                   tail -3 "$OUT/group_before.log"
                 fi ;;
+    group) timeout ${GROUP_S:-540} python3 benchmarks/evaluator_throughput.py --group-only --group-kind both \
+             --with-conventional --out "$OUT/group_after.json" > "$OUT/group_after.log" 2>&1
+           rc_g=$?; grep -E '^(ours|stages|lock trace|mode|exclusive|shared|conventional)' "$OUT/group_after.log" | cut -c1-400
+           (exit $rc_g) ;;
     builds) timeout ${KB_BUILD_S:-280} python3 benchmarks/kernelbench_build.py --limit ${KB_BUILD_N:-8} --workers 8 \
               --out "$OUT/kernelbench_build.json" > "$OUT/kernelbench_build.log" 2>&1; tail -3 "$OUT/kernelbench_build.log"
             if [ -f .before.tar.gz ]; then  # the compile pool's CPU per candidate on this host's CPUs, before and after

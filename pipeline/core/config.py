@@ -118,6 +118,9 @@ class EvalSection(Section):
     timing_memory_bytes: int = Field(4 << 30, description="device memory for the slots of one timing "
                                      "configuration (a slot costs about twice its inputs and outputs); at least "
                                      "one slot is always made")
+    lock_trace_path: str = Field("", description="a file to which every hold of the GPU's lock is appended (mode, "
+                                 "reason, times; all evaluators of the GPU share it): `python -m "
+                                 "pipeline.evaluation.gpu.lock_trace FILE` reports it; empty: no trace")
     busy_probe_limit_s: float = Field(0.002, description="a trusted probe on the GPU that waits longer than this "
                                       "just before a round or around a timed batch means other work was running: "
                                       "the round is repeated, and after three the candidate is not_executed")

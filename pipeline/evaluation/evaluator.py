@@ -87,7 +87,7 @@ class Evaluator:
         self.sandbox_note = ("children ran without the OS sandbox (eval.sandbox=none): no namespaces, no read-only "
                              "mounts" if eval_cfg.sandbox == "none" else "")
         self.visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        self.gpu_lock = GpuLock(self.visible)  # shared for correctness work, exclusive for timing
+        self.gpu_lock = GpuLock(self.visible, trace_path=eval_cfg.lock_trace_path)  # shared: checks; exclusive: timing
         # held while a candidate's code loads and while one is checked: the next candidate, loaded ahead,
         # cannot run its __init__ kernels on the group's buffers while another's outputs are read
         self.candidate_code = threading.Lock()
@@ -335,13 +335,13 @@ class Evaluator:
                 group = build_c2cuda(task, seed)
                 self.run_c_reference(group)
             else:
-                with self.gpu_lock.shared():  # the reference runs on the GPU: never beside another's timing
+                with self.gpu_lock.shared("group: the reference"):  # never beside another's timing
                     group = build_torch2cuda(task, seed, init_seed=secrets.randbits(31),
                                              compiled=self.cfg.compile_baseline)
             add_timing_slots(group, self.cfg.timing_memory_bytes, self.cfg.timing_slots_max)
             if task.kind == "c2cuda" and can_anchor_c(task):
                 add_anchor_slot(group)
-            with self.gpu_lock.shared():
+            with self.gpu_lock.shared("group: its buffers"):
                 to_device(group)
         except TaskBroken:
             raise
@@ -349,7 +349,7 @@ class Evaluator:
             raise TaskBroken(f"task {task.id}: building inputs or running the reference failed: "
                              f"{type(e).__name__}: {e}") from e
         try:
-            with self.gpu_lock.shared():
+            with self.gpu_lock.shared("group: expected outputs"):
                 self._fill_group(group)
         except BaseException as e:
             self.release_group(group)
@@ -456,7 +456,7 @@ class Evaluator:
     def warm_child(self, group: GroupData, torch_format: bool) -> ChildProcess:
         """A candidate's child through its trusted start (warm.py): sandbox, Python, CUDA context, the group's
         buffers mapped. Its GPU work waits for no timing phase (the shared lock)."""
-        with self.gpu_lock.shared():
+        with self.gpu_lock.shared("a child's warm start"):
             child = self.start_child(torch_format)
             try:
                 judge = child.request({"op": "map", **self._buffer_map(group)}, self.cfg.run_timeout_s)

@@ -39,6 +39,7 @@ LEFT_OUT = {
     "eval.memory_wait_s": "decides only evaluator_error, which is never cached",
     "eval.warmup_trials": "read only by dataset measurement's timer, never by a candidate's evaluation",
     "eval.result_cache_dir": "where this cache lives",
+    "eval.lock_trace_path": "where the GPU lock's trace is written; the trace never decides anything",
     "eval.cache_confirmations": "when a cached pass is served, not what it says",
     "eval.max_retries": "resubmissions after an actor died",
     "eval.allow_unbuilt": "decides only `unbuilt`, which is never cached",

@@ -36,7 +36,7 @@ def start_candidate(ev: EvaluatorParts, group: GroupData, cand: Candidate, prep,
     child = None
     try:
         child = take(cand.format == "kernelbench")  # before the lock: its start takes it shared, behind a waiting timer
-        with ev.gpu_lock.shared():  # never overlaps a timing phase; the locks in the order run_candidate takes them
+        with ev.gpu_lock.shared("a candidate's load"):  # never beside timing; locks in run_candidate's order
             with ev.candidate_code:  # its code first runs here (ModelNew.__init__, static constructors): never
                 reply = ev.load_into_child(child, group, cand.format, prep.comp, entry, cand.code)  # beside a check
         return Started(child, reply, None, time.perf_counter() - t0)
@@ -59,7 +59,7 @@ def run_candidate(ev: EvaluatorParts, group: GroupData, cand: Candidate, prep, s
         t0 = time.perf_counter()
         # no other candidate's code runs while its outputs are checked; the GPU's shared lock first, as everywhere
         # (the other order deadlocks with a load ahead holding it and another evaluator asking for the exclusive one)
-        with ev.gpu_lock.shared(), ev.candidate_code:
+        with ev.gpu_lock.shared("a candidate's checks"), ev.candidate_code:
             _check_all(ev, group, child, configs)
         stage["check"] = time.perf_counter() - t0
         t0 = time.perf_counter()

@@ -27,3 +27,23 @@ def test_the_group_has_distinct_candidates_of_the_tasks_implementations(bench):
     assert len(group) == 64 and len({c.code for c in group}) == 64
     impls = [i for i in task.implementations if i.format in ("c2cuda", "light")]
     assert all(c.code.startswith(impls[k % len(impls)].code) for k, c in enumerate(group))
+
+
+def test_the_realistic_group_is_the_implementations_and_their_mutants(bench):
+    """64 distinct answers: every c2cuda implementation of the task and its source mutants, the ones that keep the
+    answer correct (a smaller block) beside ones that break it (an early return, a bound read past the end) and one
+    that does not compile; repeats only past their number, each marked."""
+    from pipeline.tasks import load_tasks
+    task = next(t for t in load_tasks("builtin") if t.id == "c2cuda/saxpy")
+    group = bench.realistic_group(task, 64)
+    assert len(group) == 64 and len({c.code for c in group}) == 64 and {c.format for c in group} == {"c2cuda"}
+    impls = [i for i in task.implementations if i.format == "c2cuda"]
+    distinct = len(impls) + sum(len(bench.source_mutants(i.code)) for i in impls)
+    assert distinct >= 4 * len(impls)
+    assert [c.code for c in group[:len(impls)]] == [i.code for i in impls]
+    assert all("// sample" not in c.code for c in group[:distinct]) and all("// sample" in c.code for c in group[distinct:])
+    naive = dict(bench.source_mutants(impls[0].code))
+    assert "if (blockIdx.x == 1) return;" in naive["skip_block"]
+    assert "a * x[i] - y[i]" in naive["minus"] and "i <= n" in naive["bound_le"]
+    assert naive["unclosed"].count("{") == naive["unclosed"].count("}") + 1
+    assert bench.source_mutants("int main() { return 0; }") == [("unclosed", "int main() { return 0; ")]

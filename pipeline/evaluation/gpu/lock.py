@@ -7,6 +7,7 @@ work runs on that GPU while a kernel is timed. Locks are `flock`s on two files p
 work could starve timing). `flock` locks belong to open files, so threads of one process
 exclude each other exactly as separate processes do. A holder's GPU work is done before its lock passes
 (`idle`, the evaluator's context synchronisation): queued work of one holder never runs into another's timing.
+With `trace_path`, every hold is written with its reason and its times (lock_trace.py).
 """
 from __future__ import annotations
 
@@ -14,22 +15,27 @@ import contextlib
 import fcntl
 import os
 
+from pipeline.evaluation.gpu.lock_trace import Hold, LockTrace
+
 
 class GpuLock:
-    def __init__(self, visible_devices: str | None, directory: str = "/tmp", idle=None):
+    def __init__(self, visible_devices: str | None, directory: str = "/tmp", idle=None, trace_path: str = ""):
         self.idle = idle  # called before a shared hold ends: waits until this process's GPU work is done
+        self.trace = LockTrace(trace_path) if trace_path else None  # every hold, its reason and times
         name = (visible_devices or "0").replace(",", "_")
         self.main_path = os.path.join(directory, f"cudaperf-gpu-{name}.lock")
         self.gate_path = os.path.join(directory, f"cudaperf-gpu-{name}.gate")
 
     @contextlib.contextmanager
-    def shared(self):
-        """Correctness work: many holders at once, never during a timing phase."""
+    def shared(self, why: str = ""):
+        """Correctness work: many holders at once, never during a timing phase. `why`: the trace's reason."""
+        hold = Hold("shared", why)
         with open(self.main_path, "a") as main:
             with open(self.gate_path, "a") as gate:
                 fcntl.flock(gate, fcntl.LOCK_EX)
                 fcntl.flock(main, fcntl.LOCK_SH)
                 fcntl.flock(gate, fcntl.LOCK_UN)
+            hold.granted()
             try:
                 yield
             finally:
@@ -38,22 +44,26 @@ class GpuLock:
                         self.idle()
                 finally:
                     fcntl.flock(main, fcntl.LOCK_UN)
+                    hold.done(self.trace)
 
     def turns(self, code=None) -> "Turns":
         """A holder's exclusive and shared turns, switched in place (see Turns)."""
         return Turns(self, code)
 
     @contextlib.contextmanager
-    def exclusive(self):
+    def exclusive(self, why: str = ""):
         """A timing phase: waits for current shared holders, keeps new ones out until it ends."""
+        hold = Hold("exclusive", why)
         with open(self.gate_path, "a") as gate, open(self.main_path, "a") as main:
             fcntl.flock(gate, fcntl.LOCK_EX)
             try:
                 fcntl.flock(main, fcntl.LOCK_EX)
+                hold.granted()
                 try:
                     yield
                 finally:
                     fcntl.flock(main, fcntl.LOCK_UN)
+                    hold.done(self.trace)
             finally:
                 fcntl.flock(gate, fcntl.LOCK_UN)
 
@@ -72,21 +82,31 @@ class Turns:
         self.mode = ""
         self._main = self._gate = None
         self._code_held = False
+        self._hold: Hold | None = None  # the turn in progress, for the lock's trace
 
-    def exclusive(self) -> None:
+    def _turn(self, mode: str, why: str) -> None:
+        """The trace's bookkeeping: the turn before ends, this one is asked for now."""
+        if self._hold is not None:
+            self._hold.done(self.lock.trace)
+        self._hold = Hold(mode, why)
+
+    def exclusive(self, why: str = "") -> None:
         if self.mode == "exclusive":
             return
         self.release()
+        self._turn("exclusive", why)
         self._gate = open(self.lock.gate_path, "a")
         fcntl.flock(self._gate, fcntl.LOCK_EX)
         self._main = open(self.lock.main_path, "a")
         fcntl.flock(self._main, fcntl.LOCK_EX)
         self._take_code()  # free: whoever holds it holds the GPU shared, which no one does now
+        self._hold.granted()
         self.mode = "exclusive"
 
-    def shared(self) -> None:
+    def shared(self, why: str = "") -> None:
         if self.mode == "shared":
             return
+        self._turn("shared", why)
         if self.mode == "exclusive":
             fcntl.flock(self._main, fcntl.LOCK_SH)  # converted under the gate: no one is granted anything between
             fcntl.flock(self._gate, fcntl.LOCK_UN)
@@ -99,6 +119,7 @@ class Turns:
                 fcntl.flock(self._main, fcntl.LOCK_SH)
                 fcntl.flock(gate, fcntl.LOCK_UN)
             self._take_code()
+        self._hold.granted()
         self.mode = "shared"
 
     def release(self) -> None:
@@ -117,6 +138,9 @@ class Turns:
                     f.close()
             self._main = self._gate = None
             self.mode = ""
+            if self._hold is not None:
+                self._hold.done(self.lock.trace)
+                self._hold = None
 
     def _take_code(self) -> None:
         if self.code is not None and not self._code_held:

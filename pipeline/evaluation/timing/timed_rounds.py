@@ -120,11 +120,12 @@ class GpuTurns:
         self.turns = lock.turns(getattr(ev, "candidate_code", None)) if lock is not None else None
         self.times = times
 
-    def to(self, mode: str) -> float:
-        """Hold the lock `mode` ("exclusive" or "shared"); the switch's seconds go to `lock_wait`. Returns now."""
+    def to(self, mode: str, why: str = "") -> float:
+        """Hold the lock `mode` ("exclusive" or "shared") for `why` (the lock's trace); the switch's seconds go to
+        `lock_wait`. Returns now."""
         t0 = time.perf_counter()
         if self.turns is not None:
-            getattr(self.turns, mode)()
+            getattr(self.turns, mode)(why)
         return self.times.spent("lock_wait", t0)
 
     def release(self) -> None:
@@ -335,7 +336,7 @@ def believed_times(claims_ms: list[float], trusted_ms: list[float], noise_ms: fl
 def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child, fmt: str, times: Times, turns: GpuTurns) -> Times:
     import statistics
     cfg, clock = ev.cfg, ev.clock
-    t_start = turns.to("exclusive")
+    t_start = turns.to("exclusive", "timing: warm-up")
     outs = _out_positions(group, cd)
     fill = sum(group.buffers[cd.buffers[j]].nbytes for j in outs)  # bytes one call writes
     for _ in range(3):
@@ -358,12 +359,12 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
     while True:
         slots, decoy = round_slots(n_calls, decoys)
         child.freeze()
-        t = turns.to("shared")  # the round's inputs are drawn beside other evaluators' work
+        t = turns.to("shared", "timing: a round's inputs")  # drawn beside other evaluators' work
         seed = secrets.randbits(31)
         fresh_sets = [cd.timed_inputs(seed * 64 + k) for k in slots]
         decoy_sets = [cd.timed_inputs(seed * 64 + k) for k in decoy]
         t = times.spent("inputs", t)
-        t = turns.to("exclusive")  # from here to the end of the candidate's window the GPU is this round's alone
+        t = turns.to("exclusive", "timing: a round's windows")  # from here to the end of the candidate's window
         if clock.probe() > cfg.busy_probe_limit_s:  # something still runs on the GPU: not a fair round
             busy = _busy(ev, cd, busy, "before the round", child)
             continue
@@ -406,13 +407,13 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
             raise Stop("incorrect", f"config {cd.name}: the outputs were not right when the candidate's process "
                                     f"said its calls were done", ["unfinished-at-done"])
         busy_window = max(window.probe_before_s, window.probe_after_s) > cfg.busy_probe_limit_s
-        t = turns.to("shared")  # the checks beside other evaluators' work
+        t = turns.to("shared", "timing: a round's checks")  # beside other evaluators' work
         anchors = round_anchors(cd, fresh_sets, expected, anchored_calls(len(slots), cfg.timing_anchored_calls))
         check_round(group, cd, slots, fresh_sets, expected, decoy, decoy_sets,
                     "timed batch" if rounds else "warm-up batch", getattr(ev, "check_pass", None), anchors)
         t = times.spent("check", t)
         if busy_window:
-            turns.to("exclusive")  # the GPU's own state is judged with nobody else on it
+            turns.to("exclusive", "timing: a busy GPU judged")  # with nobody else on it
             busy = _busy(ev, cd, busy, "around the candidate's batch", child)
             continue
         if rounds:
@@ -447,7 +448,7 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
             seed = secrets.randbits(31)
             end_sets = [cd.timed_inputs(seed * 64 + k) for k in slots]
             t = times.spent("baseline", t)
-            t = turns.to("exclusive")
+            t = turns.to("exclusive", "timing: the baseline's end bracket")
             end_s, _ = _baseline_batch(ev, group, ci, cd, slots, end_sets, outs, warm=warm_baseline(last_base_s),
                                        reference=reference)
             t = times.spent("baseline", t)

@@ -1,0 +1,82 @@
+"""The GPU lock's trace: every hold written with its mode, reason and times, by every process, and its report."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import time
+
+import pytest
+
+from pipeline.evaluation.gpu.lock import GpuLock
+from pipeline.evaluation.gpu.lock_trace import lock_report, main, read_trace, report_table, union_s
+
+
+def test_union_of_intervals():
+    assert union_s([]) == 0.0
+    assert union_s([(0, 1), (0.5, 2), (3, 4)]) == pytest.approx(3.0)
+    assert union_s([(2, 3), (0, 10)]) == pytest.approx(10.0)
+
+
+def _hold_exclusive(directory: str, trace: str, seconds: float) -> None:
+    with GpuLock("4", directory, trace_path=trace).exclusive("timing: a round's windows"):
+        time.sleep(seconds)
+
+
+def test_holds_of_two_processes_are_traced_with_their_waits(tmp_path):
+    """A shared hold in this process waits for another process's exclusive hold: both are in one file, the
+    wait is the shared hold's, and the report's union does not count the overlap of waiting as held."""
+    trace = str(tmp_path / "lock.jsonl")
+    other = multiprocessing.get_context("spawn").Process(target=_hold_exclusive, args=(str(tmp_path), trace, 0.6))
+    other.start()
+    deadline = time.time() + 30
+    while not (tmp_path / "cudaperf-gpu-4.lock").exists() and time.time() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # the other process holds it exclusive by now
+    lock = GpuLock("4", str(tmp_path), trace_path=trace)
+    with lock.shared("a candidate's checks"):
+        time.sleep(0.1)
+    other.join(30)
+    records = read_trace(trace)
+    assert sorted((r["mode"], r["why"]) for r in records) == [("exclusive", "timing: a round's windows"),
+                                                               ("shared", "a candidate's checks")]
+    ex = next(r for r in records if r["mode"] == "exclusive")
+    sh = next(r for r in records if r["mode"] == "shared")
+    assert sh["granted"] >= ex["released"] - 0.01  # granted only once the exclusive hold ended
+    assert sh["granted"] - sh["requested"] > 0.1  # and it waited for it
+    report = lock_report(records)
+    assert report["exclusive_s"] == pytest.approx(ex["released"] - ex["granted"])
+    assert report["shared_s"] == pytest.approx(0.1, abs=0.08)
+    by = {(g["mode"], g["why"]): g for g in report["reasons"]}
+    assert by[("shared", "a candidate's checks")]["waited_s"] > 0.1
+    assert len(report["processes"]) == 2
+    assert "timing: a round's windows" in report_table(report)
+
+
+def test_turns_trace_each_switch_as_its_own_hold(tmp_path):
+    trace = str(tmp_path / "t.jsonl")
+    turns = GpuLock("5", str(tmp_path), trace_path=trace).turns()
+    turns.exclusive("timing: warm-up")
+    turns.shared("timing: a round's inputs")
+    turns.exclusive("timing: a round's windows")
+    turns.release()
+    turns.release()  # a second release writes nothing
+    records = read_trace(trace)
+    assert [(r["mode"], r["why"]) for r in records] == [("exclusive", "timing: warm-up"),
+                                                         ("shared", "timing: a round's inputs"),
+                                                         ("exclusive", "timing: a round's windows")]
+    assert all(r["requested"] <= r["granted"] <= r["released"] for r in records)
+    assert records[0]["released"] <= records[1]["granted"] + 1e-3
+
+
+def test_no_trace_without_a_path_and_a_cut_line_is_skipped(tmp_path, capsys):
+    with GpuLock("6", str(tmp_path)).shared("x"):
+        pass
+    assert list(tmp_path.glob("*.jsonl")) == []
+    path = tmp_path / "cut.jsonl"
+    good = {"pid": 1, "mode": "shared", "why": "x", "requested": 0.0, "granted": 0.5, "released": 1.0}
+    path.write_text(json.dumps(good) + "\n" + '{"pid": 1, "mode": "excl')
+    assert read_trace(str(path)) == [good]
+    assert main([str(path)]) == 0 and "not held 0.50 s" in capsys.readouterr().out
+    assert main([str(tmp_path / "missing.jsonl")]) == 2
+    assert "eval.lock_trace_path=" in capsys.readouterr().err
+    assert lock_report([])["span_s"] == 0.0
