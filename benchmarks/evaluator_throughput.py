@@ -174,9 +174,9 @@ def sample_group(task, size: int) -> list:
 
 
 # Source mutants of a CUDA implementation, as a policy's samples differ from the known answers: (name, pattern,
-# replacement), each applied at its first match. Some keep the answer correct at another speed (block_128,
-# no_restrict, half_grid on a grid-stride loop), some make it wrong (bound_le reads past the end, minus, skip_block),
-# one does not compile (unclosed).
+# replacement), each applied at its first match. Some keep the answer correct at another speed (no_restrict; block_128
+# and half_grid where the kernel covers its range whatever the launch), some make it wrong (bound_le reads past the
+# end, minus, skip_block, block_128 or half_grid where each thread owns fixed elements), one does not compile.
 MUTATIONS = (
     ("block_128", r"\b256\b", "128"),
     ("no_restrict", r"__restrict__\s*", ""),
@@ -213,12 +213,16 @@ def realistic_group(task, size: int) -> list:
             for k in range(size)]
 
 
-def lock_trace_report(trace: str | None) -> dict | None:
-    """Who held the GPU's lock in a run (pipeline/evaluation/gpu/lock_trace.py), None without a trace."""
+def lock_trace_report(trace: str | None, since: float = 0.0) -> dict | None:
+    """Who held the GPU's lock in a run (pipeline/evaluation/gpu/lock_trace.py), None without a trace; one GPU's
+    report, or {lock: report} where several GPUs' evaluators wrote it."""
     if not trace:
         return None
-    from pipeline.evaluation.gpu.lock_trace import lock_report, read_trace
-    return lock_report(read_trace(trace))
+    from pipeline.evaluation.gpu.lock_trace import by_lock, lock_report, read_trace
+    locks = by_lock(read_trace(trace, since))
+    if len(locks) <= 1:
+        return lock_report(next(iter(locks.values()), []))
+    return {lock: lock_report(records) for lock, records in locks.items()}
 
 
 def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int = 1, groups: list | None = None) -> dict:
@@ -231,10 +235,12 @@ def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int
     groups = groups if groups is not None else candidate_groups(tasks) * repeats
     n = sum(len(c) for _, c in groups)
     update = {"workers_per_gpu": workers_per_gpu}
-    trace = None
+    trace, since = None, time.time()  # this run's holds only: those asked for from now on
     if "lock_trace_path" in type(cfg.eval).model_fields:  # an earlier checkout's evaluator (CUDAPERF_ROOT) has none
-        trace = cfg.eval.lock_trace_path or tempfile.mkstemp(prefix="cudaperf-lock-", suffix=".jsonl")[1]
-        Path(trace).write_text("")  # this run's holds only
+        trace = cfg.eval.lock_trace_path
+        if not trace:
+            fd, trace = tempfile.mkstemp(prefix="cudaperf-lock-", suffix=".jsonl")
+            os.close(fd)
         update["lock_trace_path"] = trace
     cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update=update)})
     start_ray(os.cpu_count() or 1, num_gpus=num_gpus)
@@ -266,7 +272,7 @@ def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int
     return {"workers_per_gpu": workers_per_gpu, "gpus": num_gpus, "candidates": n, "wall_s": wall,
             "seconds_per_candidate": wall / n, "candidates_per_minute": 60 * n / wall,
             "candidates_per_minute_per_gpu": 60 * n / wall / num_gpus, "verdicts": verdicts,
-            "stage_breakdown": stage_breakdown(per), "lock_trace": lock_trace_report(trace),
+            "stage_breakdown": stage_breakdown(per), "lock_trace": lock_trace_report(trace, since),
             "per_candidate": per}
 
 
@@ -347,12 +353,14 @@ def main() -> None:
             print("stages (s per candidate, share):", ", ".join(
                 f"{s} {v['mean_s']:.3f} ({100 * v['share']:.0f} %)" if v["share"] is not None else
                 f"{s} {v['mean_s']:.3f}" for s, v in run["stage_breakdown"].items()), flush=True)
-            if run["lock_trace"]:
+            if run["lock_trace"] and "span_s" in run["lock_trace"]:
                 from pipeline.evaluation.gpu.lock_trace import report_table
                 print(report_table(run["lock_trace"]), flush=True)
             save(report)
         if args.with_conventional:  # the conventional path in the same call, and the ratio of each group to it
             conv = report["conventional"] = conventional(tasks, work / "conventional")
+            conv["workload"] = ("the light answers of 8 built-in torch2cuda tasks, one process each (not the group's "
+                                "task): the ratio compares rates per GPU across the two workloads")
             for key in ("ours_group", "ours_group_realistic"):
                 if key in report:
                     report[f"rate_ratio_{key}"] = (report[key]["candidates_per_minute_per_gpu"] /

@@ -116,8 +116,8 @@ for step in $steps; do
                   tail -3 "$OUT/group_before.log"
                 fi ;;
     group) timeout ${GROUP_S:-540} python3 benchmarks/evaluator_throughput.py --group-only --group-kind both \
-             --with-conventional --out "$OUT/group_after.json" > "$OUT/group_after.log" 2>&1
-           rc_g=$?; grep -E '^(ours|stages|lock trace|mode|exclusive|shared|conventional)' "$OUT/group_after.log" | cut -c1-400
+             --with-conventional --out "$OUT/group_kinds.json" > "$OUT/group_kinds.log" 2>&1
+           rc_g=$?; grep -E '^(ours|stages|lock trace|mode|exclusive|shared|conventional)' "$OUT/group_kinds.log" | cut -c1-400
            (exit $rc_g) ;;
     builds) timeout ${KB_BUILD_S:-280} python3 benchmarks/kernelbench_build.py --limit ${KB_BUILD_N:-8} --workers 8 \
               --out "$OUT/kernelbench_build.json" > "$OUT/kernelbench_build.log" 2>&1; tail -3 "$OUT/kernelbench_build.log"
@@ -184,7 +184,7 @@ for step in $steps; do
     agreement) timeout ${AGREE_S:-570} python3 benchmarks/kernelbench_agreement.py --kernelbench-dir .kernelbench \
                  --original-sizes .kernelbench/original-sizes --levels ${KB_LEVELS:-1,2} --sizes ${AGREE_SIZES:-original} \
                  --budget-s ${AGREE_BUDGET_S:-480} --workers ${AGREE_WORKERS:-12} --out "$OUT/kernelbench_agreement.json" \
-                 ${AGREE_MEMORY:+--memory} compile.cache_dir=$PWD/.kb-cache > "$OUT/agreement.log" 2>&1
+                 $([ "${AGREE_MEMORY:-0}" = 1 ] && echo --memory) compile.cache_dir=$PWD/.kb-cache > "$OUT/agreement.log" 2>&1
                rc_a=$?; grep -E '^(agreement|  against|  outside)' "$OUT/agreement.log" | cut -c1-400; (exit $rc_a) ;;
     multi_gpu) timeout 590 python3 benchmarks/multi_gpu.py --out "$OUT/multi_gpu.json" \
                  --parts "${MULTI_GPU_PARTS:-evaluators,sync,train}" > "$OUT/multi_gpu.log" 2>&1 ;;

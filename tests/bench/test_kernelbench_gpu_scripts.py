@@ -240,6 +240,12 @@ def test_a_row_outside_says_whether_the_trial_shape_explains_it(agreement):
     between = row(1.7, {"current": (0.008, 0.012), "idle_launch": (0.018, 0.018), "original": (0.006, 0.010)})
     assert agreement.explain(between).startswith("KernelBench's own trial shapes disagree on this answer")
     assert "1.67 apart" in agreement.explain(between)
+    # shapes within 10 % of each other do not "disagree": 1.15x against 1.0-1.05x is not the shape's
+    close = row(1.15, {"current": (0.010, 0.010), "idle_launch": (0.010, 0.010), "original": (0.010, 0.0105)})
+    assert agreement.explain(close).startswith("not the trial's shape")
+    # the evaluator's shape read faster than the current harness on one side (noise): nothing hidden, never < 0
+    noisy = row(1.0, {"current": (0.012, 0.010), "idle_launch": (0.010, 0.0101), "original": (0.010, 0.010)})
+    assert "hides nothing of the answer's 10.0 us and 0.1 us of the reference's" in agreement.explain(noisy)
     failed = {"answer": "x", "sizes": "today", "verdict": "incorrect", "within": False}
     assert agreement.explain(failed) == "our verdict is incorrect"
     unjudged = {**failed, "verdict": "evaluator_error", "ours": {"reason": "not judged: it needs about 87.8 GiB"}}
@@ -250,5 +256,9 @@ def test_a_row_outside_says_whether_the_trial_shape_explains_it(agreement):
     assert (s["shapes"]["idle_launch"]["rows"], s["shapes"]["idle_launch"]["within"]) == (4, 2)
     assert s["shapes"]["current"]["within"] == 1
     assert s["regimes"] == {"short": {"rows": 3, "within": 0}, "long": {"rows": 1, "within": 1}}
+    degenerate = {**long, "answer": "level_1_problem_19_sample_0_kernel.py", "degenerate": "copying input0 passes"}
+    s2 = agreement.summarize([shape_row, other, between, failed, long, degenerate])
+    assert (s2["rows"], s2["within"], s2["regimes"]) == (s["rows"], s["within"], s["regimes"])
+    assert s2["degenerate"] == [{"answer": degenerate["answer"], "sizes": "original", "why": "copying input0 passes"}]
     text = agreement.table([shape_row])
     assert "10 / 6" in text.splitlines()[1]

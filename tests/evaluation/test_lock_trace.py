@@ -65,18 +65,57 @@ def test_turns_trace_each_switch_as_its_own_hold(tmp_path):
                                                          ("shared", "timing: a round's inputs"),
                                                          ("exclusive", "timing: a round's windows")]
     assert all(r["requested"] <= r["granted"] <= r["released"] for r in records)
-    assert records[0]["released"] <= records[1]["granted"] + 1e-3
+    # each turn's record ends where the next begins: the switch from exclusive to shared is one instant
+    assert records[0]["released"] <= records[1]["requested"] + 1e-3 and records[1]["released"] <= records[2]["granted"]
 
 
 def test_no_trace_without_a_path_and_a_cut_line_is_skipped(tmp_path, capsys):
-    with GpuLock("6", str(tmp_path)).shared("x"):
+    untraced = GpuLock("6", str(tmp_path))
+    with untraced.shared("x"):
         pass
-    assert list(tmp_path.glob("*.jsonl")) == []
+    assert untraced.trace is None and sorted(p.name for p in tmp_path.iterdir()) == ["cudaperf-gpu-6.gate",
+                                                                                       "cudaperf-gpu-6.lock"]
     path = tmp_path / "cut.jsonl"
     good = {"pid": 1, "mode": "shared", "why": "x", "requested": 0.0, "granted": 0.5, "released": 1.0}
     path.write_text(json.dumps(good) + "\n" + '{"pid": 1, "mode": "excl')
-    assert read_trace(str(path)) == [good]
+    assert read_trace(str(path)) == [{"lock": "", **good}]  # a trace without lock names: one lock
     assert main([str(path)]) == 0 and "not held 0.50 s" in capsys.readouterr().out
     assert main([str(tmp_path / "missing.jsonl")]) == 2
     assert "eval.lock_trace_path=" in capsys.readouterr().err
     assert lock_report([])["span_s"] == 0.0
+
+
+def test_each_gpus_lock_is_reported_alone(tmp_path):
+    """Evaluators of two GPUs writing one trace: each record names its GPU's lock, the report of both at once is
+    refused, `by_lock` splits them, and `since` keeps a run's own holds."""
+    from pipeline.evaluation.gpu.lock_trace import by_lock
+    trace = str(tmp_path / "two.jsonl")
+    with GpuLock("0", str(tmp_path), trace_path=trace).exclusive("timing: a round's windows"):
+        pass
+    later = time.time()
+    with GpuLock("1", str(tmp_path), trace_path=trace).shared("a candidate's checks"):
+        pass
+    records = read_trace(trace)
+    assert sorted(r["lock"] for r in records) == ["cudaperf-gpu-0.lock", "cudaperf-gpu-1.lock"]
+    with pytest.raises(ValueError, match="several GPUs"):
+        lock_report(records)
+    split = by_lock(records)
+    assert {k: len(v) for k, v in split.items()} == {"cudaperf-gpu-0.lock": 1, "cudaperf-gpu-1.lock": 1}
+    assert lock_report(split["cudaperf-gpu-0.lock"])["shared_s"] == 0.0
+    assert [r["lock"] for r in read_trace(trace, since=later)] == ["cudaperf-gpu-1.lock"]
+
+
+def test_a_turn_half_taken_is_let_go(tmp_path):
+    """An exception between the gate's flock and the main lock's leaves the gate open in the Turns: release()
+    lets it go (it used to return at once, the mode being unset) and records the hold."""
+    import fcntl
+    trace = str(tmp_path / "half.jsonl")
+    lock = GpuLock("7", str(tmp_path), trace_path=trace)
+    turns = lock.turns()
+    turns._turn("exclusive", "timing: a round's windows")
+    turns._gate = open(lock.gate_path, "a")
+    fcntl.flock(turns._gate, fcntl.LOCK_EX)  # as if the main lock's flock had raised here
+    turns.release()
+    with open(lock.gate_path, "a") as other:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again: raises BlockingIOError otherwise
+    assert [r["why"] for r in read_trace(trace)] == ["timing: a round's windows"]

@@ -739,7 +739,9 @@ def test_lower_precision_on_timed_calls_fails_the_anchor_of_a_secret_call_every_
     finally:
         timed_rounds.anchored_calls = real
     assert len(anchored) >= 4 and all(anchored)  # the warm-up and every timed round, at least one call each
-    assert len({tuple(a) for a in anchored[1:]}) > 1  # secret places, new every round
+    # secret places, drawn anew for every round (asked of the draw itself: a loaded host's batches can be so short
+    # that a round of 2 calls picks the same place as the last one by chance)
+    assert len({tuple(real(8, 1)) for _ in range(64)}) > 1
     assert max(len(a) for a in anchored) == 1  # eval.timing_anchored_calls
 
 

@@ -21,10 +21,11 @@ from pipeline.evaluation.gpu.lock_trace import Hold, LockTrace
 class GpuLock:
     def __init__(self, visible_devices: str | None, directory: str = "/tmp", idle=None, trace_path: str = ""):
         self.idle = idle  # called before a shared hold ends: waits until this process's GPU work is done
-        self.trace = LockTrace(trace_path) if trace_path else None  # every hold, its reason and times
         name = (visible_devices or "0").replace(",", "_")
         self.main_path = os.path.join(directory, f"cudaperf-gpu-{name}.lock")
         self.gate_path = os.path.join(directory, f"cudaperf-gpu-{name}.gate")
+        # every hold, its reason and times, under this GPU's lock's name
+        self.trace = LockTrace(trace_path, os.path.basename(self.main_path)) if trace_path else None
 
     @contextlib.contextmanager
     def shared(self, why: str = ""):
@@ -106,13 +107,14 @@ class Turns:
     def shared(self, why: str = "") -> None:
         if self.mode == "shared":
             return
-        self._turn("shared", why)
         if self.mode == "exclusive":
             fcntl.flock(self._main, fcntl.LOCK_SH)  # converted under the gate: no one is granted anything between
             fcntl.flock(self._gate, fcntl.LOCK_UN)
             self._gate.close()
             self._gate = None
+            self._turn("shared", why)  # the exclusive turn's record written once others may go on
         else:
+            self._turn("shared", why)
             with open(self.lock.gate_path, "a") as gate:
                 fcntl.flock(gate, fcntl.LOCK_EX)
                 self._main = open(self.lock.main_path, "a")
@@ -123,8 +125,8 @@ class Turns:
         self.mode = "shared"
 
     def release(self) -> None:
-        if not self.mode:
-            return
+        if not self.mode and self._main is None and self._gate is None and self._hold is None:
+            return  # nothing held, nothing half taken (an exception between the flocks leaves them open)
         try:
             if self.lock.idle is not None:
                 self.lock.idle()

@@ -2,11 +2,12 @@
 
 In: the holds of a `GpuLock` (lock.py) in every evaluator process of one GPU, when `eval.lock_trace_path` names a
 file: one JSON line per hold, appended by the process that held it (a short append is atomic, so processes
-share the file): {"pid", "mode" ("exclusive" or "shared"), "why", "requested", "granted", "released"}, times
-in seconds of the wall clock (comparable across processes).
+share the file): {"lock" (which GPU's lock), "pid", "mode" ("exclusive" or "shared"), "why", "requested",
+"granted", "released"}, times in seconds of the wall clock (comparable across processes).
 Out: `lock_report(records)`: per reason and mode, how many holds, the seconds held and the seconds waited for
 them; per process the same by mode; over the trace's span, the seconds the lock was held exclusive, held shared
-and not held at all (union of intervals). What holds the lock exclusive besides the measured windows is the
+and not held at all (union of intervals). One GPU's lock at a time: `by_lock` splits a trace that several GPUs'
+evaluators wrote. What holds the lock exclusive besides the measured windows is the
 `exclusive` rows whose reason is not a timing round's; what the evaluators wait for is `waited_s`.
 
     python -m pipeline.evaluation.gpu.lock_trace TRACE.jsonl     # prints the report as a table
@@ -24,13 +25,13 @@ from pathlib import Path
 class LockTrace:
     """Appends one line per hold to `path` (made on first use); never raises into the evaluation."""
 
-    def __init__(self, path: str):
-        self.path = path
+    def __init__(self, path: str, lock: str = ""):
+        self.path, self.lock = path, lock  # lock: the GPU lock's name (its file), so GPUs can be told apart
         self._lock = threading.Lock()
 
     def record(self, mode: str, why: str, requested: float, granted: float, released: float) -> None:
-        line = json.dumps({"pid": os.getpid(), "mode": mode, "why": why or "unnamed", "requested": requested,
-                           "granted": granted, "released": released}) + "\n"
+        line = json.dumps({"lock": self.lock, "pid": os.getpid(), "mode": mode, "why": why or "unnamed",
+                           "requested": requested, "granted": granted, "released": released}) + "\n"
         try:
             with self._lock, open(self.path, "a") as f:
                 f.write(line)
@@ -54,16 +55,25 @@ class Hold:
             trace.record(self.mode, self.why, self.requested, self.granted_at, time.time())
 
 
-def read_trace(path: str) -> list[dict]:
-    """The records of a trace file; a line cut short (a process killed while writing) is skipped."""
+def read_trace(path: str, since: float = 0.0) -> list[dict]:
+    """The records of a trace file (those asked for at `since` or later); a line cut short (a process killed while
+    writing) is skipped."""
     out = []
     for line in Path(path).read_text().splitlines():
         try:
             r = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(r, dict) and {"mode", "requested", "granted", "released"} <= set(r):
-            out.append(r)
+        if isinstance(r, dict) and {"mode", "requested", "granted", "released"} <= set(r) and r["requested"] >= since:
+            out.append({"lock": "", "pid": "?", "why": "unnamed", **r})
+    return out
+
+
+def by_lock(records: list[dict]) -> dict[str, list[dict]]:
+    """The records of each GPU's lock."""
+    out: dict[str, list[dict]] = {}
+    for r in records:
+        out.setdefault(r["lock"], []).append(r)
     return out
 
 
@@ -81,7 +91,10 @@ def union_s(intervals: list[tuple[float, float]]) -> float:
 
 
 def lock_report(records: list[dict]) -> dict:
-    """The report of a trace (module docstring); empty figures for an empty trace."""
+    """The report of one GPU's lock (module docstring); empty figures for an empty trace. Records of several locks
+    are refused: their union would mean nothing (`by_lock`)."""
+    if len({r["lock"] for r in records}) > 1:
+        raise ValueError("lock_report: the records are of several GPUs' locks; report each of by_lock(records)")
     if not records:
         return {"span_s": 0.0, "exclusive_s": 0.0, "shared_s": 0.0, "not_held_s": 0.0, "reasons": [], "processes": {}}
     start = min(r["requested"] for r in records)
@@ -122,7 +135,9 @@ def main(argv: list[str]) -> int:
     if not Path(argv[0]).is_file():
         print(f"lock_trace: {argv[0]} does not exist; run with eval.lock_trace_path={argv[0]} first", file=sys.stderr)
         return 2
-    print(report_table(lock_report(read_trace(argv[0]))))
+    for lock, records in sorted(by_lock(read_trace(argv[0])).items()):
+        print(f"== {lock or 'the GPU lock'}")
+        print(report_table(lock_report(records)))
     return 0
 
 
