@@ -320,6 +320,9 @@ def main() -> None:
                     "(fits one 10-minute GPU call)")
     ap.add_argument("--with-conventional", action="store_true", help="--group-only: the conventional path too, "
                     "in the same call, and each group's rate against it")
+    ap.add_argument("--group-rounds", choices=("off", "on", "both"), default="off",
+                    help="--group-only: eval.group_rounds off, on, or both one after the other on the same candidates "
+                    "(verdicts and speedups side by side: speedup_ratio_to_unshared)")
     ap.add_argument("--group-kind", choices=("copies", "realistic", "both"), default="copies",
                     help="--group-only: copies of the task's implementations, distinct answers with their source "
                     "mutants compiled through the pool (realistic_group), or both, one after the other")
@@ -345,23 +348,32 @@ def main() -> None:
     if args.group_only:
         kinds = {"copies": ("ours_group", sample_group), "realistic": ("ours_group_realistic", realistic_group)}
         for kind in (["copies", "realistic"] if args.group_kind == "both" else [args.group_kind]):
-            key, make = kinds[kind]
+            base_key, make = kinds[kind]
             group = [(tasks[args.group_task], make(tasks[args.group_task], args.group_size))]
-            report[key] = run = ours(tasks, config(f"cache-{key}"), args.workers_per_gpu, groups=group)
-            print(f"ours, one group of {args.group_size} ({args.group_task}, {kind}), {args.workers_per_gpu} "
-                  f"evaluators:", headline(run), run["verdicts"], flush=True)
-            print("stages (s per candidate, share):", ", ".join(
-                f"{s} {v['mean_s']:.3f} ({100 * v['share']:.0f} %)" if v["share"] is not None else
-                f"{s} {v['mean_s']:.3f}" for s, v in run["stage_breakdown"].items()), flush=True)
-            if run["lock_trace"] and "span_s" in run["lock_trace"]:
-                from pipeline.evaluation.gpu.lock_trace import report_table
-                print(report_table(run["lock_trace"]), flush=True)
-            save(report)
+            for shared in ([False, True] if args.group_rounds == "both" else [args.group_rounds == "on"]):
+                key = base_key + ("_rounds" if shared else "")
+                run_cfg = config(f"cache-{key}")
+                run_cfg = run_cfg.model_copy(update={"eval": run_cfg.eval.model_copy(update={"group_rounds": shared})})
+                report[key] = run = ours(tasks, run_cfg, args.workers_per_gpu, groups=group)
+                if shared and base_key in report:  # the same candidates without: verdicts and speedups side by side
+                    before = report[base_key]["per_candidate"]
+                    run["speedup_ratio_to_unshared"] = speedup_ratios(run["per_candidate"], before)
+                    run["verdicts_differ_from_unshared"] = sorted(
+                        k for k, r in run["per_candidate"].items() if k in before and r["verdict"] != before[k]["verdict"])
+                print(f"ours, one group of {args.group_size} ({args.group_task}, {kind}, eval.group_rounds={shared}), "
+                      f"{args.workers_per_gpu} evaluators:", headline(run), run["verdicts"], flush=True)
+                print("stages (s per candidate, share):", ", ".join(
+                    f"{s} {v['mean_s']:.3f} ({100 * v['share']:.0f} %)" if v["share"] is not None else
+                    f"{s} {v['mean_s']:.3f}" for s, v in run["stage_breakdown"].items()), flush=True)
+                if run["lock_trace"] and "span_s" in run["lock_trace"]:
+                    from pipeline.evaluation.gpu.lock_trace import report_table
+                    print(report_table(run["lock_trace"]), flush=True)
+                save(report)
         if args.with_conventional:  # the conventional path in the same call, and the ratio of each group to it
             conv = report["conventional"] = conventional(tasks, work / "conventional")
             conv["workload"] = ("the light answers of 8 built-in torch2cuda tasks, one process each (not the group's "
                                 "task): the ratio compares rates per GPU across the two workloads")
-            for key in ("ours_group", "ours_group_realistic"):
+            for key in [k for k in report if k.startswith("ours_group")]:
                 if key in report:
                     report[f"rate_ratio_{key}"] = (report[key]["candidates_per_minute_per_gpu"] /
                                                    conv["candidates_per_minute_per_gpu"])

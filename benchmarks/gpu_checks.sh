@@ -29,9 +29,10 @@
 # throughput: the fused check's kernels against compare on the GPU, then the 64-sample group of c2cuda/saxpy with its
 #   stage breakdown (benchmarks/evaluator_throughput.py --group-only), after and, where .before.tar.gz is carried
 #   (git archive of the revision before, made by benchmarks/tools/before_carry.sh), before, on the same GPU in one call.
-# group: the 64-sample group twice (copies of the task's implementations, then 64 distinct answers with their source
-#   mutants compiled through the pool), each with its stage breakdown and the GPU lock's trace (who held it, how,
-#   how long, why), then the conventional path and each group's rate against it; one call (GROUP_S, default 540).
+# group: the 64-sample group (copies of the task's implementations, then 64 distinct answers with their source
+#   mutants compiled through the pool), each without and with eval.group_rounds (GROUP_ROUNDS=off|on|both, default
+#   both: verdicts and speedups side by side), each run with its stage breakdown and the GPU lock's trace (who held
+#   it, how, how long, why), then the conventional path and each run's rate against it; one call (GROUP_S, 560).
 # builds: KernelBench answers' build time per object with and without torch's precompiled header
 #   (benchmarks/kernelbench_build.py, KB_BUILD_N answers), and the compile pool's CPU per candidate on this host's
 #   CPUs before and after (benchmarks/evaluator_cpu_path.py against .before.tar.gz)
@@ -115,7 +116,8 @@ for step in $steps; do
                     --out "$out/group_before.json" > "$out/group_before.log" 2>&1)
                   tail -3 "$OUT/group_before.log"
                 fi ;;
-    group) timeout ${GROUP_S:-540} python3 benchmarks/evaluator_throughput.py --group-only --group-kind both \
+    group) timeout ${GROUP_S:-560} python3 benchmarks/evaluator_throughput.py --group-only --group-kind both \
+             --group-rounds ${GROUP_ROUNDS:-both} \
              --with-conventional --out "$OUT/group_kinds.json" > "$OUT/group_kinds.log" 2>&1
            rc_g=$?; grep -E '^(ours|stages|lock trace|mode|exclusive|shared|conventional)' "$OUT/group_kinds.log" | cut -c1-400
            (exit $rc_g) ;;

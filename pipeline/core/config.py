@@ -118,6 +118,11 @@ class EvalSection(Section):
     timing_memory_bytes: int = Field(4 << 30, description="device memory for the slots of one timing "
                                      "configuration (a slot costs about twice its inputs and outputs); at least "
                                      "one slot is always made")
+    group_rounds: bool = Field(False, description="make a timing round's inputs and the reference's outputs on them "
+                               "once per group: the rounds whose baseline is not timed reuse, in each later "
+                               "candidate's own secret order, the sets the group's first candidate was given (at "
+                               "most timing_memory_bytes of them per configuration); rounds that time the baseline "
+                               "draw afresh")
     lock_trace_path: str = Field("", description="a file to which every hold of the GPU's lock is appended (mode, "
                                  "reason, times; all evaluators of the GPU share it): `python -m "
                                  "pipeline.evaluation.gpu.lock_trace FILE` reports it; empty: no trace")

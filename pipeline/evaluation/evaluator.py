@@ -277,7 +277,8 @@ class Evaluator:
         try:
             sizes = config_bytes(task)
             need = group_footprint(sizes, self.cfg.timing_memory_bytes, self.cfg.l2_flush_bytes,
-                                   calibration_max=CALIBRATION_FILL_MAX)
+                                   calibration_max=CALIBRATION_FILL_MAX,
+                                   round_sets_bytes=self.cfg.timing_memory_bytes if self.cfg.group_rounds else 0)
             top = max(sizes, key=lambda c: c.inputs + c.outputs + c.params)
             what += (f" (its largest configuration '{top.name}': inputs {gib(top.inputs)}, outputs {gib(top.outputs)}, "
                      f"parameters {gib(top.params)})")

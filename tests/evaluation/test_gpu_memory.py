@@ -309,6 +309,13 @@ def test_the_footprint_counts_the_calibration_childrens_scratch():
     assert group_footprint(untimed, 0, 0, calibration_max=cap) == group_footprint(untimed, 0, 0)
 
 
+def test_the_group_rounds_kept_count_once_per_timing_configuration():
+    """eval.group_rounds keeps at most timing_memory_bytes of round sets per timing configuration for the group."""
+    timed, untimed = ConfigBytes("timing", GB, GB, 0, True), ConfigBytes("seed0", GB, GB, 0, False)
+    assert group_footprint([untimed, timed], 0, 0, round_sets_bytes=GB) == group_footprint([untimed, timed], 0, 0) + GB
+    assert group_footprint([untimed], 0, 0, round_sets_bytes=GB) == group_footprint([untimed], 0, 0)
+
+
 def test_calibration_children_give_their_scratch_back_or_are_replaced():
     """When a group ends, each live null child frees its calibration scratch; one that fails to is ended
     (and started afresh when next needed), so a broken child cannot spoil later groups."""

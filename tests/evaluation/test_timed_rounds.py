@@ -199,7 +199,7 @@ def test_the_rounds_wall_time_is_broken_down_into_its_parts(virtual_time):
 
 
 def test_a_settled_ratio_ends_the_rounds_early_only_when_asked():
-    from pipeline.evaluation.timing.timed_rounds import ratio_settled
+    from pipeline.evaluation.timing.statistics import ratio_settled
     assert ratio_settled([2.0, 2.02, 1.98], [1.0, 1.0, 1.0], 0.05)  # +-1 %: settled at 5 %
     assert not ratio_settled([2.0, 2.02, 1.98], [1.0, 1.0, 1.0], 0.01)  # t(2) = 4.3 widens three rounds
     assert not ratio_settled([2.0, 3.0, 1.5], [1.0, 1.0, 1.0], 0.05)
@@ -221,7 +221,7 @@ def test_a_settled_ratio_ends_the_rounds_early_only_when_asked():
 
 
 def test_the_t_quantile_past_the_table_is_students_not_the_normals():
-    from pipeline.evaluation.timing.timed_rounds import t_975
+    from pipeline.evaluation.timing.statistics import t_975
     exact = {2: 4.303, 10: 2.228, 11: 2.201, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
     for df, t in exact.items():
         assert abs(t_975(df) - t) < 0.001, (df, t_975(df))
@@ -593,6 +593,48 @@ def test_a_bracketed_baseline_is_timed_at_the_start_and_the_end_only():
     assert times.baseline_drift is not None and times.baseline_drift <= 0.02
     assert len(batches) == 1 + 8 + 1  # warm-up, each round's expected outputs (untimed after the first), the end
     assert 0.8 < np.median(times.candidate) / np.median(times.baseline) < 1.25
+
+
+def test_group_rounds_make_a_rounds_sets_once_for_the_group():
+    """eval.group_rounds: the group's first candidate has every round's inputs drawn and the baseline run on them;
+    the next candidate of the group gets the untimed rounds' sets again, in slots of its own secret order, with no
+    draw and no baseline batch for them, and is judged on them as the first was (a wrong kernel still fails); the
+    rounds that time the baseline (the warm-up, the first timed round, the closing bracket) draw afresh."""
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002,
+                                eval_updates={"timing_baseline": "bracket", "timing_trials": 56, "group_rounds": True})
+    base = group.baseline_child
+    batches, draws = [], []
+    real_request, real_fresh = base.request, cd.fresh
+    base.request = lambda msg, timeout_s: (batches.append(len(msg["slots"])),
+                                           dict(real_request(msg, timeout_s), events_ms=2.0 * len(msg["slots"])))[1]
+    cd.fresh = lambda seed, *draw: (draws.append(seed), real_fresh(seed, *draw))[1]
+    first = time_config(ev, group, 0, cd, child, "c2cuda")
+    first_batches, first_draws = len(batches), len(draws)
+    assert len(first.candidate) == 8 and len(cd.round_sets) == 7  # rounds 2-8: untimed baseline, kept
+    assert 0 < cd.round_sets_bytes <= ev.cfg.timing_memory_bytes
+    batches.clear(), draws.clear()
+    second_child = type(child)(group, cd, lambda n, x, y: saxpy(x, y), 0.002)
+    second = time_config(ev, group, 0, cd, second_child, "c2cuda")
+    assert len(second.candidate) == 8 and len(second.baseline) == 2
+    assert len(batches) == 3 and first_batches == 10  # the warm-up, the first timed round, the end; 7 rounds fewer
+    assert len(draws) < first_draws / 3  # only the rounds that time the baseline drew inputs
+    assert 0.8 < np.median(second.candidate) / np.median(second.baseline) < 1.25
+    wrong = type(child)(group, cd, lambda n, x, y: saxpy(x, y) if n <= 20 else saxpy(x, y) + 0.5, 0.002)
+    with pytest.raises(Stop) as stop:  # wrong only on its later calls: those of the rounds the group shares
+        time_config(ev, group, 0, cd, wrong, "c2cuda")
+    assert stop.value.verdict == "incorrect"
+
+
+def test_group_rounds_stay_within_the_timing_memory():
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002,
+                                eval_updates={"timing_baseline": "bracket", "timing_trials": 56, "group_rounds": True,
+                                              "timing_memory_bytes": 3 * 8 * 2 * 4 * N})  # about three rounds' sets
+    time_config(ev, group, 0, cd, child, "c2cuda")
+    assert 1 <= len(cd.round_sets) < 7 and cd.round_sets_bytes <= ev.cfg.timing_memory_bytes
+    ev2, group2, cd2, child2 = make(lambda n, x, y: saxpy(x, y), sleep=0.002,
+                                    eval_updates={"timing_baseline": "bracket", "timing_trials": 56})
+    time_config(ev2, group2, 0, cd2, child2, "c2cuda")
+    assert cd2.round_sets == {}  # off by default
 
 
 def test_a_baseline_that_drifts_falls_back_to_timing_it_every_round():

@@ -67,7 +67,7 @@ def _torch_config_bytes(task: Task, cfg, params: dict) -> ConfigBytes:
 
 
 def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_bytes: int, max_slots: int = 32,
-                    calibration_max: int = 0) -> int:
+                    calibration_max: int = 0, round_sets_bytes: int = 0) -> int:
     """Device bytes an evaluation of a group may hold at its peak, the candidate's process included.
     Every configuration's parameters stay (the reference model's, its float64 twin's and the shared copy; the
     candidate's model once), and the float64 anchor of the check set in use; c2cuda configurations keep their two input sets and expected outputs. Beyond that,
@@ -77,7 +77,8 @@ def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_by
     a check set made on demand; the candidate's own outputs and their poisoned twin; the comparison's
     chunks. Then the L2 flush buffer, 1 GiB for CUDA contexts, and the scratch of the trusted calibration
     children (timed_rounds._calibration; one per child kind, each as large as the largest timed
-    configuration's outputs, at most `calibration_max`, freed when the group is released)."""
+    configuration's outputs, at most `calibration_max`, freed when the group is released). With eval.group_rounds,
+    each timing configuration's kept round sets, at most `round_sets_bytes` (timed_rounds.keep_round)."""
     held = sum(2 * c.params + (2 * (c.inputs + c.outputs) if c.stored else 0) for c in sizes)
     held += max((c.params for c in sizes), default=0)
     held += sum(2 * c.params for c in sizes if not c.stored)  # the float64 twin of each reference module
@@ -85,6 +86,7 @@ def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_by
     held += sum(4 * c.outputs for c in sizes if c.stored and not c.time)  # c2cuda: both sets' float64 anchors
     held += sum(2 * (c.inputs + c.outputs) for c in sizes if c.stored and c.time)  # c2cuda: the float64 baseline's slot
     held += (512 << 20) if any(c.stored and c.time for c in sizes) else 0  # ... and its child's CUDA context
+    held += round_sets_bytes * sum(1 for c in sizes if c.time)  # eval.group_rounds: the rounds kept for the group
     # torch2cuda: the float64 twin of an anchored timed call, its inputs and outputs in float64
     held += 2 * max((c.inputs + c.outputs for c in sizes if c.time and not c.stored), default=0)
     largest = 0

@@ -92,6 +92,10 @@ class ConfigData:
     anchor_works: bool = False  # the float64 twin ran on this configuration's inputs and gave every output
     wide: bool = False  # torch2cuda: a third check set on the wide draw (fidelity.wide_like), where the reference is
     # stable there (`stable_on_wide`)
+    # eval.group_rounds: the inputs and expected outputs of rounds whose baseline is not timed, made for the group's
+    # first candidate and given to the next in their own secret order (timed_rounds.shared_round); and their bytes
+    round_sets: dict = field(default_factory=dict)
+    round_sets_bytes: int = 0
 
     @property
     def n_sets(self) -> int:

@@ -22,10 +22,12 @@ than on an idle GPU means some other context still had work running: a worker th
 caught by `probe_after_s` / `probe_before_s` above `eval.busy_probe_limit_s`.
 
 `time_calls` is the in-process procedure of dataset measurement (trusted code timed with CUDA
-events of the trusted process itself); candidates are never timed with it.
+events of the trusted process itself); candidates are never timed with it. `ratio_settled` is the adaptive
+stop's test (eval.timing_ci): whether the rounds' candidate/baseline ratios pin the ratio down.
 """
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -150,3 +152,27 @@ def summarize(times_ms: list[float], calls_per_time: int = 1):
     q = statistics.quantiles(ordered, n=4) if len(ordered) >= 2 else [ordered[0]] * 3
     return Timing(median_ms=statistics.median(ordered), iqr_ms=q[2] - q[0], min_ms=ordered[0],
                   trials=len(ordered) * calls_per_time)
+
+
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)  # Student's t, 97.5 %, 1-10 degrees
+
+
+def t_975(df: int) -> float:
+    """Student's t quantile at 97.5 % for `df` degrees of freedom: the table to 10, then the Cornish-Fisher
+    expansion around the normal quantile (within 0.001 of the exact value from 11 on)."""
+    if df <= len(T_975):
+        return T_975[df - 1]
+    z = 1.959964
+    return (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * df ** 3))
+
+
+def ratio_settled(candidate_ms: list[float], baseline_ms: list[float], ci: float) -> bool:
+    """Whether the rounds' candidate/baseline ratios pin the ratio down to +- `ci` (a fraction) at 95 %:
+    the t interval of the mean log ratio, half-width t * sd / sqrt(n), below log(1 + ci). At least two
+    rounds; the baseline is timed in the same rounds, so a drift of the GPU's clocks cancels in each ratio."""
+    logs = [math.log(c / b) for c, b in zip(candidate_ms, baseline_ms) if c > 0 and b > 0]
+    n = len(logs)
+    if n < 2:
+        return False
+    return t_975(n - 1) * statistics.stdev(logs) / math.sqrt(n) <= math.log1p(ci)

@@ -70,6 +70,7 @@ from pipeline.evaluation.child.outcome import Stop, child_failure, judge_reply
 from pipeline.evaluation.child.sandbox import ChildFailed
 from pipeline.evaluation.harness import EvaluatorParts
 from pipeline.evaluation.timing.checksums import Checksums, secret_signs
+from pipeline.evaluation.timing.statistics import ratio_settled
 
 
 class Times:
@@ -360,21 +361,29 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
         slots, decoy = round_slots(n_calls, decoys)
         child.freeze()
         t = turns.to("shared", "timing: a round's inputs")  # drawn beside other evaluators' work
-        seed = secrets.randbits(31)
-        fresh_sets = [cd.timed_inputs(seed * 64 + k) for k in slots]
-        decoy_sets = [cd.timed_inputs(seed * 64 + k) for k in decoy]
+        timed_base = not bracket or alternating or rounds <= 1  # bracket: the warm-up and the first timed round
+        made = shared_round(ev, cd, rounds, len(slots), len(decoy)) if not timed_base else None
+        if made is not None:  # eval.group_rounds: this round's sets as the group's first candidate had them
+            fresh_sets, decoy_sets, expected = made
+        else:
+            seed = secrets.randbits(31)
+            fresh_sets = [cd.timed_inputs(seed * 64 + k) for k in slots]
+            decoy_sets = [cd.timed_inputs(seed * 64 + k) for k in decoy]
         t = times.spent("inputs", t)
         t = turns.to("exclusive", "timing: a round's windows")  # from here to the end of the candidate's window
         if clock.probe() > cfg.busy_probe_limit_s:  # something still runs on the GPU: not a fair round
             busy = _busy(ev, cd, busy, "before the round", child)
             continue
         t = times.spent("inputs", t)
-        timed_base = not bracket or alternating or rounds <= 1  # bracket: the warm-up and the first timed round
-        base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs, reference=reference,
-                                           warm=warm_baseline(last_base_s) if timed_base else False)
-        last_base_s = base_s if timed_base else last_base_s  # untimed: the round's expected outputs only
-        compiled_s = _in_process_batch(ev, compiled, [cd.reference_copy(f) for f in fresh_sets])[0] \
-            if compiled and timed_base else None
+        base_s = compiled_s = None
+        if made is None:
+            base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs, reference=reference,
+                                               warm=warm_baseline(last_base_s) if timed_base else False)
+            if not timed_base:  # untimed: the round's expected outputs only, kept for the group where asked
+                keep_round(ev, cd, rounds, fresh_sets, decoy_sets, expected)
+            last_base_s = base_s if timed_base else last_base_s
+            compiled_s = _in_process_batch(ev, compiled, [cd.reference_copy(f) for f in fresh_sets])[0] \
+                if compiled and timed_base else None
         t = times.spent("baseline", t)
         stage(ev.driver, group, [cd.slots[k] for k in slots + decoy], fresh_sets + decoy_sets)
         sums = Checksums(group, cd, slots, expected, signs)
@@ -473,31 +482,6 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
     return times
 
 
-T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)  # Student's t, 97.5 %, 1-10 degrees
-
-
-def t_975(df: int) -> float:
-    """Student's t quantile at 97.5 % for `df` degrees of freedom: the table to 10, then the Cornish-Fisher
-    expansion around the normal quantile (within 0.001 of the exact value from 11 on)."""
-    if df <= len(T_975):
-        return T_975[df - 1]
-    z = 1.959964
-    return (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
-            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * df ** 3))
-
-
-def ratio_settled(candidate_ms: list[float], baseline_ms: list[float], ci: float) -> bool:
-    """Whether the rounds' candidate/baseline ratios pin the ratio down to +- `ci` (a fraction) at 95 %:
-    the t interval of the mean log ratio, half-width t * sd / sqrt(n), below log(1 + ci). At least two
-    rounds; the baseline is timed in the same rounds, so a drift of the GPU's clocks cancels in each ratio."""
-    import statistics
-    logs = [math.log(c / b) for c, b in zip(candidate_ms, baseline_ms) if c > 0 and b > 0]
-    n = len(logs)
-    if n < 2:
-        return False
-    return t_975(n - 1) * statistics.stdev(logs) / math.sqrt(n) <= math.log1p(ci)
-
-
 def _busy(ev: EvaluatorParts, cd: ConfigData, busy: int, where: str, child) -> int:
     """Count a round spoilt by other work on the GPU. After three: if the GPU is idle once the candidate's
     process is gone, that process left the work running (a kernel still going after its calls returned),
@@ -526,6 +510,30 @@ def _idle_without(ev: EvaluatorParts, child) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def shared_round(ev: EvaluatorParts, cd: ConfigData, round_index: int, n_calls: int, n_decoys: int):
+    """(fresh sets, decoy sets, expected outputs) of round `round_index` as an earlier candidate of the group was
+    given them (eval.group_rounds), or None. They go to this candidate's own slots in its own secret order
+    (`round_slots`), so only the inputs repeat across the group's candidates, each in a process of its own;
+    within one candidate every round still has inputs of its own."""
+    if not getattr(ev.cfg, "group_rounds", False):
+        return None
+    return cd.round_sets.get((round_index, n_calls, n_decoys))
+
+
+def keep_round(ev: EvaluatorParts, cd: ConfigData, round_index: int, fresh_sets: list[dict], decoy_sets: list[dict],
+               expected: list[dict]) -> None:
+    """Keep a round's sets for the group's next candidates (eval.group_rounds), within eval.timing_memory_bytes per
+    configuration: past it, the rounds beyond draw afresh for every candidate."""
+    if not getattr(ev.cfg, "group_rounds", False):
+        return
+    nbytes = sum(t.numel() * t.element_size() for sets in (fresh_sets, decoy_sets, expected) for one in sets
+                 for t in one.values() if hasattr(t, "numel"))
+    if cd.round_sets_bytes + nbytes > ev.cfg.timing_memory_bytes:
+        return
+    cd.round_sets[(round_index, len(fresh_sets), len(decoy_sets))] = (fresh_sets, decoy_sets, expected)
+    cd.round_sets_bytes += nbytes
 
 
 BASELINE_DRIFT = 0.02  # bracket: start and end baseline times further apart than this fall back to alternation
