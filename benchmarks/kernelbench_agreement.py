@@ -137,6 +137,16 @@ def shape_speedup(row: dict, shape: str) -> float | None:
         return None
 
 
+def hidden_launch_us(row: dict) -> tuple[float, float] | None:
+    """Microseconds per call (medians) that KernelBench's current harness hides of (the answer's, the reference's)
+    call against the evaluator's shape, where both were measured; may be below 0 (noise)."""
+    shapes = (row.get("kernelbench") or {}).get("shapes") or {}
+    cur, idle = shapes.get("current"), shapes.get("idle_launch")
+    if not (cur and idle):
+        return None
+    return tuple(1e3 * (idle[side]["median_ms"] - cur[side]["median_ms"]) for side in ("answer", "reference"))
+
+
 def explain(row: dict, tolerance: float = TOLERANCE) -> str:
     """Why a row lies outside the tolerance: its failure, or what KernelBench's tools say in the other trial
     shapes. Where ours lies within `tolerance` of KernelBench's speedup in the evaluator's own trial shape
@@ -153,7 +163,7 @@ def explain(row: dict, tolerance: float = TOLERANCE) -> str:
     ratio = row["speedup_ours"] / idle
     if abs(ratio - 1.0) > tolerance:
         ours, o = row["speedup_ours"], row.get("ours") or {}
-        speedups = {k: shape_speedup(row, k) for k in SHAPES if shape_speedup(row, k)}
+        speedups = {k: v for k in SHAPES if (v := shape_speedup(row, k))}
         lo, hi = min(speedups.values()), max(speedups.values())
         listed = ", ".join(f"{k} {v:.3g}x" for k, v in speedups.items())
         if hi / lo > 1 + tolerance and lo * (1 - tolerance) <= ours <= hi * (1 + tolerance):
@@ -168,10 +178,10 @@ def explain(row: dict, tolerance: float = TOLERANCE) -> str:
         return why
     why = (f"the trial's shape: KernelBench's tools in the evaluator's trial shape (cold inputs, each call launched "
            f"on an idle device) give {idle:.3g}x, within {tolerance:.0%} of ours ({ratio:.2f})")
-    cur, idle_t = shapes.get("current"), shapes.get("idle_launch")
-    if cur and idle_t:
-        la = 1e3 * (idle_t["answer"]["median_ms"] - cur["answer"]["median_ms"])
-        lr = 1e3 * (idle_t["reference"]["median_ms"] - cur["reference"]["median_ms"])
+    launch = hidden_launch_us(row)
+    if launch:
+        la, lr = launch
+        idle_t = shapes["idle_launch"]
         hidden = lambda us: f"{us:.1f} us" if us > 0 else "nothing"  # noqa: E731 (idle can read faster: noise)
         why += (f"; KernelBench's current harness launches each call while its flush runs, which hides {hidden(la)} "
                 f"of the answer's {1e3 * idle_t['answer']['median_ms']:.1f} us and {hidden(lr)} of the reference's "
@@ -243,13 +253,9 @@ def table(rows: list[dict]) -> str:
     lines = [f"{'answer':<44} {'sizes':<8} {'ours':>8} {'KB':>8} {'ratio':>6} {'KB idle':>8} {'ratio':>6} "
              f"{'KB warm':>8}  launch hidden us: answer / reference"]
     for r in rows:
-        kb = (r.get("kernelbench") or {}).get("shapes") or {}
         fmt = lambda v: f"{v:.4g}" if isinstance(v, (int, float)) else "-"  # noqa: E731
         idle = shape_speedup(r, "idle_launch")
-        hidden = ["-", "-"]
-        if kb.get("current") and kb.get("idle_launch"):
-            hidden = [fmt(1e3 * (kb["idle_launch"][side]["median_ms"] - kb["current"][side]["median_ms"]))
-                      for side in ("answer", "reference")]
+        hidden = [fmt(us) for us in hidden_launch_us(r) or (None, None)]
         lines.append(f"{Path(r['answer']).stem.replace('_sample_0_kernel', ''):<44} {r['sizes']:<8} "
                      f"{fmt(r.get('speedup_ours')):>8} {fmt(r.get('speedup_kernelbench')):>8} "
                      f"{fmt(r.get('ratio')):>6} {fmt(idle):>8} "

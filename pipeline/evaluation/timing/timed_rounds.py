@@ -517,7 +517,7 @@ def shared_round(ev: EvaluatorParts, cd: ConfigData, round_index: int, n_calls: 
     given them (eval.group_rounds), or None. They go to this candidate's own slots in its own secret order
     (`round_slots`), so only the inputs repeat across the group's candidates, each in a process of its own;
     within one candidate every round still has inputs of its own."""
-    if not getattr(ev.cfg, "group_rounds", False):
+    if not ev.cfg.group_rounds:
         return None
     return cd.round_sets.get((round_index, n_calls, n_decoys))
 
@@ -526,7 +526,7 @@ def keep_round(ev: EvaluatorParts, cd: ConfigData, round_index: int, fresh_sets:
                expected: list[dict]) -> None:
     """Keep a round's sets for the group's next candidates (eval.group_rounds), within eval.timing_memory_bytes per
     configuration: past it, the rounds beyond draw afresh for every candidate."""
-    if not getattr(ev.cfg, "group_rounds", False):
+    if not ev.cfg.group_rounds:
         return
     nbytes = sum(t.numel() * t.element_size() for sets in (fresh_sets, decoy_sets, expected) for one in sets
                  for t in one.values() if hasattr(t, "numel"))
