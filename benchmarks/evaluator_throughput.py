@@ -225,10 +225,12 @@ def lock_trace_report(trace: str | None, since: float = 0.0) -> dict | None:
     return {lock: lock_report(records) for lock, records in locks.items()}
 
 
-def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int = 1, groups: list | None = None) -> dict:
+def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int = 1, groups: list | None = None,
+         trace_path: str = "") -> dict:
     """The candidate set through the compile pool and an evaluator pool on `num_gpus` GPUs (a Ray of its own).
     With `repeats` > 1 the set is evaluated that many times over, each copy of a task a group of its own
-    (compiled once through the compile cache, executed and timed every time)."""
+    (compiled once through the compile cache, executed and timed every time). `trace_path`: where the GPU lock's
+    trace goes (a temporary file otherwise)."""
     import ray
     from actors.evaluators import evaluate_groups, make_compiler_pool, make_evaluator_pool
     from actors.cluster import start_ray
@@ -237,7 +239,7 @@ def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int
     update = {"workers_per_gpu": workers_per_gpu}
     trace, since = None, time.time()  # this run's holds only: those asked for from now on
     if "lock_trace_path" in type(cfg.eval).model_fields:  # an earlier checkout's evaluator (CUDAPERF_ROOT) has none
-        trace = cfg.eval.lock_trace_path
+        trace = trace_path or cfg.eval.lock_trace_path
         if not trace:
             fd, trace = tempfile.mkstemp(prefix="cudaperf-lock-", suffix=".jsonl")
             os.close(fd)
@@ -323,6 +325,9 @@ def main() -> None:
     ap.add_argument("--group-rounds", choices=("off", "on", "both"), default="off",
                     help="--group-only: eval.group_rounds off, on, or both one after the other on the same candidates "
                     "(verdicts and speedups side by side: speedup_ratio_to_unshared)")
+    ap.add_argument("--timing-baseline", default="", help="--group-only: eval.timing_baseline of every run "
+                    "(bracket, chained, every_round; default: the config's)")
+    ap.add_argument("--trace-dir", default="", help="--group-only: keep each run's GPU lock trace there as <run>.lock.jsonl")
     ap.add_argument("--group-kind", choices=("copies", "realistic", "both"), default="copies",
                     help="--group-only: copies of the task's implementations, distinct answers with their source "
                     "mutants compiled through the pool (realistic_group), or both, one after the other")
@@ -353,14 +358,17 @@ def main() -> None:
             for shared in ([False, True] if args.group_rounds == "both" else [args.group_rounds == "on"]):
                 key = base_key + ("_rounds" if shared else "")
                 run_cfg = config(f"cache-{key}")
-                run_cfg = run_cfg.model_copy(update={"eval": run_cfg.eval.model_copy(update={"group_rounds": shared})})
-                report[key] = run = ours(tasks, run_cfg, args.workers_per_gpu, groups=group)
+                update = {"group_rounds": shared, **({"timing_baseline": args.timing_baseline} if args.timing_baseline else {})}
+                run_cfg = run_cfg.model_copy(update={"eval": run_cfg.eval.model_copy(update=update)})
+                trace = str(Path(args.trace_dir) / f"{key}.lock.jsonl") if args.trace_dir else ""
+                report[key] = run = ours(tasks, run_cfg, args.workers_per_gpu, groups=group, trace_path=trace)
                 if shared and base_key in report:  # the same candidates without: verdicts and speedups side by side
                     before = report[base_key]["per_candidate"]
                     run["speedup_ratio_to_unshared"] = speedup_ratios(run["per_candidate"], before)
                     run["verdicts_differ_from_unshared"] = sorted(
                         k for k, r in run["per_candidate"].items() if k in before and r["verdict"] != before[k]["verdict"])
-                print(f"ours, one group of {args.group_size} ({args.group_task}, {kind}, eval.group_rounds={shared}), "
+                print(f"ours, one group of {args.group_size} ({args.group_task}, {kind}, eval.group_rounds={shared}, "
+                      f"eval.timing_baseline={run_cfg.eval.timing_baseline}), "
                       f"{args.workers_per_gpu} evaluators:", headline(run), run["verdicts"], flush=True)
                 print("stages (s per candidate, share):", ", ".join(
                     f"{s} {v['mean_s']:.3f} ({100 * v['share']:.0f} %)" if v["share"] is not None else

@@ -32,7 +32,10 @@
 # group: the 64-sample group (copies of the task's implementations, then 64 distinct answers with their source
 #   mutants compiled through the pool), each without and with eval.group_rounds (GROUP_ROUNDS=off|on|both, default
 #   both: verdicts and speedups side by side), each run with its stage breakdown and the GPU lock's trace (who held
-#   it, how, how long, why), then the conventional path and each run's rate against it; one call (GROUP_S, 560).
+#   it, how, how long, why; the raw trace kept as <run>.lock.jsonl), then the conventional path and each run's rate
+#   against it (GROUP_CONVENTIONAL=0: not); one call (GROUP_S, 560). GROUP_KIND=copies|realistic|both (default both),
+#   GROUP_BASELINE: eval.timing_baseline of these runs. Where .before.tar.gz is carried (before_carry.sh REV), the
+#   evaluator before runs the copies group first (GROUP_BEFORE_S, 200; GROUP_BEFORE=0: not), same GPU, same call.
 # builds: KernelBench answers' build time per object with and without torch's precompiled header
 #   (benchmarks/kernelbench_build.py, KB_BUILD_N answers), and the compile pool's CPU per candidate on this host's
 #   CPUs before and after (benchmarks/evaluator_cpu_path.py against .before.tar.gz)
@@ -116,9 +119,19 @@ for step in $steps; do
                     --out "$out/group_before.json" > "$out/group_before.log" 2>&1)
                   tail -3 "$OUT/group_before.log"
                 fi ;;
-    group) timeout ${GROUP_S:-560} python3 benchmarks/evaluator_throughput.py --group-only --group-kind both \
-             --group-rounds ${GROUP_ROUNDS:-both} \
-             --with-conventional --out "$OUT/group_kinds.json" > "$OUT/group_kinds.log" 2>&1
+    group) conv=--with-conventional; [ "${GROUP_CONVENTIONAL:-1}" = 0 ] && conv=
+           base=; [ -n "${GROUP_BASELINE:-}" ] && base="--timing-baseline $GROUP_BASELINE"
+           if [ -f .before.tar.gz ] && [ "${GROUP_BEFORE:-1}" = 1 ]; then  # the evaluator before, same GPU, same call
+             rm -rf /tmp/before && mkdir -p /tmp/before && tar -xzf .before.tar.gz -C /tmp/before && cp -r .sandbox-tools /tmp/before/ 2>/dev/null
+             here=$PWD; out=$(cd "$OUT" && pwd); mkdir -p "$out/before"  # run from the old tree: Ray's workers import
+             (cd /tmp/before && CUDAPERF_ROOT=/tmp/before PYTHONPATH=/tmp/before:${PYTHONPATH:-} \
+               timeout ${GROUP_BEFORE_S:-200} python3 "$here/benchmarks/evaluator_throughput.py" --group-only \
+               --group-kind copies --trace-dir "$out/before" --out "$out/group_before.json" > "$out/group_before.log" 2>&1)
+             grep -E '^(ours|stages|lock trace|mode|exclusive|shared)' "$OUT/group_before.log" | cut -c1-400
+           fi
+           timeout ${GROUP_S:-560} python3 benchmarks/evaluator_throughput.py --group-only --group-kind ${GROUP_KIND:-both} \
+             --group-rounds ${GROUP_ROUNDS:-both} --trace-dir "$(cd "$OUT" && pwd)" $base \
+             $conv --out "$OUT/group_kinds.json" > "$OUT/group_kinds.log" 2>&1
            rc_g=$?; grep -E '^(ours|stages|lock trace|mode|exclusive|shared|conventional)' "$OUT/group_kinds.log" | cut -c1-400
            (exit $rc_g) ;;
     builds) timeout ${KB_BUILD_S:-280} python3 benchmarks/kernelbench_build.py --limit ${KB_BUILD_N:-8} --workers 8 \

@@ -3,5 +3,6 @@
 # throughput to measure before and after on the same GPU in one call:  bash benchmarks/tools/before_carry.sh [REV]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-git archive --format=tar.gz -o .before.tar.gz "${1:-9d4c712}"
+# the evaluator's code only (no benchmarks, tests, docs, the tiny policy or measured data): small enough to carry
+git archive --format=tar.gz -o .before.tar.gz "${1:-9d4c712}" pipeline actors configs setup.py ':!pipeline/assets/tiny_sft' ':!pipeline/assets/measured'
 ls -l .before.tar.gz

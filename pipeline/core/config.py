@@ -107,10 +107,12 @@ class EvalSection(Section):
                              "done, when the 95 % confidence interval of the candidate/baseline time ratio (from "
                              "the rounds' per-call ratios) lies within +- this fraction; 0 keeps timing to "
                              "timing_trials calls or timing_budget_s")
-    timing_baseline: Literal["bracket", "every_round"] = Field(
+    timing_baseline: Literal["bracket", "chained", "every_round"] = Field(
         "bracket", description="when the baseline is timed: 'bracket' at a configuration's first timed round and once "
         "more at its end (further apart than 2 %, timing_rounds more rounds time it in every round instead; between, "
-        "it runs untimed for each round's expected outputs), 'every_round' beside every candidate batch")
+        "it runs untimed for each round's expected outputs); 'chained' as bracket, but a candidate's start bracket is "
+        "the end bracket of the group's candidate before it on this evaluator (its drift check passed, the GPU idle), "
+        "so each candidate times the baseline once per configuration; 'every_round' beside every candidate batch")
     timing_batch_s: float = Field(0.005, gt=0, description="aim of one timed batch's length: calls per batch are "
                                   "chosen from the baseline's time so a batch lasts about this long")
     timing_slots_max: int = Field(32, ge=1, description="most calls in one timed batch, each on its own set of "

@@ -637,6 +637,59 @@ def test_group_rounds_stay_within_the_timing_memory():
     assert cd2.round_sets == {}  # off by default
 
 
+def test_a_chained_baseline_is_timed_once_per_candidate_and_still_bracketed():
+    """eval.timing_baseline 'chained': the group's first candidate is bracketed as with 'bracket'; the next one's
+    start bracket is the first one's end (the same per-call time, the same batch), so it times the baseline only at
+    its own end, and with eval.group_rounds runs the baseline for nothing else; where the GPU drifted between, its
+    own end is more than 2 % from that start and it falls back to alternation, and the chain is dropped."""
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002,
+                                eval_updates={"timing_baseline": "chained", "timing_trials": 56, "group_rounds": True})
+    base = group.baseline_child
+    batches, per_call_ms = [], [2.0]
+    real_request = base.request
+    base.request = lambda msg, timeout_s: (batches.append(len(msg["slots"])), dict(
+        real_request(msg, timeout_s), events_ms=per_call_ms[0] * len(msg["slots"])))[1]
+    first = time_config(ev, group, 0, cd, child, "c2cuda")
+    assert len(first.baseline) == 2 and first.baseline_drift <= 0.02 and len(batches) == 10
+    chain = cd.chained_baseline
+    assert chain is not None and chain.ms == first.baseline[-1] and chain.n_calls == first.calls_per_batch
+    batches.clear()
+    second = time_config(ev, group, 0, cd, type(child)(group, cd, lambda n, x, y: saxpy(x, y), 0.002), "c2cuda")
+    assert second.baseline[0] == first.baseline[-1] and len(second.baseline) == 2
+    assert second.calls_per_batch == first.calls_per_batch and len(second.candidate) == 8
+    assert len(batches) == 3  # the warm-up's and the first timed round's expected outputs (not kept), and its end
+    assert 0.8 < np.median(second.candidate) / np.median(second.baseline) < 1.25
+    per_call_ms[0] = 2.6  # the GPU's clock dropped since the chain's end was timed
+    third = time_config(ev, group, 0, cd, type(child)(group, cd, lambda n, x, y: saxpy(x, y), 0.002), "c2cuda")
+    assert third.baseline_drift > 0.02 and cd.chained_baseline is None
+    assert len(third.candidate) == len(third.baseline) >= 3  # alternation, the chain's start left out
+    assert all(b == pytest.approx(2.6) for b in third.baseline)
+
+
+def test_a_chained_end_taken_on_a_busy_gpu_starts_no_chain(monkeypatch):
+    from pipeline.evaluation.timing import timed_rounds
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002,
+                                eval_updates={"timing_baseline": "chained", "timing_trials": 21})
+    real_batch = timed_rounds._baseline_batch
+
+    def end_after_busy(*args, **kwargs):  # the end bracket's batch (new inputs, no expected outputs kept) follows
+        return real_batch(*args, **kwargs)  # the probe that the clock says found the GPU busy
+    probes = []
+    real_probe = ev.clock.probe
+    ev.clock.probe = lambda: (probes.append(1), 1.0 if end_bracket[0] else real_probe())[1]
+    end_bracket = [False]
+    real_to = timed_rounds.GpuTurns.to
+
+    def to(self, mode, why=""):
+        end_bracket[0] = why == "timing: the baseline's end bracket"
+        return real_to(self, mode, why)
+    monkeypatch.setattr(timed_rounds.GpuTurns, "to", to)
+    monkeypatch.setattr(timed_rounds, "_baseline_batch", end_after_busy)
+    times = time_config(ev, group, 0, cd, child, "c2cuda")
+    assert times.baseline_drift <= 0.02 and len(times.baseline) == 2  # the candidate's own bracket stands
+    assert cd.chained_baseline is None  # but the next one times its own start
+
+
 def test_a_baseline_that_drifts_falls_back_to_timing_it_every_round():
     ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002,
                                 eval_updates={"timing_baseline": "bracket", "timing_trials": 21})

@@ -96,6 +96,9 @@ class ConfigData:
     # first candidate and given to the next in their own secret order (timed_rounds.shared_round); and their bytes
     round_sets: dict = field(default_factory=dict)
     round_sets_bytes: int = 0
+    # eval.timing_baseline "chained": the baseline's end bracket of the group's last candidate whose drift check
+    # passed, the next candidate's start bracket (timed_rounds.ChainedBaseline); None until one exists
+    chained_baseline: object = None
 
     @property
     def n_sets(self) -> int:

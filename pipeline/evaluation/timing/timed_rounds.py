@@ -5,7 +5,8 @@ with its slots (`buffer_layout.add_timing_slots`), the candidate's child. Out: p
 candidate, the baseline and (torch2cuda, where it builds) the torch.compile'd reference, or a
 `Stop` with the verdict when a timed call went wrong.
 
-Every round (the GPU's lock shared for step 1 and step 6, exclusive from 2 to 5: `GpuTurns`):
+Every round (the GPU's lock exclusive for steps 4 and 5 and for step 2 where the baseline is timed, shared for
+the rest: `GpuTurns`):
  1. fresh inputs for each slot, made on the GPU with a new secret seed (so no call can reuse an
     earlier result, whatever it is keyed on), from check set 1's adversarial draw (`ConfigData.timed_inputs`:
     secret scales, spikes in cancelling pairs at secret positions, a secret sub-range of a declared uniform
@@ -108,9 +109,10 @@ TIMING_PARTS = ("warm_up", "inputs", "baseline", "calibration", "candidate", "ch
 
 class GpuTurns:
     """The GPU's lock (gpu/lock.Turns) through one configuration's rounds. Exclusive while anything is timed:
-    the warm-up, and in each round the busy probe, the baseline's batch, the staging of the slots, the
-    calibration and the candidate's window. Shared for the rest: a round's checks and the next round's new
-    inputs. So on a GPU shared by several evaluators, one evaluator's checks and input draws overlap the
+    in each round the busy probe, the baseline's batch where it is timed (with the in-window
+    checksums' targets made from its outputs), the calibration and the candidate's window. Shared for the rest:
+    a round's new inputs, the baseline's untimed batch that gives a round's expected outputs, the staging of the
+    slots and the checksums' targets, and the round's checks. So on a GPU shared by several evaluators, one evaluator's checks and input draws overlap the
     others' work, and only the measured windows take the GPU by turns. The evaluator's `candidate_code` lock
     is held from each window to the end of its check (no sibling loaded ahead runs its code on the group's
     buffers in between), and the GPU's work is done before a turn passes. Without a lock (CPU tests) the turns
@@ -337,7 +339,7 @@ def believed_times(claims_ms: list[float], trusted_ms: list[float], noise_ms: fl
 def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child, fmt: str, times: Times, turns: GpuTurns) -> Times:
     import statistics
     cfg, clock = ev.cfg, ev.clock
-    t_start = turns.to("exclusive", "timing: warm-up")
+    t_start = turns.to("shared", "timing: warm-up")  # nothing is timed: beside others' work, never their timing
     outs = _out_positions(group, cd)
     fill = sum(group.buffers[cd.buffers[j]].nbytes for j in outs)  # bytes one call writes
     for _ in range(3):
@@ -354,14 +356,19 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
     last_base_s = None  # the baseline batch's seconds in the round before (the warm-up round included)
     t = times.spent("warm_up", t_start)
     decoys = DECOY_SLOTS if len(cd.slots) > DECOY_SLOTS else 0
-    bracket = cfg.timing_baseline == "bracket"
+    bracket = cfg.timing_baseline in ("bracket", "chained")
+    chain = cd.chained_baseline if cfg.timing_baseline == "chained" else None  # the start bracket, already timed
+    if chain is not None:
+        times.baseline.append(chain.ms)
+        times.compiled.extend([chain.compiled_ms] if chain.compiled_ms is not None else [])
     alternating, first_alternating = False, 0
     paired: list[float] = []  # per timed round, the baseline time its candidate time is set against
     while True:
         slots, decoy = round_slots(n_calls, decoys)
         child.freeze()
         t = turns.to("shared", "timing: a round's inputs")  # drawn beside other evaluators' work
-        timed_base = not bracket or alternating or rounds <= 1  # bracket: the warm-up and the first timed round
+        # bracket: the warm-up and the first timed round, unless the chained start bracket stands for both
+        timed_base = not bracket or alternating or (rounds <= 1 and chain is None)
         made = shared_round(ev, cd, rounds, len(slots), len(decoy)) if not timed_base else None
         if made is not None:  # eval.group_rounds: this round's sets as the group's first candidate had them
             fresh_sets, decoy_sets, expected = made
@@ -370,24 +377,29 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
             fresh_sets = [cd.timed_inputs(seed * 64 + k) for k in slots]
             decoy_sets = [cd.timed_inputs(seed * 64 + k) for k in decoy]
         t = times.spent("inputs", t)
+        base_s = compiled_s = None
+        if made is None and not timed_base:  # untimed: the round's expected outputs only, beside others' work,
+            base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs, reference=reference,
+                                               warm=False)
+            keep_round(ev, cd, rounds, fresh_sets, decoy_sets, expected)  # kept for the group where asked
+            t = times.spent("baseline", t)
+        stage(ev.driver, group, [cd.slots[k] for k in slots + decoy], fresh_sets + decoy_sets)
+        sums = None if timed_base else Checksums(group, cd, slots, expected, signs)
+        t = times.spent("inputs", t)
         t = turns.to("exclusive", "timing: a round's windows")  # from here to the end of the candidate's window
         if clock.probe() > cfg.busy_probe_limit_s:  # something still runs on the GPU: not a fair round
             busy = _busy(ev, cd, busy, "before the round", child)
             continue
         t = times.spent("inputs", t)
-        base_s = compiled_s = None
-        if made is None:
+        if timed_base:  # the baseline's timed batch, alone on the GPU; its outputs are the round's expected ones
             base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs, reference=reference,
-                                               warm=warm_baseline(last_base_s) if timed_base else False)
-            if not timed_base:  # untimed: the round's expected outputs only, kept for the group where asked
-                keep_round(ev, cd, rounds, fresh_sets, decoy_sets, expected)
-            last_base_s = base_s if timed_base else last_base_s
+                                               warm=warm_baseline(last_base_s))
+            last_base_s = base_s
             compiled_s = _in_process_batch(ev, compiled, [cd.reference_copy(f) for f in fresh_sets])[0] \
-                if compiled and timed_base else None
-        t = times.spent("baseline", t)
-        stage(ev.driver, group, [cd.slots[k] for k in slots + decoy], fresh_sets + decoy_sets)
-        sums = Checksums(group, cd, slots, expected, signs)
-        t = times.spent("inputs", t)
+                if compiled else None
+            t = times.spent("baseline", t)
+            sums = Checksums(group, cd, slots, expected, signs)
+            t = times.spent("inputs", t)
         # what this very round's window costs besides the calls (the warm-up measures it three times)
         copies = _harness_copies(dests, expected, outs)
         calibrations = [_calibration(ev, ci, fmt, len(slots), fill, sums, copies) for _ in range(1 if rounds else 3)]
@@ -431,8 +443,9 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
         claim = reply.get("events_ms")
         claim_s = claim / 1e3 if isinstance(claim, (int, float)) and math.isfinite(claim) and claim >= 0 else 0.0
         per_call = lambda s: 1e3 * s / len(slots)  # noqa: E731
-        if rounds == 0:  # warm-up: sets the batch size from the baseline's time per call
-            n_calls = max(1, min(len(cd.slots) - decoys, math.ceil(cfg.timing_batch_s / max(base_s, 1e-7))))
+        if rounds == 0:  # warm-up: sets the batch size from the baseline's time per call (the chain's: its own)
+            n_calls = chain.n_calls if chain is not None else \
+                max(1, min(len(cd.slots) - decoys, math.ceil(cfg.timing_batch_s / max(base_s, 1e-7))))
             times.calls_per_batch = n_calls
             warm_overheads = round_overheads
         else:
@@ -458,14 +471,24 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
             end_sets = [cd.timed_inputs(seed * 64 + k) for k in slots]
             t = times.spent("baseline", t)
             t = turns.to("exclusive", "timing: the baseline's end bracket")
+            idle = clock.probe() <= cfg.busy_probe_limit_s  # chained: only an end taken on an idle GPU starts the next
             end_s, _ = _baseline_batch(ev, group, ci, cd, slots, end_sets, outs, warm=warm_baseline(last_base_s),
                                        reference=reference)
+            end_compiled_s = _in_process_batch(ev, compiled, [cd.reference_copy(f) for f in end_sets])[0] \
+                if compiled and cfg.timing_baseline == "chained" else None  # chained: the next start's, too
             t = times.spent("baseline", t)
             end_ms = per_call(end_s)
             times.baseline_drift = abs(end_ms - times.baseline[0]) / times.baseline[0] if times.baseline[0] else 0.0
             if times.baseline_drift <= BASELINE_DRIFT:
                 times.baseline.append(end_ms)
+                if end_compiled_s is not None:
+                    times.compiled.append(per_call(end_compiled_s))
+                if cfg.timing_baseline == "chained":
+                    cd.chained_baseline = ChainedBaseline(end_ms, n_calls, per_call(end_compiled_s) if
+                                                          end_compiled_s is not None else None) if idle else None
                 break
+            if cfg.timing_baseline == "chained":
+                cd.chained_baseline = None  # the GPU drifted: the next candidate times its own start
             alternating, first_alternating = True, len(trusted)
             deadline = time.perf_counter() + cfg.timing_budget_s
     if alternating:  # only the rounds that timed the baseline beside the candidate count
@@ -537,6 +560,16 @@ def keep_round(ev: EvaluatorParts, cd: ConfigData, round_index: int, fresh_sets:
 
 
 BASELINE_DRIFT = 0.02  # bracket: start and end baseline times further apart than this fall back to alternation
+
+
+class ChainedBaseline:
+    """eval.timing_baseline "chained": the baseline's end bracket of a configuration's last timed candidate on this
+    evaluator, the next one's start bracket: per-call ms, the batch's calls (the next batch is as long), and the
+    torch.compile'd reference's per-call ms timed beside it (None where it has none). Kept only where that candidate's drift check passed and the
+    GPU was idle just before the end was timed; the next candidate's own end checks the drift from it again."""
+
+    def __init__(self, ms: float, n_calls: int, compiled_ms: float | None):
+        self.ms, self.n_calls, self.compiled_ms = ms, n_calls, compiled_ms
 BASELINE_WARM_S = 0.05  # an in-process baseline batch shorter than this runs once untimed just before it is timed
 
 
