@@ -217,6 +217,9 @@ class ConfigResult(Record):
                                         "clock alone (window less fixed costs): the bound its own events must meet")
     batch_overhead_ms: float | None = Field(default=None, description="what a batch's window costs besides its "
                                             "calls (the median of trusted calibration batches), taken off each batch's time")
+    timing_stop: str = Field(default="", description="why the timed rounds ended: 'trials' (eval.timing_trials "
+                             "calls), 'settled' (the time ratio's 95 % interval within eval.timing_ci) or 'budget' "
+                             "(eval.timing_budget_s spent first, the interval not reached: a long call's few rounds)")
 
 
 class Finding(Record):

@@ -211,13 +211,17 @@ def test_a_settled_ratio_ends_the_rounds_early_only_when_asked():
     full = time_config(ev, group, 0, cd, child, "c2cuda")
     # 160 calls in batches of the size the warm-up set (7 on an idle host; fewer where a loaded host's
     # 2 ms sleeps last longer)
-    assert len(full.candidate) == math.ceil(160 / full.calls_per_batch)
+    assert len(full.candidate) == math.ceil(160 / full.calls_per_batch) and full.stop == "trials"
     ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002)
     ev.cfg = ev.cfg.model_copy(update={**many, "timing_ci": 0.5})
     early = time_config(ev, group, 0, cd, child, "c2cuda")
     assert 3 <= len(early.candidate) < math.ceil(160 / early.calls_per_batch)  # timing_rounds at least, then
     # once the ratio settled (3 on an idle host; a loaded one can need a round more, its sleeps being the "kernels")
-    assert 0.8 < np.median(early.candidate) / np.median(early.baseline) < 1.25
+    assert 0.8 < np.median(early.candidate) / np.median(early.baseline) < 1.25 and early.stop == "settled"
+    ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002)  # long calls: the budget ends the rounds
+    ev.cfg = ev.cfg.model_copy(update={**many, "timing_budget_s": 0.0})
+    short = time_config(ev, group, 0, cd, child, "c2cuda")
+    assert len(short.candidate) == 3 and short.stop == "budget"  # timing_rounds, the interval not reached: said so
 
 
 def test_the_t_quantile_past_the_table_is_students_not_the_normals():

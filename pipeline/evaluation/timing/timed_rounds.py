@@ -88,6 +88,9 @@ class Times:
         self.claims_believed = True  # False: the candidate's own times were not believed (see believed_times)
         self.parts_s: dict[str, float] = {}  # wall seconds per part of the rounds (TIMING_PARTS), for the breakdown
         self.baseline_drift: float | None = None  # bracket: |end - start| / start of the baseline's two times
+        # why the rounds ended (once timing_rounds were timed): "trials" (timing_trials calls), "settled" (the ratio's
+        # 95 % interval within timing_ci), "budget" (timing_budget_s spent first: the interval was not reached)
+        self.stop = ""
 
     def spent(self, part: str, since: float) -> float:
         """Add the seconds from `since` to now to `part`; returns now."""
@@ -458,10 +461,11 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
                 times.compiled.append(per_call(compiled_s))
         rounds += 1
         timed = rounds - 1 - first_alternating
-        enough = (timed * n_calls >= cfg.timing_trials or time.perf_counter() > deadline
-                  or (cfg.timing_ci > 0 and ratio_settled(trusted[first_alternating:], paired[first_alternating:],
-                                                          cfg.timing_ci)))
-        if timed >= cfg.timing_rounds and enough:
+        settled = cfg.timing_ci > 0 and ratio_settled(trusted[first_alternating:], paired[first_alternating:],
+                                                      cfg.timing_ci)
+        times.stop = ("trials" if timed * n_calls >= cfg.timing_trials else "settled" if settled else
+                      "budget" if time.perf_counter() > deadline else "")
+        if timed >= cfg.timing_rounds and times.stop:
             if not bracket or alternating:
                 break
             # the baseline once more, at the end, on new inputs: within 2 % of its start, the two bracket every
