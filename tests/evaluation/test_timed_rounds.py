@@ -329,6 +329,29 @@ def test_an_honest_candidates_times_are_its_own_events_once_the_trusted_clock_al
     assert all(c <= t * 1.5 for c, t in zip(times.candidate, times.trusted))
 
 
+def test_the_expected_outputs_statistics_bound_the_exact_ones_and_count_inf_and_nan_exactly():
+    """The checksums' targets: float32 norms raised past their rounding (never below the float64 sums, at most 2e-4
+    above), the signed sum in float64; an output with an Inf or a NaN, squares past float32, or integers: exact."""
+    from pipeline.evaluation.timing.checksums import expected_statistics, signed_sum
+    g = torch.Generator().manual_seed(3)
+    w = torch.randint(0, 2, (1 << 10,), generator=g).float() * 2 - 1
+    plain = torch.randn(100_003, generator=g) * 1e3
+    odd = plain.clone()
+    odd[5], odd[7] = math.inf, math.nan
+    huge = torch.full((10,), 1e30)
+    ints = torch.randint(0, 100, (5000,), generator=g, dtype=torch.int32)
+    for x in (plain, odd, huge, ints):
+        part = x.double()
+        finite = torch.isfinite(part)
+        kept = torch.where(finite, part, 0.0)
+        exact = ((~finite).sum().item(), kept.abs().sum().item(), (kept * kept).sum().item(),
+                 signed_sum(x, w, torch.float64, True).item())
+        got = expected_statistics([x], [w])[0]
+        assert got[0] == exact[0] and got[3] == pytest.approx(exact[3], rel=1e-12, abs=1e-6)
+        for a, b in zip(got[1:3], exact[1:3]):
+            assert b <= a <= b * (1 + 2e-4)
+
+
 def test_the_signed_sum_repeats_its_weights_and_equals_the_plain_sum():
     from pipeline.evaluation.timing import checksums
     g = torch.Generator().manual_seed(3)

@@ -53,6 +53,43 @@ def _signed_sum(flat, signs, dtype, convert):
     return total
 
 
+STATISTICS_ROUNDING = 1e-4  # relative margin over a float32 reduction's rounding of |x| and x*x sums (upper bounds)
+
+
+def expected_statistics(flats: list, signs: list) -> list[tuple[float, float, float, float]]:
+    """Per expected output: (elements not finite, sum of |x|, sum of x*x, signed sum with its weights), the last in
+    float64 and the Inf and NaN elements counted as 0 in all three sums. The two sums that only bound the tolerance
+    are float32 norms (one read each, no copy) raised by STATISTICS_ROUNDING, which covers their rounding; an
+    output whose norms are not finite (an Inf or NaN, or squares past float32) is counted exactly, in float64 a
+    chunk at a time. Two readbacks at most: the norms with the signed sums, then the exact counts where needed."""
+    import torch
+
+    from pipeline.evaluation.checks.fused_check import COMPARE_CHUNK
+    if not flats:
+        return []
+    nan = torch.tensor(math.nan, dtype=torch.float64, device=flats[0].device)
+    rows = [torch.stack([torch.linalg.vector_norm(flat, 1).double(), torch.linalg.vector_norm(flat, 2).double(),
+                         signed_sum(flat, w, torch.float64)]) if flat.dtype in (torch.float32, torch.float64)
+            else nan.expand(3) for flat, w in zip(flats, signs)]  # other dtypes: counted exactly below
+    fast = torch.stack(rows).to("cpu", copy=True).tolist()
+    out = []
+    for flat, w, (absum, norm, target) in zip(flats, signs, fast):
+        if math.isfinite(absum) and math.isfinite(norm) and math.isfinite(target):
+            out.append((0.0, absum * (1 + STATISTICS_ROUNDING), norm * norm * (1 + STATISTICS_ROUNDING), target))
+            continue
+        zero = torch.zeros((), dtype=torch.float64, device=flat.device)
+        nonfinite, absum, sq = zero.clone(), zero.clone(), zero.clone()
+        for a in range(0, flat.numel(), COMPARE_CHUNK):  # float64 statistics a chunk at a time
+            part = flat[a:a + COMPARE_CHUNK].double()
+            finite = torch.isfinite(part)
+            nonfinite = nonfinite + (~finite).sum()
+            part = torch.where(finite, part, 0.0)  # an Inf or NaN expected: left out, on both sides
+            absum = absum + part.abs().sum()
+            sq = sq + (part * part).sum()
+        out.append(tuple(torch.stack([nonfinite, absum, sq, signed_sum(flat, w, torch.float64, True)]).tolist()))
+    return out
+
+
 class Checksums:
     """Inside the timed window, right after "done": a secret signed sum of every slot's outputs against
     the same sum of the expected outputs, within the tolerance summed over the elements (so an output
@@ -63,28 +100,12 @@ class Checksums:
 
     def __init__(self, group: GroupData, cd: ConfigData, slots: list[int], expected: list[dict], signs: dict):
         import torch
-
-        from pipeline.evaluation.checks.fused_check import COMPARE_CHUNK
         tol = cd.tolerance(group.task.tolerance)
         self.views, targets, bounds = [], [], []
-        outputs, rows = [], []  # every expected output's statistics on the device, read back at once
-        for k, want in zip(slots, expected):
-            for j, ref in want.items():
-                flat = ref.reshape(-1)
-                zero = torch.zeros((), dtype=torch.float64, device=flat.device)
-                nonfinite, absum, sq = zero.clone(), zero.clone(), zero.clone()
-                for a in range(0, flat.numel(), COMPARE_CHUNK):  # float64 statistics a chunk at a time
-                    part = flat[a:a + COMPARE_CHUNK].double()
-                    finite = torch.isfinite(part)
-                    nonfinite = nonfinite + (~finite).sum()
-                    part = torch.where(finite, part, 0.0)  # an Inf or NaN expected: left out, on both sides
-                    absum = absum + part.abs().sum()
-                    sq = sq + (part * part).sum()
-                # with Inf and NaN counted as 0: where the expected output has none, the same sum as without
-                rows.append(torch.stack([nonfinite, absum, sq, signed_sum(flat, signs[j], torch.float64, True)]))
-                outputs.append((k, j, flat.numel()))
-        table = torch.stack(rows).to("cpu", copy=True).tolist() if rows else []  # the one wait
-        for (k, j, n), (nonfinite, absum, sq, target) in zip(outputs, table):
+        outputs = [(k, j, ref.reshape(-1)) for k, want in zip(slots, expected) for j, ref in want.items()]
+        table = expected_statistics([flat for _, _, flat in outputs], [signs[j] for _, j, _ in outputs])
+        for (k, j, flat), (nonfinite, absum, sq, target) in zip(outputs, table):
+            n = flat.numel()
             if not math.isfinite(absum + sq):  # sums past float64: no sum can hold them; the full
                 continue                       # comparison after the batch checks the output
             finite_only = nonfinite > 0
