@@ -133,6 +133,8 @@ for step in $steps; do
              --group-rounds ${GROUP_ROUNDS:-both} --trace-dir "$(cd "$OUT" && pwd)" $base \
              $conv --out "$OUT/group_kinds.json" > "$OUT/group_kinds.log" 2>&1
            rc_g=$?; grep -E '^(ours|stages|lock trace|mode|exclusive|shared|conventional)' "$OUT/group_kinds.log" | cut -c1-400
+           [ -f "$OUT/group_before.json" ] && python3 benchmarks/group_before_after.py "$OUT/group_before.json" \
+             "$OUT/group_kinds.json" --out "$OUT/group_after.json"
            (exit $rc_g) ;;
     builds) timeout ${KB_BUILD_S:-280} python3 benchmarks/kernelbench_build.py --limit ${KB_BUILD_N:-8} --workers 8 \
               --out "$OUT/kernelbench_build.json" > "$OUT/kernelbench_build.log" 2>&1; tail -3 "$OUT/kernelbench_build.log"
