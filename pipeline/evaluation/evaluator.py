@@ -323,11 +323,12 @@ class Evaluator:
         self.sandbox_note += f"; children run as uid {os.geteuid()}: user '{self.child_user}' cannot use the GPU ({problem})"
         self.child_user = ""
 
-    def start_child(self, torch_format: bool) -> ChildProcess:
+    def start_child(self, torch_format: bool, hello_now: bool = True) -> ChildProcess:
         c = self.cfg
         return ChildProcess(self.visible, self.child_user, c.child_memory_limit_bytes, preload_torch=torch_format,
                             sandbox=c.sandbox, bwrap_path=c.bwrap_path, libseccomp_path=c.libseccomp_path,
-                            hidden=tuple(d for d in (self.compiler.cfg.cache_dir, c.result_cache_dir) if d))
+                            hidden=tuple(d for d in (self.compiler.cfg.cache_dir, c.result_cache_dir) if d),
+                            hello_now=hello_now)
 
     def prepare_group(self, task: Task) -> GroupData:
         seed = secrets.randbits(31)
@@ -456,14 +457,16 @@ class Evaluator:
 
     def warm_child(self, group: GroupData, torch_format: bool) -> ChildProcess:
         """A candidate's child through its trusted start (warm.py): sandbox, Python, CUDA context, the group's
-        buffers mapped. Its GPU work waits for no timing phase (the shared lock)."""
-        with self.gpu_lock.shared("a child's warm start"):
-            child = self.start_child(torch_format)
-            try:
+        buffers mapped. The process and its Python (torch too) start beside anything; its CUDA context and
+        mapping, the part on the GPU, wait for no timing phase (the shared lock)."""
+        child = self.start_child(torch_format, hello_now=False)
+        try:
+            with self.gpu_lock.shared("a child's warm start"):
+                child.hello()
                 judge = child.request({"op": "map", **self._buffer_map(group)}, self.cfg.run_timeout_s)
-            except BaseException:
-                child.close()
-                raise
+        except BaseException:
+            child.close()
+            raise
         if not judge.get("ok"):
             child.close()
             raise ChildFailed(f"a warm child could not map the group's buffers: {judge.get('error')}")

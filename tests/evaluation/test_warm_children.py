@@ -59,3 +59,64 @@ def test_unused_warm_children_are_closed():
     pool.take()
     pool.close()
     assert len(made) == 3 and [c.closed for c in made] == [False, True, True]
+
+
+def test_a_warm_start_holds_the_gpu_only_for_the_childs_cuda_context_and_mapping(tmp_path):
+    """The child's process and Python (torch too, for the KernelBench format) start with the GPU's lock free;
+    its trusted start on the GPU (hello: the CUDA context) and the mapping of the group's buffers hold it
+    shared. The process started without hello has been sent nothing and knows nothing of its sandbox yet."""
+    import threading
+    from types import SimpleNamespace
+
+    from pipeline.evaluation.evaluator import Evaluator
+    from pipeline.evaluation.gpu.lock import GpuLock
+    lock = GpuLock("9", str(tmp_path))
+    seen = []
+
+    class Child:
+        def __init__(self):
+            self.ops, self.closed = [], False
+
+        def hello(self):
+            seen.append(("hello", held.is_set()))
+            self.ops.append("hello")
+
+        def request(self, msg, timeout_s):
+            seen.append((msg["op"], held.is_set()))
+            self.ops.append(msg["op"])
+            return {"ok": True}
+
+        def close(self):
+            self.closed = True
+    held = threading.Event()
+    real_shared = lock.shared
+
+    def shared(why=""):
+        cm = real_shared(why)
+
+        class Held:
+            def __enter__(self):
+                cm.__enter__()
+                held.set()
+
+            def __exit__(self, *exc):
+                held.clear()
+                return cm.__exit__(*exc)
+        return Held()
+    lock.shared = shared
+
+    def start_child(torch_format, hello_now=True):
+        seen.append(("spawn", held.is_set(), hello_now))
+        return Child()
+    ev = SimpleNamespace(gpu_lock=lock, start_child=start_child, cfg=SimpleNamespace(run_timeout_s=5),
+                         _buffer_map=lambda group: {})
+    child = Evaluator.warm_child(ev, None, True)
+    assert seen == [("spawn", False, False), ("hello", True), ("map", True)] and child.ops == ["hello", "map"]
+    real = ChildProcess(None, "", 1 << 30, hello_now=False)  # the real process, started, not yet said hello to
+    try:
+        assert real.ops == [] and real.sandbox_info == {} and real.proc.poll() is None
+        real.hello()
+        assert real.ops == ["hello"] and real.sandbox_info["sandbox"] == "bwrap"
+        assert "ok" in real.request({"op": "probe"}, 60) and real.proc.poll() is None  # it serves requests
+    finally:
+        real.close()

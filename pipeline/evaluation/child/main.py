@@ -364,6 +364,8 @@ def serve(rin, wout) -> None:
 
 def main() -> None:
     fd_in, fd_out = int(sys.argv[1]), int(sys.argv[2])
+    if os.environ.get("CUDAPERF_CHILD_PRELOAD_TORCH") == "1":  # torch's import (no CUDA) while the evaluator
+        import pipeline.evaluation.child.torch_guard  # noqa: F401 - does other work; apply_sandbox finds it done
     with os.fdopen(fd_in, "r") as rin, os.fdopen(fd_out, "w") as wout:
         serve(rin, wout)
 

@@ -360,7 +360,9 @@ class ChildProcess:
 
     def __init__(self, gpu: str | None, user: str, memory_limit_bytes: int, preload_torch: bool = False,
                  startup_timeout_s: float = 60.0, sandbox: str = "bwrap", bwrap_path: str = "",
-                 libseccomp_path: str = "", hidden: tuple[str, ...] = ()):
+                 libseccomp_path: str = "", hidden: tuple[str, ...] = (), hello_now: bool = True):
+        """The child's process, started; with `hello_now` also through its trusted start (`hello`), otherwise
+        the caller says hello when it is ready for the child's CUDA context (a warm start: warm.py)."""
         if sandbox not in ("bwrap", "none"):
             raise ValueError(f"sandbox must be 'bwrap' or 'none', not {sandbox!r}")
         self.memory_limit_bytes = memory_limit_bytes
@@ -385,6 +387,8 @@ class ChildProcess:
                 env[key] = os.environ[key]
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpu
+        if preload_torch:  # torch imported as the process starts, before hello (main.py): no CUDA in it
+            env["CUDAPERF_CHILD_PRELOAD_TORCH"] = "1"
         try:
             user = self._start(sandbox, env, user, str(to_child_r), str(from_child_w),
                                (bwrap, bwrap_env) if sandbox == "bwrap" else ("", {}), hidden)
@@ -397,15 +401,23 @@ class ChildProcess:
             os.close(to_child_r)
             os.close(from_child_w)
         self._buffer = b""
-        hello = {"op": "hello", "scratch": self.scratch, "tmp": tmp, "sandbox": sandbox, "user": user,
-                 "isolate_network": sandbox == "none", "preload_torch": preload_torch, "libseccomp": libseccomp,
-                 "access": child_access(self.scratch, env, sandbox)}
+        self._hello = {"op": "hello", "scratch": self.scratch, "tmp": tmp, "sandbox": sandbox, "user": user,
+                       "isolate_network": sandbox == "none", "preload_torch": preload_torch,
+                       "libseccomp": libseccomp, "access": child_access(self.scratch, env, sandbox)}
+        self._startup_timeout_s = startup_timeout_s
+        self.sandbox_info: dict = {}
+        if hello_now:
+            self.hello()
+
+    def hello(self) -> None:
+        """The child's trusted start: limits, the user, its CUDA context, the allow-lists (main.apply_sandbox).
+        Before it the process only started Python (and imported torch where asked): nothing on the GPU."""
         try:
-            reply = self.request(hello, startup_timeout_s)
+            reply = self.request(self._hello, self._startup_timeout_s)
         except BaseException:
             self.close()
             raise
-        self.sandbox_info = dict(reply["sandbox"], sandbox=sandbox, outside_uid=os.geteuid())
+        self.sandbox_info = dict(reply["sandbox"], sandbox=self._hello["sandbox"], outside_uid=os.geteuid())
 
     def _start(self, sandbox: str, env: dict, user: str, fd_in: str, fd_out: str, tools: tuple, hidden) -> str:
         """Launch the child (inside bwrap, or as `user` for sandbox='none'); returns the user it runs as."""
