@@ -160,7 +160,7 @@ def speedup_ratios(per: dict, reference: dict) -> dict:
 def headline(run: dict) -> dict:
     """A run's figures without its per-candidate rows and breakdown, for printing."""
     return {k: v for k, v in run.items() if k not in ("per_candidate", "stage_breakdown", "speedup_ratio_to_ours",
-                                                       "stability")}
+                                                       "stability", "lock_trace", "rounds")}
 
 
 def sample_group(task, size: int) -> list:
@@ -211,6 +211,32 @@ def realistic_group(task, size: int) -> list:
     return [Candidate(task_id=task.id, format="c2cuda",
                       code=pool[k % len(pool)][1] + (f"\n// sample {k}\n" if k >= len(pool) else ""))
             for k in range(size)]
+
+
+def timed_rounds_of(result) -> dict:
+    """Per timed configuration of a result: calls per batch, timed rounds, why they ended, the baseline's drift
+    (getattr: an earlier checkout's results, CUDAPERF_ROOT, lack the newer fields)."""
+    out = {}
+    for c in result.configs:
+        if c.time is not None:
+            out[c.name] = {"calls_per_batch": c.calls_per_batch, "trials": c.time.trials,
+                           "rounds": c.time.trials // max(c.calls_per_batch or 1, 1),
+                           "stop": getattr(c, "timing_stop", None), "baseline_drift": getattr(c, "baseline_drift", None)}
+    return out
+
+
+def rounds_summary(per_candidate: dict) -> dict:
+    """Over a run's candidates: timed rounds per configuration (mean, max), and how many configurations ended
+    by each reason and fell back to alternation (drift past 2 %)."""
+    rows = [c for r in per_candidate.values() for c in (r.get("timed") or {}).values()]
+    if not rows:
+        return {}
+    stops: dict[str, int] = {}
+    for c in rows:
+        stops[str(c["stop"])] = stops.get(str(c["stop"]), 0) + 1
+    return {"configurations": len(rows), "rounds_mean": sum(c["rounds"] for c in rows) / len(rows),
+            "rounds_max": max(c["rounds"] for c in rows), "stops": stops,
+            "drift_fallbacks": sum(1 for c in rows if (c["baseline_drift"] or 0) > 0.02)}
 
 
 def lock_trace_report(trace: str | None, since: float = 0.0) -> dict | None:
@@ -267,14 +293,16 @@ def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int
             name = next((i.name for i in task.implementations if i.code == impl_code.code), None)
             key = f"{task.id}/{name}" + (f"#{copy}" if copy else "") if name else f"{task.id}/sample{len(per)}"
             per[key] = {"verdict": r.verdict, "reason": r.reason[:200], "speedup": r.speedup,
-                        "stage_s": {**r.stage_s, **{f"timing_{k}": v for k, v in r.timing_parts_s.items()}}}
+                        "stage_s": {**r.stage_s, **{f"timing_{k}": v for k, v in r.timing_parts_s.items()}},
+                        "timed": timed_rounds_of(r)}
     verdicts: dict[str, int] = {}
     for v in per.values():
         verdicts[v["verdict"]] = verdicts.get(v["verdict"], 0) + 1
     return {"workers_per_gpu": workers_per_gpu, "gpus": num_gpus, "candidates": n, "wall_s": wall,
             "seconds_per_candidate": wall / n, "candidates_per_minute": 60 * n / wall,
             "candidates_per_minute_per_gpu": 60 * n / wall / num_gpus, "verdicts": verdicts,
-            "stage_breakdown": stage_breakdown(per), "lock_trace": lock_trace_report(trace, since),
+            "stage_breakdown": stage_breakdown(per), "rounds": rounds_summary(per),
+            "lock_trace": lock_trace_report(trace, since),
             "per_candidate": per}
 
 
@@ -370,6 +398,7 @@ def main() -> None:
                 print(f"ours, one group of {args.group_size} ({args.group_task}, {kind}, eval.group_rounds={shared}, "
                       f"eval.timing_baseline={run_cfg.eval.timing_baseline}), "
                       f"{args.workers_per_gpu} evaluators:", headline(run), run["verdicts"], flush=True)
+                print("timed rounds:", run["rounds"], flush=True)
                 print("stages (s per candidate, share):", ", ".join(
                     f"{s} {v['mean_s']:.3f} ({100 * v['share']:.0f} %)" if v["share"] is not None else
                     f"{s} {v['mean_s']:.3f}" for s, v in run["stage_breakdown"].items()), flush=True)

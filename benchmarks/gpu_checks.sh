@@ -132,7 +132,7 @@ for step in $steps; do
            timeout ${GROUP_S:-560} python3 benchmarks/evaluator_throughput.py --group-only --group-kind ${GROUP_KIND:-both} \
              --group-rounds ${GROUP_ROUNDS:-both} --trace-dir "$(cd "$OUT" && pwd)" $base \
              $conv --out "$OUT/group_kinds.json" > "$OUT/group_kinds.log" 2>&1
-           rc_g=$?; grep -E '^(ours|stages|lock trace|mode|exclusive|shared|conventional)' "$OUT/group_kinds.log" | cut -c1-400
+           rc_g=$?; grep -E '^(ours|timed rounds|stages|lock trace|mode|exclusive|shared|conventional)' "$OUT/group_kinds.log" | cut -c1-400
            [ -f "$OUT/group_before.json" ] && python3 benchmarks/group_before_after.py "$OUT/group_before.json" \
              "$OUT/group_kinds.json" --out "$OUT/group_after.json"
            (exit $rc_g) ;;

@@ -220,6 +220,9 @@ class ConfigResult(Record):
     timing_stop: str = Field(default="", description="why the timed rounds ended: 'trials' (eval.timing_trials "
                              "calls), 'settled' (the time ratio's 95 % interval within eval.timing_ci) or 'budget' "
                              "(eval.timing_budget_s spent first, the interval not reached: a long call's few rounds)")
+    baseline_drift: float | None = Field(default=None, description="eval.timing_baseline bracket or chained: how "
+                                         "far apart the baseline's start and end were (|end - start| / start); past "
+                                         "0.02 the baseline was timed beside every candidate batch instead")
 
 
 class Finding(Record):

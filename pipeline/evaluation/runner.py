@@ -149,7 +149,7 @@ def _time(ev: EvaluatorParts, group: GroupData, child: ChildProcess, configs: li
             compiled_logs.append(math.log(configs[ci].compiled_baseline_time.median_ms / cand.median_ms))
         configs[ci].time, configs[ci].baseline_time = cand, base
         configs[ci].calls_per_batch, configs[ci].batch_overhead_ms = times.calls_per_batch, times.overhead_ms
-        configs[ci].timing_stop = times.stop
+        configs[ci].timing_stop, configs[ci].baseline_drift = times.stop, times.baseline_drift
         configs[ci].trusted_time = summarize(times.trusted, calls)
         if not times.claims_believed and "timing-disagreement" not in flags:  # its own clock said less
             flags.append("timing-disagreement")

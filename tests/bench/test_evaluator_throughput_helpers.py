@@ -47,3 +47,19 @@ def test_the_realistic_group_is_the_implementations_and_their_mutants(bench):
     assert "a * x[i] - y[i]" in naive["minus"] and "i <= n" in naive["bound_le"]
     assert naive["unclosed"].count("{") == naive["unclosed"].count("}") + 1
     assert bench.source_mutants("int main() { return 0; }") == [("unclosed", "int main() { return 0; ")]
+
+
+def test_each_candidates_timed_rounds_and_the_runs_summary(bench):
+    from pipeline.core.records import ConfigResult, Timing
+    from types import SimpleNamespace
+    t = lambda trials: Timing(median_ms=1.0, iqr_ms=0.1, min_ms=0.9, trials=trials)  # noqa: E731
+    settled = SimpleNamespace(configs=[ConfigResult(name="small"), ConfigResult(
+        name="large", time=t(36), calls_per_batch=12, timing_stop="settled", baseline_drift=0.004)])
+    drifted = SimpleNamespace(configs=[ConfigResult(name="large", time=t(108), calls_per_batch=9,
+                                                    timing_stop="trials", baseline_drift=0.05)])
+    a, b = bench.timed_rounds_of(settled), bench.timed_rounds_of(drifted)
+    assert list(a) == ["large"] and a["large"]["rounds"] == 3 and a["large"]["stop"] == "settled"
+    out = bench.rounds_summary({"a": {"timed": a}, "b": {"timed": b}, "lost": {"verdict": "lost"}})
+    assert out == {"configurations": 2, "rounds_mean": 7.5, "rounds_max": 12,
+                   "stops": {"settled": 1, "trials": 1}, "drift_fallbacks": 1}
+    assert bench.rounds_summary({}) == {}
