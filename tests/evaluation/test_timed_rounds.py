@@ -224,6 +224,37 @@ def test_a_settled_ratio_ends_the_rounds_early_only_when_asked():
     assert len(short.candidate) == 3 and short.stop == "budget"  # timing_rounds, the interval not reached: said so
 
 
+def test_the_adaptive_stop_judges_the_times_the_result_reports():
+    """The adaptive stop's interval is of the times the result will report: the candidate's own per-call events
+    where they are believed (steady here, while the host's wake-ups make every window's length jitter, in the
+    calibration's as in the candidate's), so it stops at timing_rounds; a candidate whose claims are not believed
+    is judged by the jittery trusted clock and keeps timing."""
+    import random
+    rng = random.Random(7)
+
+    def jittery(child):
+        request = child.request
+
+        def run(msg, timeout_s):
+            reply = request(msg, timeout_s)
+            time.sleep(rng.uniform(0.0, 0.002))  # the host's wake-up after "done": in the window, not in the events
+            return reply
+        child.request = run
+        return child
+    many = {"timing_trials": 400, "timing_budget_s": 30.0, "timing_ci": 0.02}
+    rounds = {}
+    for name, factor in (("honest", 1.0), ("false claim", 0.3)):
+        ev, group, cd, child = make(lambda n, x, y: saxpy(x, y), sleep=0.002, claim_factor=factor,
+                                    eval_updates=many)
+        null = ev.null_child("c2cuda")
+        plain = null.request
+        null.request = lambda msg, timeout_s: (time.sleep(rng.uniform(0.0, 0.002)), plain(msg, timeout_s))[1]
+        times = time_config(ev, group, 0, cd, jittery(child), "c2cuda")
+        rounds[name] = (len(times.candidate), times.stop, times.claims_believed)
+    assert rounds["honest"] == (3, "settled", True), rounds
+    assert rounds["false claim"][0] > 6 and not rounds["false claim"][2], rounds
+
+
 def test_the_t_quantile_past_the_table_is_students_not_the_normals():
     from pipeline.evaluation.timing.statistics import t_975
     exact = {2: 4.303, 10: 2.228, 11: 2.201, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}

@@ -328,6 +328,21 @@ def _calibration(ev: EvaluatorParts, ci: int, fmt: str, launches: int, fill_byte
     return max(t.seconds - gpu_s, 0.0), busy
 
 
+def overhead_samples(overheads: list[float], warm_overheads: list[float]) -> list[float]:
+    """The calibrations' overheads (seconds) that measure a batch's fixed cost: the timed rounds', with the warm-up's
+    while there are fewer than four; the first warm-up calibration is the configuration's first in-window checksum
+    (cold): never a sample."""
+    return overheads if len(overheads) >= 4 else overheads + warm_overheads[1:]
+
+
+def claim_noise_ms(cfg, samples: list[float], n_calls: int) -> float:
+    """How far below the trusted clock a claim may lie per call: eval.timing_noise_factor interquartile ranges of
+    the calibrations' overheads, per call."""
+    import statistics
+    q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
+    return 1e3 * cfg.timing_noise_factor * (q[2] - q[0]) / n_calls
+
+
 def believed_times(claims_ms: list[float], trusted_ms: list[float], noise_ms: float) -> tuple[list[float], bool]:
     """The candidate's per-call times from its per-round claims and the trusted clock's per-round times.
     Its own CUDA events are precise, so they are its times when their median lies no more than `noise_ms`
@@ -461,8 +476,11 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
                 times.compiled.append(per_call(compiled_s))
         rounds += 1
         timed = rounds - 1 - first_alternating
-        settled = cfg.timing_ci > 0 and ratio_settled(trusted[first_alternating:], paired[first_alternating:],
-                                                      cfg.timing_ci)
+        # the interval of the times the result reports if the rounds end now: the claims where believed so far
+        settled = cfg.timing_ci > 0 and timed >= 2 and ratio_settled(believed_times(
+            claims[first_alternating:], trusted[first_alternating:],
+            claim_noise_ms(cfg, overhead_samples(overheads, warm_overheads), n_calls))[0],
+            paired[first_alternating:], cfg.timing_ci)
         times.stop = ("trials" if timed * n_calls >= cfg.timing_trials else "settled" if settled else
                       "budget" if time.perf_counter() > deadline else "")
         if timed >= cfg.timing_rounds and times.stop:
@@ -498,10 +516,8 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
     if alternating:  # only the rounds that timed the baseline beside the candidate count
         claims, trusted = claims[first_alternating:], trusted[first_alternating:]
         times.baseline, times.compiled = times.baseline[1:], times.compiled[1:]
-    # the first warm-up calibration is the configuration's first in-window checksum (cold): never a sample
-    samples = overheads if len(overheads) >= 4 else overheads + warm_overheads[1:]
-    q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
-    noise_ms = 1e3 * cfg.timing_noise_factor * (q[2] - q[0]) / n_calls
+    samples = overhead_samples(overheads, warm_overheads)
+    noise_ms = claim_noise_ms(cfg, samples, n_calls)
     times.overhead_ms = 1e3 * statistics.median(samples)
     times.trusted = trusted
     times.disagreements = sum(c < t - noise_ms for c, t in zip(claims, trusted))
