@@ -105,8 +105,9 @@ class EvalSection(Section):
                                    "(once timing_rounds are done)")
     timing_ci: float = Field(0.03, ge=0, description="stop a configuration's rounds early, once timing_rounds are "
                              "done, when the 95 % confidence interval of the candidate/baseline time ratio (from "
-                             "the rounds' per-call ratios) lies within +- this fraction; 0 keeps timing to "
-                             "timing_trials calls or timing_budget_s")
+                             "the rounds' per-call times the result reports: the candidate's own events where they "
+                             "are believed, the trusted clock's otherwise) lies within +- this fraction; 0 keeps "
+                             "timing to timing_trials calls or timing_budget_s")
     timing_baseline: Literal["bracket", "chained", "every_round"] = Field(
         "bracket", description="when the baseline is timed: 'bracket' at a configuration's first timed round and once "
         "more at its end (further apart than 2 %, timing_rounds more rounds time it in every round instead; between, "
