@@ -65,8 +65,9 @@ class GroupHarness(Protocol):
     def check_config(self, group: GroupData, cd: ConfigData, set_index: int) -> tuple[bool, float, str, bool]:
         """(passed, worst error, reason, inputs modified) of the outputs now in the buffers."""
 
-    def start_child(self, torch_format: bool):
-        """A fresh sandboxed child process (sandbox.ChildProcess), one per candidate or trusted baseline."""
+    def start_child(self, torch_format: bool, hello_now: bool = True):
+        """A fresh sandboxed child process (sandbox.ChildProcess), one per candidate or trusted baseline; without
+        `hello_now` only started (Python, torch where asked), its trusted start on the GPU left to `child.hello()`."""
 
     def load_into_child(self, child, group: GroupData, fmt: str, comp, entry: str, source: str = "",
                         trusted: bool = False, calls: str = "") -> dict:
