@@ -461,6 +461,7 @@ class Evaluator:
         mapping, the part on the GPU, wait for no timing phase (the shared lock)."""
         child = self.start_child(torch_format, hello_now=False)
         try:
+            child.ready()  # its Python (torch too) up, before the lock
             with self.gpu_lock.shared("a child's warm start"):
                 child.hello()
                 judge = child.request({"op": "map", **self._buffer_map(group)}, self.cfg.run_timeout_s)

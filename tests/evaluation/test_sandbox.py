@@ -31,6 +31,7 @@ def send(obj):
     wout.write(json.dumps(obj) + "\n")
     wout.flush()
 
+send({"ready": True})  # the child's first line, as main.main writes it
 hello = json.loads(rin.readline())
 applied = apply_sandbox(hello)
 send({"ok": True, "sandbox": applied})

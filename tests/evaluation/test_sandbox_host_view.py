@@ -25,6 +25,7 @@ def send(obj):
     wout.write(json.dumps(obj) + "\n")
     wout.flush()
 
+send({"ready": True})  # the child's first line, as main.main writes it
 send({"ok": True, "sandbox": apply_sandbox(json.loads(rin.readline()))})
 seen = {}
 for path in json.loads(rin.readline())["paths"]:

@@ -804,9 +804,18 @@ def test_the_gpu_is_taken_alone_only_for_what_is_timed(tmp_path, monkeypatch, vi
         seen["check"].add((_lock_state(ev.gpu_lock), ev.candidate_code.locked()))
         return real_check(*args, **kwargs)
     monkeypatch.setattr(timed_rounds, "check_round", check)
+    real_stage = timed_rounds.stage
+    seen["stage"] = set()
+
+    def stage(driver, g, slot_buffers, sets):  # the candidate's slots: only alone on the GPU, never while a turn
+        if slot_buffers and slot_buffers[0] in cd.slots:  # passes (a sibling's load ahead runs its code then)
+            seen["stage"].add((_lock_state(ev.gpu_lock), ev.candidate_code.locked()))
+        return real_stage(driver, g, slot_buffers, sets)
+    monkeypatch.setattr(timed_rounds, "stage", stage)
     times = time_config(ev, group, 0, cd, child, "c2cuda")
     assert len(times.candidate) >= 3
-    assert seen == {"window": {"exclusive"}, "inputs": {("shared", True)}, "check": {("shared", True)}}, seen
+    assert seen == {"window": {"exclusive"}, "inputs": {("shared", True)}, "check": {("shared", True)},
+                    "stage": {("exclusive", True)}}, seen
     assert _lock_state(ev.gpu_lock) == "free" and not ev.candidate_code.locked()
     assert len(idles) >= len(times.candidate)  # every turn passed with the evaluator's GPU work done
     assert times.parts_s["lock_wait"] > 0

@@ -77,6 +77,9 @@ def test_a_warm_start_holds_the_gpu_only_for_the_childs_cuda_context_and_mapping
         def __init__(self):
             self.ops, self.closed = [], False
 
+        def ready(self):
+            seen.append(("ready", held.is_set()))
+
         def hello(self):
             seen.append(("hello", held.is_set()))
             self.ops.append("hello")
@@ -111,12 +114,18 @@ def test_a_warm_start_holds_the_gpu_only_for_the_childs_cuda_context_and_mapping
     ev = SimpleNamespace(gpu_lock=lock, start_child=start_child, cfg=SimpleNamespace(run_timeout_s=5),
                          _buffer_map=lambda group: {})
     child = Evaluator.warm_child(ev, None, True)
-    assert seen == [("spawn", False, False), ("hello", True), ("map", True)] and child.ops == ["hello", "map"]
-    real = ChildProcess(None, "", 1 << 30, hello_now=False)  # the real process, started, not yet said hello to
-    try:
-        assert real.ops == [] and real.sandbox_info == {} and real.proc.poll() is None
-        real.hello()
-        assert real.ops == ["hello"] and real.sandbox_info["sandbox"] == "bwrap"
-        assert "ok" in real.request({"op": "probe"}, 60) and real.proc.poll() is None  # it serves requests
-    finally:
-        real.close()
+    assert seen == [("spawn", False, False), ("ready", False), ("hello", True), ("map", True)]
+    assert child.ops == ["hello", "map"]
+    import time
+    for torch_format in (False, True):  # the real process, started, not yet said hello to
+        real = ChildProcess(None, "", 8 << 30, preload_torch=torch_format, hello_now=False)
+        try:
+            assert real.ops == [] and real.sandbox_info == {} and real.proc.poll() is None
+            real.ready()  # Python up, torch imported where asked: the long part, outside the lock
+            t0 = time.perf_counter()
+            real.hello()
+            assert time.perf_counter() - t0 < 1.0  # the trusted start alone (torch's import took seconds here)
+            assert real.ops == ["hello"] and real.sandbox_info["sandbox"] == "bwrap"
+            assert "ok" in real.request({"op": "probe"}, 60) and real.proc.poll() is None  # it serves requests
+        finally:
+            real.close()

@@ -367,6 +367,8 @@ def main() -> None:
     if os.environ.get("CUDAPERF_CHILD_PRELOAD_TORCH") == "1":  # torch's import (no CUDA) while the evaluator
         import pipeline.evaluation.child.torch_guard  # noqa: F401 - does other work; apply_sandbox finds it done
     with os.fdopen(fd_in, "r") as rin, os.fdopen(fd_out, "w") as wout:
+        wout.write('{"ready": true}\n')  # Python is up: the evaluator may take the GPU's lock for hello
+        wout.flush()
         serve(rin, wout)
 
 

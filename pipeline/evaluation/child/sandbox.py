@@ -406,12 +406,26 @@ class ChildProcess:
                        "libseccomp": libseccomp, "access": child_access(self.scratch, env, sandbox)}
         self._startup_timeout_s = startup_timeout_s
         self.sandbox_info: dict = {}
+        self._up = False  # its "ready" line read: Python (and torch where asked) imported
         if hello_now:
             self.hello()
+
+    def ready(self) -> None:
+        """Wait until the child's Python is up (torch imported where asked; nothing on the GPU yet): a warm start
+        takes the GPU's lock only after this, for `hello`'s CUDA context."""
+        if self._up:
+            return
+        try:
+            self._answer("ready", self._startup_timeout_s)
+        except BaseException:
+            self.close()
+            raise
+        self._up = True
 
     def hello(self) -> None:
         """The child's trusted start: limits, the user, its CUDA context, the allow-lists (main.apply_sandbox).
         Before it the process only started Python (and imported torch where asked): nothing on the GPU."""
+        self.ready()
         try:
             reply = self.request(self._hello, self._startup_timeout_s)
         except BaseException:
@@ -483,12 +497,16 @@ class ChildProcess:
             code = self.proc.wait()
             raise ChildFailed(f"the child process ended before '{msg['op']}' ({_describe_exit(code)})",
                               log=self.log()) from None
+        return self._answer(msg["op"], timeout_s)
+
+    def _answer(self, op: str, timeout_s: float) -> dict:
+        """The child's next line: its answer to `op` (or, for "ready", the line it writes once Python is up)."""
         deadline = time.monotonic() + timeout_s
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                raise ChildFailed(f"no answer to '{msg['op']}' within {timeout_s:.0f} s", timeout=True, log=self.log())
+                raise ChildFailed(f"no answer to '{op}' within {timeout_s:.0f} s", timeout=True, log=self.log())
             ready, _, _ = select.select([self._from_child], [], [], min(left, 0.05))
             if self.memory_limit_bytes and _rss_bytes(self.proc.pid) > self.memory_limit_bytes:
                 self.kill()
@@ -498,7 +516,7 @@ class ChildProcess:
                 chunk = os.read(self._from_child, 1 << 20)
                 if not chunk:
                     code = self.proc.wait()
-                    raise ChildFailed(f"the child process ended during '{msg['op']}' ({_describe_exit(code)})",
+                    raise ChildFailed(f"the child process ended during '{op}' ({_describe_exit(code)})",
                                       log=self.log())
                 self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)

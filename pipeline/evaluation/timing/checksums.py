@@ -61,7 +61,7 @@ def expected_statistics(flats: list, signs: list) -> list[tuple[float, float, fl
     float64 and the Inf and NaN elements counted as 0 in all three sums. The two sums that only bound the tolerance
     are float32 norms (one read each, no copy) raised by STATISTICS_ROUNDING, which covers their rounding; an
     output whose norms are not finite (an Inf or NaN, or squares past float32) is counted exactly, in float64 a
-    chunk at a time. Two readbacks at most: the norms with the signed sums, then the exact counts where needed."""
+    chunk at a time. One readback for the norms and signed sums, and one more per output counted exactly."""
     import torch
 
     from pipeline.evaluation.checks.fused_check import COMPARE_CHUNK

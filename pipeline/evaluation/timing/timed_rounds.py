@@ -5,7 +5,7 @@ with its slots (`buffer_layout.add_timing_slots`), the candidate's child. Out: p
 candidate, the baseline and (torch2cuda, where it builds) the torch.compile'd reference, or a
 `Stop` with the verdict when a timed call went wrong.
 
-Every round (the GPU's lock exclusive for steps 4 and 5 and for step 2 where the baseline is timed, shared for
+Every round (the GPU's lock exclusive for steps 3 to 5 and for step 2 where the baseline is timed, shared for
 the rest: `GpuTurns`):
  1. fresh inputs for each slot, made on the GPU with a new secret seed (so no call can reuse an
     earlier result, whatever it is keyed on), from check set 1's adversarial draw (`ConfigData.timed_inputs`:
@@ -112,10 +112,10 @@ TIMING_PARTS = ("warm_up", "inputs", "baseline", "calibration", "candidate", "ch
 
 class GpuTurns:
     """The GPU's lock (gpu/lock.Turns) through one configuration's rounds. Exclusive while anything is timed:
-    in each round the busy probe, the baseline's batch where it is timed (with the in-window
-    checksums' targets made from its outputs), the calibration and the candidate's window. Shared for the rest:
-    a round's new inputs, the baseline's untimed batch that gives a round's expected outputs, the staging of the
-    slots and the checksums' targets, and the round's checks. So on a GPU shared by several evaluators, one evaluator's checks and input draws overlap the
+    in each round the busy probe, the baseline's batch where it is timed (with the in-window checksums' targets
+    made from its outputs), the staging of the candidate's slots, the calibration and the candidate's window.
+    Shared for the rest: a round's new inputs, the baseline's untimed batch that gives its expected outputs and
+    the checksums' targets from them, and the round's checks. So on a GPU shared by several evaluators, one evaluator's checks and input draws overlap the
     others' work, and only the measured windows take the GPU by turns. The evaluator's `candidate_code` lock
     is held from each window to the end of its check (no sibling loaded ahead runs its code on the group's
     buffers in between), and the GPU's work is done before a turn passes. Without a lock (CPU tests) the turns
@@ -401,13 +401,15 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
                                                warm=False)
             keep_round(ev, cd, rounds, fresh_sets, decoy_sets, expected)  # kept for the group where asked
             t = times.spent("baseline", t)
-        stage(ev.driver, group, [cd.slots[k] for k in slots + decoy], fresh_sets + decoy_sets)
-        sums = None if timed_base else Checksums(group, cd, slots, expected, signs)
+        sums = None if timed_base else Checksums(group, cd, slots, expected, signs)  # trusted tensors only
         t = times.spent("inputs", t)
         t = turns.to("exclusive", "timing: a round's windows")  # from here to the end of the candidate's window
         if clock.probe() > cfg.busy_probe_limit_s:  # something still runs on the GPU: not a fair round
             busy = _busy(ev, cd, busy, "before the round", child)
             continue
+        # the candidate's slots staged only now, alone on the GPU: no sibling's code (a load ahead runs when a turn
+        # passes) and no work the candidate left queued can see this round's inputs before its window
+        stage(ev.driver, group, [cd.slots[k] for k in slots + decoy], fresh_sets + decoy_sets)
         t = times.spent("inputs", t)
         if timed_base:  # the baseline's timed batch, alone on the GPU; its outputs are the round's expected ones
             base_s, expected = _baseline_batch(ev, group, ci, cd, slots, fresh_sets, outs, reference=reference,
@@ -498,6 +500,7 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
                                        reference=reference)
             end_compiled_s = _in_process_batch(ev, compiled, [cd.reference_copy(f) for f in end_sets])[0] \
                 if compiled and cfg.timing_baseline == "chained" else None  # chained: the next start's, too
+            idle = idle and clock.probe() <= cfg.busy_probe_limit_s  # ... and still idle once it was timed
             t = times.spent("baseline", t)
             end_ms = per_call(end_s)
             times.baseline_drift = abs(end_ms - times.baseline[0]) / times.baseline[0] if times.baseline[0] else 0.0
@@ -569,7 +572,7 @@ def keep_round(ev: EvaluatorParts, cd: ConfigData, round_index: int, fresh_sets:
                expected: list[dict]) -> None:
     """Keep a round's sets for the group's next candidates (eval.group_rounds), within eval.timing_memory_bytes per
     configuration: past it, the rounds beyond draw afresh for every candidate."""
-    if not ev.cfg.group_rounds:
+    if not ev.cfg.group_rounds or (round_index, len(fresh_sets), len(decoy_sets)) in cd.round_sets:
         return
     nbytes = sum(t.numel() * t.element_size() for sets in (fresh_sets, decoy_sets, expected) for one in sets
                  for t in one.values() if hasattr(t, "numel"))
