@@ -339,7 +339,7 @@ def test_checksums_inside_the_window_pass_honest_outputs_and_fail_placeholders()
 
 
 def test_claims_within_the_noise_are_the_times_and_a_false_claim_gains_at_most_the_noise():
-    from pipeline.evaluation.timing.timed_rounds import believed_times
+    from pipeline.evaluation.timing.statistics import believed_times
     trusted = [1.00, 1.02, 0.98, 1.05, 1.01]
     honest = [0.97, 0.99, 0.96, 1.00, 0.98]
     times, believed = believed_times(honest, trusted, noise_ms=0.05)

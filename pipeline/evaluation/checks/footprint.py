@@ -78,7 +78,7 @@ def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_by
     chunks. Then the L2 flush buffer, 1 GiB for CUDA contexts, and the scratch of the trusted calibration
     children (timed_rounds._calibration; one per child kind, each as large as the largest timed
     configuration's outputs, at most `calibration_max`, freed when the group is released). With eval.group_rounds,
-    each timing configuration's kept round sets, at most `round_sets_bytes` (timed_rounds.keep_round)."""
+    each timing configuration's kept round sets, at most `round_sets_bytes` (group_timing.keep_round)."""
     held = sum(2 * c.params + (2 * (c.inputs + c.outputs) if c.stored else 0) for c in sizes)
     held += max((c.params for c in sizes), default=0)
     held += sum(2 * c.params for c in sizes if not c.stored)  # the float64 twin of each reference module

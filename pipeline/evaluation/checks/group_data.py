@@ -93,11 +93,11 @@ class ConfigData:
     wide: bool = False  # torch2cuda: a third check set on the wide draw (fidelity.wide_like), where the reference is
     # stable there (`stable_on_wide`)
     # eval.group_rounds: the inputs and expected outputs of rounds whose baseline is not timed, made for the group's
-    # first candidate and given to the next in their own secret order (timed_rounds.shared_round); and their bytes
+    # first candidate and given to the next in their own secret order (group_timing.shared_round); and their bytes
     round_sets: dict = field(default_factory=dict)
     round_sets_bytes: int = 0
     # eval.timing_baseline "chained": the baseline's end bracket of the group's last candidate whose drift check
-    # passed, the next candidate's start bracket (timed_rounds.ChainedBaseline); None until one exists
+    # passed, the next candidate's start bracket (group_timing.ChainedBaseline); None until one exists
     chained_baseline: object = None
 
     @property

@@ -23,7 +23,9 @@ caught by `probe_after_s` / `probe_before_s` above `eval.busy_probe_limit_s`.
 
 `time_calls` is the in-process procedure of dataset measurement (trusted code timed with CUDA
 events of the trusted process itself); candidates are never timed with it. `ratio_settled` is the adaptive
-stop's test (eval.timing_ci): whether the rounds' candidate/baseline ratios pin the ratio down.
+stop's test (eval.timing_ci): whether the rounds' candidate/baseline ratios pin the ratio down;
+`believed_times` which of the candidate's times count: its own events within the calibrations' noise
+(`claim_noise_ms` of `overhead_samples`), the trusted clock's otherwise.
 """
 from __future__ import annotations
 
@@ -176,3 +178,29 @@ def ratio_settled(candidate_ms: list[float], baseline_ms: list[float], ci: float
     if n < 2:
         return False
     return t_975(n - 1) * statistics.stdev(logs) / math.sqrt(n) <= math.log1p(ci)
+
+
+def overhead_samples(overheads: list[float], warm_overheads: list[float]) -> list[float]:
+    """The calibrations' overheads (seconds) that measure a batch's fixed cost: the timed rounds', with the warm-up's
+    while there are fewer than four; the first warm-up calibration is the configuration's first in-window checksum
+    (cold): never a sample."""
+    return overheads if len(overheads) >= 4 else overheads + warm_overheads[1:]
+
+
+def claim_noise_ms(cfg, samples: list[float], n_calls: int) -> float:
+    """How far below the trusted clock a claim may lie per call: eval.timing_noise_factor interquartile ranges of
+    the calibrations' overheads, per call."""
+    import statistics
+    q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
+    return 1e3 * cfg.timing_noise_factor * (q[2] - q[0]) / n_calls
+
+
+def believed_times(claims_ms: list[float], trusted_ms: list[float], noise_ms: float) -> tuple[list[float], bool]:
+    """The candidate's per-call times from its per-round claims and the trusted clock's per-round times.
+    Its own CUDA events are precise, so they are its times when their median lies no more than `noise_ms`
+    below the trusted clock's median (a claim can then gain at most the measured noise); otherwise they
+    are not believed and the trusted times, less that noise, are its times."""
+    import statistics
+    if statistics.median(claims_ms) >= statistics.median(trusted_ms) - noise_ms:
+        return list(claims_ms), True
+    return [max(t - noise_ms, 1e-6) for t in trusted_ms], False

@@ -71,7 +71,8 @@ from pipeline.evaluation.child.outcome import Stop, child_failure, judge_reply
 from pipeline.evaluation.child.sandbox import ChildFailed
 from pipeline.evaluation.harness import EvaluatorParts
 from pipeline.evaluation.timing.checksums import Checksums, secret_signs
-from pipeline.evaluation.timing.statistics import ratio_settled
+from pipeline.evaluation.timing.group_timing import ChainedBaseline, keep_round, shared_round
+from pipeline.evaluation.timing.statistics import believed_times, claim_noise_ms, overhead_samples, ratio_settled
 
 
 class Times:
@@ -328,32 +329,6 @@ def _calibration(ev: EvaluatorParts, ci: int, fmt: str, launches: int, fill_byte
     return max(t.seconds - gpu_s, 0.0), busy
 
 
-def overhead_samples(overheads: list[float], warm_overheads: list[float]) -> list[float]:
-    """The calibrations' overheads (seconds) that measure a batch's fixed cost: the timed rounds', with the warm-up's
-    while there are fewer than four; the first warm-up calibration is the configuration's first in-window checksum
-    (cold): never a sample."""
-    return overheads if len(overheads) >= 4 else overheads + warm_overheads[1:]
-
-
-def claim_noise_ms(cfg, samples: list[float], n_calls: int) -> float:
-    """How far below the trusted clock a claim may lie per call: eval.timing_noise_factor interquartile ranges of
-    the calibrations' overheads, per call."""
-    import statistics
-    q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
-    return 1e3 * cfg.timing_noise_factor * (q[2] - q[0]) / n_calls
-
-
-def believed_times(claims_ms: list[float], trusted_ms: list[float], noise_ms: float) -> tuple[list[float], bool]:
-    """The candidate's per-call times from its per-round claims and the trusted clock's per-round times.
-    Its own CUDA events are precise, so they are its times when their median lies no more than `noise_ms`
-    below the trusted clock's median (a claim can then gain at most the measured noise); otherwise they
-    are not believed and the trusted times, less that noise, are its times."""
-    import statistics
-    if statistics.median(claims_ms) >= statistics.median(trusted_ms) - noise_ms:
-        return list(claims_ms), True
-    return [max(t - noise_ms, 1e-6) for t in trusted_ms], False
-
-
 def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child, fmt: str, times: Times, turns: GpuTurns) -> Times:
     import statistics
     cfg, clock = ev.cfg, ev.clock
@@ -374,8 +349,9 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
     last_base_s = None  # the baseline batch's seconds in the round before (the warm-up round included)
     t = times.spent("warm_up", t_start)
     decoys = DECOY_SLOTS if len(cd.slots) > DECOY_SLOTS else 0
-    bracket = cfg.timing_baseline in ("bracket", "chained")
-    chain = cd.chained_baseline if cfg.timing_baseline == "chained" else None  # the start bracket, already timed
+    chained = cfg.timing_baseline == "chained"
+    bracket = chained or cfg.timing_baseline == "bracket"
+    chain = cd.chained_baseline if chained else None  # the start bracket, already timed
     if chain is not None:
         times.baseline.append(chain.ms)
         times.compiled.extend([chain.compiled_ms] if chain.compiled_ms is not None else [])
@@ -499,7 +475,7 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
             end_s, _ = _baseline_batch(ev, group, ci, cd, slots, end_sets, outs, warm=warm_baseline(last_base_s),
                                        reference=reference)
             end_compiled_s = _in_process_batch(ev, compiled, [cd.reference_copy(f) for f in end_sets])[0] \
-                if compiled and cfg.timing_baseline == "chained" else None  # chained: the next start's, too
+                if compiled and chained else None  # chained: the next start's, too
             idle = idle and clock.probe() <= cfg.busy_probe_limit_s  # ... and still idle once it was timed
             t = times.spent("baseline", t)
             end_ms = per_call(end_s)
@@ -508,11 +484,11 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
                 times.baseline.append(end_ms)
                 if end_compiled_s is not None:
                     times.compiled.append(per_call(end_compiled_s))
-                if cfg.timing_baseline == "chained":
+                if chained:
                     cd.chained_baseline = ChainedBaseline(end_ms, n_calls, per_call(end_compiled_s) if
                                                           end_compiled_s is not None else None) if idle else None
                 break
-            if cfg.timing_baseline == "chained":
+            if chained:
                 cd.chained_baseline = None  # the GPU drifted: the next candidate times its own start
             alternating, first_alternating = True, len(trusted)
             deadline = time.perf_counter() + cfg.timing_budget_s
@@ -558,41 +534,7 @@ def _idle_without(ev: EvaluatorParts, child) -> bool:
     return False
 
 
-def shared_round(ev: EvaluatorParts, cd: ConfigData, round_index: int, n_calls: int, n_decoys: int):
-    """(fresh sets, decoy sets, expected outputs) of round `round_index` as an earlier candidate of the group was
-    given them (eval.group_rounds), or None. They go to this candidate's own slots in its own secret order
-    (`round_slots`), so only the inputs repeat across the group's candidates, each in a process of its own;
-    within one candidate every round still has inputs of its own."""
-    if not ev.cfg.group_rounds:
-        return None
-    return cd.round_sets.get((round_index, n_calls, n_decoys))
-
-
-def keep_round(ev: EvaluatorParts, cd: ConfigData, round_index: int, fresh_sets: list[dict], decoy_sets: list[dict],
-               expected: list[dict]) -> None:
-    """Keep a round's sets for the group's next candidates (eval.group_rounds), within eval.timing_memory_bytes per
-    configuration: past it, the rounds beyond draw afresh for every candidate."""
-    if not ev.cfg.group_rounds or (round_index, len(fresh_sets), len(decoy_sets)) in cd.round_sets:
-        return
-    nbytes = sum(t.numel() * t.element_size() for sets in (fresh_sets, decoy_sets, expected) for one in sets
-                 for t in one.values() if hasattr(t, "numel"))
-    if cd.round_sets_bytes + nbytes > ev.cfg.timing_memory_bytes:
-        return
-    cd.round_sets[(round_index, len(fresh_sets), len(decoy_sets))] = (fresh_sets, decoy_sets, expected)
-    cd.round_sets_bytes += nbytes
-
-
 BASELINE_DRIFT = 0.02  # bracket: start and end baseline times further apart than this fall back to alternation
-
-
-class ChainedBaseline:
-    """eval.timing_baseline "chained": the baseline's end bracket of a configuration's last timed candidate on this
-    evaluator, the next one's start bracket: per-call ms, the batch's calls (the next batch is as long), and the
-    torch.compile'd reference's per-call ms timed beside it (None where it has none). Kept only where that candidate's drift check passed and the
-    GPU was idle just before the end was timed; the next candidate's own end checks the drift from it again."""
-
-    def __init__(self, ms: float, n_calls: int, compiled_ms: float | None):
-        self.ms, self.n_calls, self.compiled_ms = ms, n_calls, compiled_ms
 BASELINE_WARM_S = 0.05  # an in-process baseline batch shorter than this runs once untimed just before it is timed
 
 
