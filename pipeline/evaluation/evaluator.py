@@ -56,6 +56,7 @@ from pipeline.evaluation.checks.timed_anchor import attach_timed_anchors
 from pipeline.evaluation.intake import finite_result, unusable
 from pipeline.evaluation.result_cache import ResultCache, settings_digest
 from pipeline.evaluation.child.sandbox import ChildFailed, ChildProcess, SandboxUnavailable
+from pipeline.evaluation.child.warm import WarmChildren, warm_start
 from pipeline.evaluation.timing.timed_rounds import CALIBRATION_FILL_MAX
 from pipeline.evaluation.timing.statistics import TrustedClock, time_calls
 from pipeline.core.records import Candidate, CandidateFormat, EvalResult, Finding, Task
@@ -456,22 +457,8 @@ class Evaluator:
                 "buffers": [{"arena": b.arena, "offset": b.offset, "nbytes": b.nbytes} for b in group.buffers]}
 
     def warm_child(self, group: GroupData, torch_format: bool) -> ChildProcess:
-        """A candidate's child through its trusted start (warm.py): sandbox, Python, CUDA context, the group's
-        buffers mapped. The process and its Python (torch too) start beside anything; its CUDA context and
-        mapping, the part on the GPU, wait for no timing phase (the shared lock)."""
-        child = self.start_child(torch_format, hello_now=False)
-        try:
-            child.ready()  # its Python (torch too) up, before the lock
-            with self.gpu_lock.shared("a child's warm start"):
-                child.hello()
-                judge = child.request({"op": "map", **self._buffer_map(group)}, self.cfg.run_timeout_s)
-        except BaseException:
-            child.close()
-            raise
-        if not judge.get("ok"):
-            child.close()
-            raise ChildFailed(f"a warm child could not map the group's buffers: {judge.get('error')}")
-        return child
+        """A candidate's child through its trusted start, the GPU's part under the shared lock (warm.warm_start)."""
+        return warm_start(self.start_child, self.gpu_lock, self._buffer_map(group), self.cfg.run_timeout_s, torch_format)
 
     def stage_inputs(self, group: GroupData, cd, set_index: int) -> None:
         """Write one input set into the shared buffers and poison every output buffer."""
@@ -493,7 +480,6 @@ class Evaluator:
                  results: list) -> None:
         """Run candidates one after another, starting each one's child while the previous runs."""
         from pipeline.evaluation.runner import run_candidate, start_candidate
-        from pipeline.evaluation.child.warm import WarmChildren
         warm: dict[bool, WarmChildren] = {}  # per kind of child, children through their trusted start
 
         def take(torch_format: bool) -> ChildProcess:

@@ -5,6 +5,7 @@ KernelBench format), the Landlock allow-list and the seccomp filter, the CUDA co
 group's buffers over IPC (the child's `map` op). Only the candidate part (dlopen or import, prepare) needs
 the candidate. `WarmChildren` keeps `size` children through the trusted part, started in the background,
 and hands each out exactly once (`take`): it then serves one candidate and is closed after it, as before.
+`warm_start` is one child's trusted start, the GPU's part under the shared lock.
 A child is never handed out twice, and no child is handed out after a candidate's code has been loaded in
 it (`ChildProcess.ops` records what it was sent: only `hello`, `probe` and `map` before `take`).
 """
@@ -13,6 +14,8 @@ from __future__ import annotations
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
+
+from pipeline.evaluation.child.sandbox import ChildFailed
 
 TRUSTED_OPS = {"hello", "probe", "map"}  # what a warm child may have been sent before it is handed out
 
@@ -52,3 +55,22 @@ class WarmChildren:
             except Exception:  # a start that failed: nothing to close
                 pass
         self._pool.shutdown(wait=True)
+
+
+def warm_start(start_child: Callable[..., object], gpu_lock, buffer_map: dict, timeout_s: float, torch_format: bool):
+    """A candidate's child through its trusted start: sandbox, Python, CUDA context, the group's buffers mapped
+    (`buffer_map`, the child's `map` op). The process and its Python (torch too) start beside anything; its CUDA
+    context and mapping, the part on the GPU, hold `gpu_lock` shared, so they never run beside a timing phase."""
+    child = start_child(torch_format, hello_now=False)
+    try:
+        child.ready()  # its Python (torch too) up, before the lock
+        with gpu_lock.shared("a child's warm start"):
+            child.hello()
+            judge = child.request({"op": "map", **buffer_map}, timeout_s)
+    except BaseException:
+        child.close()
+        raise
+    if not judge.get("ok"):
+        child.close()
+        raise ChildFailed(f"a warm child could not map the group's buffers: {judge.get('error')}")
+    return child
