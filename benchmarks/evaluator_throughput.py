@@ -154,6 +154,8 @@ def speedup_ratios(per: dict, reference: dict) -> dict:
               if r.get("speedup") and reference.get(k, {}).get("speedup")}
     values = sorted(ratios.values())
     return {"n": len(values), "median": statistics.median(values) if values else None,
+            "min": values[0] if values else None, "max": values[-1] if values else None,
+            "within_2pct": sum(abs(v - 1) <= 0.02 for v in values),
             "within_3pct": sum(abs(v - 1) <= 0.03 for v in values), "per_candidate": ratios}
 
 

@@ -10,19 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
-
-def speedup_ratios(after: dict, before: dict) -> dict:
-    """Per candidate in both runs with a speedup on each: after / before; with their median and spread."""
-    ratios = {k: r["speedup"] / before[k]["speedup"] for k, r in after.items()
-              if r.get("speedup") and before.get(k, {}).get("speedup")}
-    values = sorted(ratios.values())
-    return {"n": len(values), "median": statistics.median(values) if values else None,
-            "min": values[0] if values else None, "max": values[-1] if values else None,
-            "within_2pct": sum(abs(v - 1) <= 0.02 for v in values), "per_candidate": ratios}
+from evaluator_throughput import speedup_ratios  # per candidate: after / before, with their median and spread
 
 
 def compare(before: dict, after: dict) -> dict:
