@@ -76,6 +76,9 @@ if ! python3 -c "import ray" 2>/dev/null && [ -f .carry-site/site.tar.xz ]; then
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .carry-site/site.tar.xz && export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export CUDAPERF_TEST_COMPILE_CACHE=/tmp/cudaperf-cache PYTHONUNBUFFERED=1
+unpack_before() {  # the evaluator before (.before.tar.gz, benchmarks/tools/before_carry.sh) in /tmp/before, with the sandbox tools
+  rm -rf /tmp/before && mkdir -p /tmp/before && tar -xzf .before.tar.gz -C /tmp/before && cp -r .sandbox-tools /tmp/before/ 2>/dev/null
+}
 steps=${*:-verify tests bench structure generation}
 declare -A status
 for step in $steps; do
@@ -112,7 +115,7 @@ for step in $steps; do
                 timeout ${GROUP_S:-220} python3 benchmarks/evaluator_throughput.py --group-only --out "$OUT/group_after.json" \
                   > "$OUT/group_after.log" 2>&1; tail -3 "$OUT/group_after.log"
                 if [ -f .before.tar.gz ]; then  # the evaluator before the throughput work, same GPU, same call
-                  rm -rf /tmp/before && mkdir -p /tmp/before && tar -xzf .before.tar.gz -C /tmp/before && cp -r .sandbox-tools /tmp/before/ 2>/dev/null
+                  unpack_before
                   here=$PWD; out=$(cd "$OUT" && pwd)  # from the old tree: Ray's workers import from the driver's directory first
                   (cd /tmp/before && CUDAPERF_ROOT=/tmp/before PYTHONPATH=/tmp/before:${PYTHONPATH:-} \
                     timeout ${GROUP_S:-220} python3 "$here/benchmarks/evaluator_throughput.py" --group-only \
@@ -122,7 +125,7 @@ for step in $steps; do
     group) conv=--with-conventional; [ "${GROUP_CONVENTIONAL:-1}" = 0 ] && conv=
            base=; [ -n "${GROUP_BASELINE:-}" ] && base="--timing-baseline $GROUP_BASELINE"
            if [ -f .before.tar.gz ] && [ "${GROUP_BEFORE:-1}" = 1 ]; then  # the evaluator before, same GPU, same call
-             rm -rf /tmp/before && mkdir -p /tmp/before && tar -xzf .before.tar.gz -C /tmp/before && cp -r .sandbox-tools /tmp/before/ 2>/dev/null
+             unpack_before
              here=$PWD; out=$(cd "$OUT" && pwd); mkdir -p "$out/before"  # run from the old tree: Ray's workers import
              (cd /tmp/before && CUDAPERF_ROOT=/tmp/before PYTHONPATH=/tmp/before:${PYTHONPATH:-} \
                timeout ${GROUP_BEFORE_S:-200} python3 "$here/benchmarks/evaluator_throughput.py" --group-only \
@@ -139,14 +142,14 @@ for step in $steps; do
     builds) timeout ${KB_BUILD_S:-280} python3 benchmarks/kernelbench_build.py --limit ${KB_BUILD_N:-8} --workers 8 \
               --out "$OUT/kernelbench_build.json" > "$OUT/kernelbench_build.log" 2>&1; tail -3 "$OUT/kernelbench_build.log"
             if [ -f .before.tar.gz ]; then  # the compile pool's CPU per candidate on this host's CPUs, before and after
-              rm -rf /tmp/before && mkdir -p /tmp/before && tar -xzf .before.tar.gz -C /tmp/before && cp -r .sandbox-tools /tmp/before/ 2>/dev/null
+              unpack_before
               timeout 150 python3 benchmarks/evaluator_cpu_path.py --before-dir /tmp/before --workers 8 \
                 --out "$OUT/evaluator_cpu_path_gpu_host.json" > "$OUT/cpu_path.log" 2>&1; tail -14 "$OUT/cpu_path.log"
             fi ;;
     timed_honest|timed_attacks)
            here=$PWD; out=$(cd "$OUT" && pwd); rc_t=0
            if [ -f .before.tar.gz ]; then
-             rm -rf /tmp/before && mkdir -p /tmp/before && tar -xzf .before.tar.gz -C /tmp/before && cp -r .sandbox-tools /tmp/before/ 2>/dev/null
+             unpack_before
            fi
            before() { (cd /tmp/before && CUDAPERF_ROOT=/tmp/before PYTHONPATH=/tmp/before:${PYTHONPATH:-} "$@"); }
            if [ $step = timed_honest ]; then
