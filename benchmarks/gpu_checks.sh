@@ -7,7 +7,8 @@
 #                                 [bounded_smoke] [agreement] [group]
 # agreement: honest KernelBench answers timed by KernelBench's own method and by `cudaperf eval` on this GPU
 #   (benchmarks/kernelbench_agreement.py; needs .kernelbench/ from benchmarks/tools/kernelbench_carry.sh): levels
-#   KB_LEVELS (default 1,2), size sets AGREE_SIZES (original, today or both; default original), no answer started
+#   KB_LEVELS (default 1,2), size sets AGREE_SIZES (original, today or both; default original), AGREE_PROBLEMS (problem
+#   ids of those levels, comma-separated; default all), no answer started
 #   after AGREE_BUDGET_S seconds (default 480), AGREE_MEMORY=1 samples the device's used memory too; builds kept in
 #   .kb-cache/ for the next call on the same machine. KernelBench's side in three trial shapes (its current harness,
 #   its first, the evaluator's); prints the agreement per shape and why each row outside lies outside.
@@ -203,7 +204,7 @@ for step in $steps; do
                    rc_s=$?; wait; (exit $rc_s) ;;
     agreement) timeout ${AGREE_S:-570} python3 benchmarks/kernelbench_agreement.py --kernelbench-dir .kernelbench \
                  --original-sizes .kernelbench/original-sizes --levels ${KB_LEVELS:-1,2} --sizes ${AGREE_SIZES:-original} \
-                 --budget-s ${AGREE_BUDGET_S:-480} --workers ${AGREE_WORKERS:-12} --out "$OUT/kernelbench_agreement.json" \
+                 ${AGREE_PROBLEMS:+--problems $AGREE_PROBLEMS} --budget-s ${AGREE_BUDGET_S:-480} --workers ${AGREE_WORKERS:-12} --out "$OUT/kernelbench_agreement.json" \
                  $([ "${AGREE_MEMORY:-0}" = 1 ] && echo --memory) compile.cache_dir=$PWD/.kb-cache > "$OUT/agreement.log" 2>&1
                rc_a=$?; grep -E '^(agreement|  against|  outside)' "$OUT/agreement.log" | cut -c1-400; (exit $rc_a) ;;
     multi_gpu) timeout 590 python3 benchmarks/multi_gpu.py --out "$OUT/multi_gpu.json" \

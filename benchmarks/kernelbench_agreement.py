@@ -59,7 +59,8 @@ LONG_CALL_MS = 0.1  # summary regimes: a row is `long` where either side's call 
 
 def answer_problems(answers: Path, problems_root: Path, levels: list[int], selection: str = "") -> list[tuple]:
     """[(level, problem file, answer file)] for each answer under `answers` whose problem exists under
-    `problems_root`/level<L>/, in level and problem-id order; `selection` keeps ids or stems ('19,23_Softmax')."""
+    `problems_root`/level<L>/, in level and problem-id order; `selection` keeps ids, stems or level/id
+    ('19,23_Softmax,3/1': problem 19 and 23_Softmax of every level asked, problem 1 of level 3 only)."""
     wanted = {s.strip() for s in selection.split(",") if s.strip()}
     out = []
     for path in answers.glob("level_*_problem_*_sample_0_kernel.py"):
@@ -71,7 +72,7 @@ def answer_problems(answers: Path, problems_root: Path, levels: list[int], selec
         if not found:
             continue
         problem = found[0]
-        if wanted and not ({pid, problem.stem, problem.name} & wanted):
+        if wanted and not ({pid, problem.stem, problem.name, f"{level}/{pid}"} & wanted):
             continue
         out.append((level, problem, path))
     return sorted(out, key=lambda r: (r[0], int(r[1].name.split("_")[0])))
@@ -346,7 +347,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--answers", default="benchmarks/fixtures/kernelbench_answers")
     p.add_argument("--levels", default="1,2")
     p.add_argument("--sizes", default="original,today", help="original, today or both, comma-separated")
-    p.add_argument("--problems", default="", help="only these problem ids or names, comma-separated")
+    p.add_argument("--problems", default="", help="only these problem ids, names or level/id, comma-separated")
     p.add_argument("--trials", type=int, default=200)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--kernelbench-method", choices=sorted(SHAPES), default="current",

@@ -130,6 +130,8 @@ def test_agreement_pairs_answers_with_problems_of_each_size_set(agreement, tmp_p
         (2, "1_Linear_GELU", "level_2_problem_1")]  # problem 9 has no problem file here
     assert [p.stem for _, p, _ in agreement.answer_problems(answers, KB, [1], "2_Row_Sum")] == ["2_Row_Sum"]
     assert [p.stem for _, p, _ in agreement.answer_problems(answers, KB, [2], "1")] == ["1_Linear_GELU"]
+    assert [(lv, p.stem) for lv, p, _ in agreement.answer_problems(answers, KB, [1, 2], "2/1")] == [
+        (2, "1_Linear_GELU")]  # level/id: that level's problem only
 
 
 def test_spearman_and_agreement_summary(agreement):
