@@ -36,9 +36,10 @@ def start_candidate(ev: EvaluatorParts, group: GroupData, cand: Candidate, prep,
     child = None
     try:
         child = take(cand.format == "kernelbench")  # before the lock: its start takes it shared, behind a waiting timer
-        with ev.gpu_lock.shared("a candidate's load"):  # never beside timing; locks in run_candidate's order
-            with ev.candidate_code:  # its code first runs here (ModelNew.__init__, static constructors): never
-                reply = ev.load_into_child(child, group, cand.format, prep.comp, entry, cand.code)  # beside a check
+        # never beside timing, and its code (ModelNew.__init__, static constructors) never between another's
+        # timed window and its check (candidate_code, taken as lock.GpuLock.shared_with takes it)
+        with ev.gpu_lock.shared_with(ev.candidate_code, "a candidate's load"):
+            reply = ev.load_into_child(child, group, cand.format, prep.comp, entry, cand.code)
         return Started(child, reply, None, time.perf_counter() - t0)
     except ChildFailed as e:
         return Started(child, {}, child_failure(e, "load"), time.perf_counter() - t0)
@@ -57,9 +58,8 @@ def run_candidate(ev: EvaluatorParts, group: GroupData, cand: Candidate, prep, s
             raise started.failure
         judge_reply(started.reply, "loading the candidate")
         t0 = time.perf_counter()
-        # no other candidate's code runs while its outputs are checked; the GPU's shared lock first, as everywhere
-        # (the other order deadlocks with a load ahead holding it and another evaluator asking for the exclusive one)
-        with ev.gpu_lock.shared("a candidate's checks"), ev.candidate_code:
+        # no other candidate's code runs while its outputs are checked (candidate_code, taken as everywhere)
+        with ev.gpu_lock.shared_with(ev.candidate_code, "a candidate's checks"):
             _check_all(ev, group, child, configs)
         stage["check"] = time.perf_counter() - t0
         t0 = time.perf_counter()

@@ -68,8 +68,9 @@ def test_locks_are_per_gpu(tmp_path):
 
 def test_turns_keep_a_load_ahead_out_between_a_window_and_its_check_without_deadlock(tmp_path):
     """A holder's turns (the timed rounds): its candidate_code lock is held from the exclusive turn through the
-    shared one, so a sibling loaded ahead (shared lock, then candidate_code) runs only after the check; with that
-    load and another evaluator's timing both waiting, nobody deadlocks."""
+    shared one, so a sibling loaded ahead (GpuLock.shared_with) runs only after the check; another evaluator's
+    timing, waiting, goes first once the window is done (before the check: the timers' turns run back to back);
+    with both waiting, nobody deadlocks."""
     lock, log = GpuLock("5", str(tmp_path)), []
     code = threading.Lock()
     turns = lock.turns(code)
@@ -77,7 +78,7 @@ def test_turns_keep_a_load_ahead_out_between_a_window_and_its_check_without_dead
     log.append("window")
 
     def load_ahead():
-        with lock.shared(), code:
+        with lock.shared_with(code, "load"):
             log.append("load")
 
     def other_timing():
@@ -89,15 +90,62 @@ def test_turns_keep_a_load_ahead_out_between_a_window_and_its_check_without_dead
     turns.shared()
     log.append("check")
     time.sleep(0.2)
-    assert log == ["window", "check"], "the load waits for the check; the other timing for every shared holder"
-    turns.exclusive()  # gives up candidate_code and the shared turn: the load and the other window come first or after
+    assert log == ["window", "other window", "check"], \
+        "the waiting timer goes between the window and its check; the load waits for the check"
+    turns.exclusive()  # gives up candidate_code and the shared turn: the load comes first or after
     log.append("next window")
     turns.release()
     for t in threads:
         t.join(5)
     assert not any(t.is_alive() for t in threads), "deadlock"
-    assert log[:2] == ["window", "check"]
+    assert log[:3] == ["window", "other window", "check"]
     assert set(log) == {"window", "check", "load", "other window", "next window"} and not code.locked()
+
+
+def test_timers_of_several_holders_run_back_to_back_and_their_shared_turns_overlap(tmp_path):
+    """Three holders, each a window (exclusive) then its checks (shared, three times as long), round after round:
+    a holder back from its window lets the waiting timers go first, so the shared turns overlap instead of each
+    timer waiting out the one before (a convoy: every round of every holder one after the other)."""
+    lock = GpuLock("7", str(tmp_path))
+    window_s, check_s, rounds, holders = 0.01, 0.03, 8, 3
+    spans = []
+
+    def holder():
+        turns = lock.turns(threading.Lock())
+        for _ in range(rounds):
+            turns.exclusive("window")
+            time.sleep(window_s)
+            turns.shared("checks")
+            t0 = time.monotonic()
+            time.sleep(check_s)
+            spans.append((t0, time.monotonic()))
+        turns.release()
+    t0 = time.monotonic()
+    threads = [start(holder) for _ in range(holders)]
+    for t in threads:
+        t.join(30)
+    wall = time.monotonic() - t0
+    convoy = rounds * holders * (window_s + check_s)  # 0.96 s; back to back with overlapping checks: about 0.48
+    assert wall < 0.8 * convoy, f"{wall:.2f} s: the shared turns did not overlap (a convoy takes {convoy:.2f} s)"
+    overlapping = sum(1 for i, (a, b) in enumerate(spans) for c, d in spans[i + 1:] if a < d and c < b)
+    assert overlapping >= rounds, f"only {overlapping} pairs of shared turns overlapped"
+
+
+def test_a_new_shared_holder_lets_timers_go_first_only_so_long(tmp_path):
+    """A timer that keeps its place in the queue without taking its turn cannot starve shared work: after
+    timers_first_s a new shared holder goes on to the gate."""
+    lock = GpuLock("8", str(tmp_path), timers_first_s=0.3)
+    queue = lock._queue()  # a timer waiting (or a stream of them)
+    try:
+        t0 = time.monotonic()
+        with lock.shared("checks"):
+            waited = time.monotonic() - t0
+    finally:
+        queue.close()
+    assert 0.25 <= waited < 3.0
+    t0 = time.monotonic()
+    with lock.shared("checks"):
+        assert time.monotonic() - t0 < 0.2, "with no timer queued a shared holder enters at once"
 
 
 def test_a_turn_passes_with_the_holders_gpu_work_done(tmp_path):
@@ -106,8 +154,8 @@ def test_a_turn_passes_with_the_holders_gpu_work_done(tmp_path):
     turns = lock.turns()
     turns.exclusive()
     turns.shared()
-    assert done == []  # the GPU stays this holder's from the window to its check
+    assert done == ["idle"]  # the window's work done before waiting timers get the GPU
     turns.exclusive()
-    assert done == ["idle"]
-    turns.release()
     assert done == ["idle", "idle"]
+    turns.release()
+    assert done == ["idle", "idle", "idle"]

@@ -57,7 +57,8 @@ def test_the_next_candidates_load_never_overlaps_a_check(monkeypatch, warm):
     monkeypatch.setattr(runner, "_time", timing)
     started = iter(range(100))
     ev = SimpleNamespace(start_child=lambda kb: FakeChild(next(started), events), load_into_child=load_into_child,
-                         candidate_code=threading.Lock(), gpu_lock=SimpleNamespace(shared=contextlib.nullcontext),
+                         candidate_code=threading.Lock(), gpu_lock=SimpleNamespace(shared=contextlib.nullcontext,
+                                                                                   shared_with=lambda code, why: code),
                          cfg=SimpleNamespace(run_timeout_s=5), sandbox_note="", driver=SimpleNamespace(make_current=lambda: None),
                          _restore_params=lambda group: False,
                          result_of=lambda task, cand, verdict, reason, **kw: EvalResult(task_id=task.id, candidate_hash="h",
@@ -91,15 +92,22 @@ def test_a_load_ahead_a_check_and_another_evaluators_timing_never_deadlock(monke
         def __init__(self):
             self.lock = threading.Lock()
 
-        def __enter__(self):
-            self.lock.acquire()
-            if threading.current_thread() in loop_thread:
+        def acquire(self, blocking=True):
+            got = self.lock.acquire(blocking)
+            if got and threading.current_thread() in loop_thread:
                 code_held.set()
                 timer_waiting.wait(2)
                 time.sleep(0.2)
+            return got
+
+        def release(self):
+            self.lock.release()
+
+        def __enter__(self):
+            self.acquire()
 
         def __exit__(self, *exc):
-            self.lock.release()
+            self.release()
 
     started = iter(range(100))
 

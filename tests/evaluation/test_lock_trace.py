@@ -74,7 +74,8 @@ def test_no_trace_without_a_path_and_a_cut_line_is_skipped(tmp_path, capsys):
     with untraced.shared("x"):
         pass
     assert untraced.trace is None and sorted(p.name for p in tmp_path.iterdir()) == ["cudaperf-gpu-6.gate",
-                                                                                       "cudaperf-gpu-6.lock"]
+                                                                                       "cudaperf-gpu-6.lock",
+                                                                                       "cudaperf-gpu-6.queue"]
     path = tmp_path / "cut.jsonl"
     good = {"pid": 1, "mode": "shared", "why": "x", "requested": 0.0, "granted": 0.5, "released": 1.0}
     path.write_text(json.dumps(good) + "\n" + '{"pid": 1, "mode": "excl')

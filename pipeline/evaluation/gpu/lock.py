@@ -2,28 +2,39 @@
 
 Every process that touches a GPU for evaluation (group preparation, loading a candidate,
 correctness calls) holds the GPU's lock shared; a timing phase holds it exclusive, so no other
-work runs on that GPU while a kernel is timed. Locks are `flock`s on two files per GPU: the
+work runs on that GPU while a kernel is timed. Locks are `flock`s on three files per GPU: the
 "gate" makes a waiting timer block new shared holders (without it a steady stream of correctness
-work could starve timing). `flock` locks belong to open files, so threads of one process
-exclude each other exactly as separate processes do. A holder's GPU work is done before its lock passes
-(`idle`, the evaluator's context synchronisation): queued work of one holder never runs into another's timing.
-With `trace_path`, every hold is written with its reason and its times (lock_trace.py).
+work could starve timing), and every timer holds the "queue" shared from its request to the end of its turn, so a
+new shared holder lets the timers already waiting go first (`_timers_first`, at most `timers_first_s`): their
+turns run back to back and the shared holds after them overlap. Without it the timers of several evaluators form a
+convoy: each waits out the shared turn (a round's checks and inputs) of the one before, and nothing overlaps.
+`flock` locks belong to open files, so threads of one process exclude each other exactly as separate processes
+do. A holder's GPU work is done before its lock passes (`idle`, the evaluator's context synchronisation): queued
+work of one holder never runs into another's timing. With `trace_path`, every hold is written with its reason and
+its times (lock_trace.py).
 """
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
+import time
 
 from pipeline.evaluation.gpu.lock_trace import Hold, LockTrace
 
 
+TIMERS_FIRST_S = 0.2  # the longest a new shared holder lets waiting timers go first (they cannot starve it)
+
+
 class GpuLock:
-    def __init__(self, visible_devices: str | None, directory: str = "/tmp", idle=None, trace_path: str = ""):
+    def __init__(self, visible_devices: str | None, directory: str = "/tmp", idle=None, trace_path: str = "",
+                 timers_first_s: float = TIMERS_FIRST_S):
         self.idle = idle  # called before a shared hold ends: waits until this process's GPU work is done
+        self.timers_first_s = timers_first_s
         name = (visible_devices or "0").replace(",", "_")
         self.main_path = os.path.join(directory, f"cudaperf-gpu-{name}.lock")
         self.gate_path = os.path.join(directory, f"cudaperf-gpu-{name}.gate")
+        self.queue_path = os.path.join(directory, f"cudaperf-gpu-{name}.queue")  # held shared by every timer
         # every hold, its reason and times, under this GPU's lock's name
         self.trace = LockTrace(trace_path, os.path.basename(self.main_path)) if trace_path else None
 
@@ -32,10 +43,7 @@ class GpuLock:
         """Correctness work: many holders at once, never during a timing phase. `why`: the trace's reason."""
         hold = Hold("shared", why)
         with open(self.main_path, "a") as main:
-            with open(self.gate_path, "a") as gate:
-                fcntl.flock(gate, fcntl.LOCK_EX)
-                fcntl.flock(main, fcntl.LOCK_SH)
-                fcntl.flock(gate, fcntl.LOCK_UN)
+            self._enter_shared(main)
             hold.granted()
             try:
                 yield
@@ -47,6 +55,51 @@ class GpuLock:
                     fcntl.flock(main, fcntl.LOCK_UN)
                     hold.done(self.trace)
 
+    @contextlib.contextmanager
+    def shared_with(self, code, why: str = ""):
+        """`shared`, and `code` (a threading.Lock: the evaluator's candidate_code) with it, never waiting for `code`
+        while holding the GPU: where another thread has it (a timer between its window and its check, which may
+        be waiting to come back in as a shared holder), the GPU is let go and `code` waited for outside it."""
+        while True:
+            with self.shared(why):
+                if code.acquire(blocking=False):
+                    try:
+                        yield
+                    finally:
+                        code.release()
+                    return
+            with code:  # its holder is done with it: try again
+                pass
+
+    def _timers_first(self) -> None:
+        """Before a new shared hold: wait (at most timers_first_s) until no timer is waiting or timing."""
+        deadline = time.monotonic() + self.timers_first_s
+        with open(self.queue_path, "a") as queue:
+            while True:
+                try:
+                    fcntl.flock(queue, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        return
+                    time.sleep(0.0002)
+                    continue
+                fcntl.flock(queue, fcntl.LOCK_UN)
+                return
+
+    def _enter_shared(self, main) -> None:
+        """Take `main` shared behind the timers already waiting: first the queue, then the gate."""
+        self._timers_first()
+        with open(self.gate_path, "a") as gate:
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            fcntl.flock(main, fcntl.LOCK_SH)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+
+    def _queue(self):
+        """A timer's place in the queue (held shared until its turn ends), opened and taken."""
+        queue = open(self.queue_path, "a")
+        fcntl.flock(queue, fcntl.LOCK_SH)
+        return queue
+
     def turns(self, code=None) -> "Turns":
         """A holder's exclusive and shared turns, switched in place (see Turns)."""
         return Turns(self, code)
@@ -55,7 +108,7 @@ class GpuLock:
     def exclusive(self, why: str = ""):
         """A timing phase: waits for current shared holders, keeps new ones out until it ends."""
         hold = Hold("exclusive", why)
-        with open(self.gate_path, "a") as gate, open(self.main_path, "a") as main:
+        with self._queue() as queue, open(self.gate_path, "a") as gate, open(self.main_path, "a") as main:
             fcntl.flock(gate, fcntl.LOCK_EX)
             try:
                 fcntl.flock(main, fcntl.LOCK_EX)
@@ -67,21 +120,24 @@ class GpuLock:
                     hold.done(self.trace)
             finally:
                 fcntl.flock(gate, fcntl.LOCK_UN)
+                fcntl.flock(queue, fcntl.LOCK_UN)
 
 
 class Turns:
     """One holder's turns on a GpuLock, switched in place: `exclusive()` for timing, `shared()` for correctness
-    work, `release()` at the end. From exclusive to shared the lock is converted while the gate is still held,
-    so nobody is granted the GPU between the two. `code` (a threading.Lock, the evaluator's candidate_code) is
-    taken with each exclusive turn and kept through the shared turn after it; it is given up, with the GPU's
-    work done (`idle`), only when the shared turn ends: no other code that needs it (a candidate loaded ahead)
-    runs between a timed window and its check. The locks are taken in the order every other holder takes them
-    (the GPU's, then `code`), and `code` is never held while waiting at the gate."""
+    work, `release()` at the end. From exclusive to shared the holder's GPU work is done (`idle`), the lock let go
+    and taken again shared behind the timers already waiting (`GpuLock._timers_first`): other evaluators' windows
+    run back to back, and the shared turns after them overlap. `code` (a threading.Lock, the evaluator's
+    candidate_code) is taken with each exclusive turn and kept through the shared turn after it, across that
+    switch; it is given up, with the GPU's work done, only when the shared turn ends: no other code that needs it
+    (a candidate loaded ahead) runs between a timed window and its check. Whoever else takes `code` takes it
+    without waiting while it holds the GPU (`GpuLock.shared_with`), so a holder of `code` waiting to come back in
+    deadlocks with nobody; an exclusive turn takes `code` only once it holds the GPU alone."""
 
     def __init__(self, lock: GpuLock, code=None):
         self.lock, self.code = lock, code
         self.mode = ""
-        self._main = self._gate = None
+        self._main = self._gate = self._queue = None
         self._code_held = False
         self._hold: Hold | None = None  # the turn in progress, for the lock's trace
 
@@ -96,6 +152,7 @@ class Turns:
             return
         self.release()
         self._turn("exclusive", why)
+        self._queue = self.lock._queue()
         self._gate = open(self.lock.gate_path, "a")
         fcntl.flock(self._gate, fcntl.LOCK_EX)
         self._main = open(self.lock.main_path, "a")
@@ -107,25 +164,23 @@ class Turns:
     def shared(self, why: str = "") -> None:
         if self.mode == "shared":
             return
-        if self.mode == "exclusive":
-            fcntl.flock(self._main, fcntl.LOCK_SH)  # converted under the gate: no one is granted anything between
-            fcntl.flock(self._gate, fcntl.LOCK_UN)
-            self._gate.close()
-            self._gate = None
-            self._turn("shared", why)  # the exclusive turn's record written once others may go on
-        else:
-            self._turn("shared", why)
-            with open(self.lock.gate_path, "a") as gate:
-                fcntl.flock(gate, fcntl.LOCK_EX)
-                self._main = open(self.lock.main_path, "a")
-                fcntl.flock(self._main, fcntl.LOCK_SH)
-                fcntl.flock(gate, fcntl.LOCK_UN)
-            self._take_code()
+        if self.mode == "exclusive":  # the window's work done, the GPU let go (code kept), back in behind the timers
+            try:
+                if self.lock.idle is not None:
+                    self.lock.idle()
+            finally:
+                self._let_go()
+                self.mode = ""
+        self._turn("shared", why)  # the exclusive turn's record written once others may go on
+        self._main = open(self.lock.main_path, "a")
+        self.lock._enter_shared(self._main)
+        self._take_code()  # kept from the exclusive turn; else its holder holds the GPU shared and does not wait
         self._hold.granted()
         self.mode = "shared"
 
     def release(self) -> None:
-        if not self.mode and self._main is None and self._gate is None and self._hold is None:
+        if not self.mode and self._main is None and self._gate is None and self._hold is None \
+                and not self._code_held:
             return  # nothing held, nothing half taken (an exception between the flocks leaves them open)
         try:
             if self.lock.idle is not None:
@@ -134,15 +189,19 @@ class Turns:
             if self._code_held:
                 self.code.release()
                 self._code_held = False
-            for f in (self._main, self._gate):
-                if f is not None:
-                    fcntl.flock(f, fcntl.LOCK_UN)
-                    f.close()
-            self._main = self._gate = None
+            self._let_go()
             self.mode = ""
             if self._hold is not None:
                 self._hold.done(self.lock.trace)
                 self._hold = None
+
+    def _let_go(self) -> None:
+        """The GPU's lock, its gate and the timer's queue place let go (code is kept)."""
+        for f in (self._main, self._gate, self._queue):
+            if f is not None:
+                fcntl.flock(f, fcntl.LOCK_UN)
+                f.close()
+        self._main = self._gate = self._queue = None
 
     def _take_code(self) -> None:
         if self.code is not None and not self._code_held:

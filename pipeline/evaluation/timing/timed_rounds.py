@@ -424,7 +424,8 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
             raise Stop("incorrect", f"config {cd.name}: the outputs were not right when the candidate's process "
                                     f"said its calls were done", ["unfinished-at-done"])
         busy_window = max(window.probe_before_s, window.probe_after_s) > cfg.busy_probe_limit_s
-        t = turns.to("shared", "timing: a round's checks")  # beside other evaluators' work
+        child.freeze()  # before the GPU passes to other evaluators' windows: no host code of its own beside them
+        t = turns.to("shared", "timing: a round's checks")  # behind the timers waiting, beside others' work
         anchors = round_anchors(cd, fresh_sets, expected, anchored_calls(len(slots), cfg.timing_anchored_calls))
         check_round(group, cd, slots, fresh_sets, expected, decoy, decoy_sets,
                     "timed batch" if rounds else "warm-up batch", getattr(ev, "check_pass", None), anchors)
