@@ -61,7 +61,7 @@ from pipeline.evaluation.timing.timed_rounds import CALIBRATION_FILL_MAX
 from pipeline.evaluation.timing.statistics import TrustedClock, time_calls
 from pipeline.core.records import Candidate, CandidateFormat, EvalResult, Finding, Task
 
-EVALUATOR_VERSION = "21"  # in every result's cache key and report; what each version changed: docs/changelog.md
+EVALUATOR_VERSION = "22"  # in every result's cache key and report; what each version changed: docs/changelog.md
 
 
 @dataclass
