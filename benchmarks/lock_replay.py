@@ -8,8 +8,10 @@ thread, its warm children's starts, its loads ahead), and each lane is replayed 
 taken in the hold's mode, the hold's duration slept, the lock let go; a shared hold that followed an exclusive
 one at once (a timed round's window, then its checks) is that switch (`Turns.shared`). A main lane sleeps the
 host time between its holds as the trace has it; a warm start or a load ahead starts as long after the main
-lane's hold it followed in the trace as it did there (it waited for that work, not for a time). Durations and
-gaps are multiplied by --scale.
+lane's hold it followed in the trace as it did there (it waited for that work, not for a time); a load takes
+the process's candidate_code as the evaluator does (`GpuLock.shared_with`, or the GPU shared and then the lock,
+for a lock module without it), and a main lane's turns keep it from a window to the end of its shared turn (the
+trace does not say where the check ends in it). Durations and gaps are multiplied by --scale.
 Out: for this checkout's lock (`pipeline/evaluation/gpu/lock.py`) and, with --before-rev, the lock module of
 that revision (`git show REV:...`), the replay's span in the trace's seconds, its ratio to the trace's own span,
 and the lock report of the replay (exclusive, shared, not held); JSON to --out.
@@ -22,6 +24,7 @@ Runs on any host (no GPU): flocks and sleeps.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import importlib.util
 import json
@@ -98,13 +101,30 @@ def replay(lock_module, records: list[dict], scale: float, directory: str) -> di
         before = [i for i, m in enumerate(ln) if m["requested"] <= r["requested"]]
         return (r["pid"], before[-1]) if before else None
 
+    make_code = getattr(lock_module, "CodeLock", threading.Lock)
+    codes = {pid: make_code() for pid in {r["pid"] for r in records}}  # each process's candidate_code
+
+    def take(turns, key, r: dict) -> None:
+        """The hold: a load ahead as the evaluator takes it (the GPU shared, then candidate_code), the rest by turns."""
+        if key[1] != "load":
+            getattr(turns, r["mode"])(r["why"])
+            return
+        code = codes[key[0]]
+        hold = lock.shared_with(code, r["why"]) if hasattr(lock, "shared_with") else _shared_then(lock, code, r["why"])
+        hold.__enter__()
+        turns.held = hold
+
     def run(key, lane: list[dict]) -> None:
-        turns = lock.turns(threading.Lock())
+        turns = lock.turns(codes[key[0]] if key[1] == "main" else None)
+        turns.held = None
         last_release, last_mode = None, ""
         for i, r in enumerate(lane):
             gap = r["requested"] - (last_release if last_release is not None else start)
             switch = last_mode == "exclusive" and r["mode"] == "shared" and gap <= SWITCH_S
             if not switch:
+                if turns.held is not None:
+                    turns.held.__exit__(None, None, None)
+                    turns.held = None
                 turns.release()
                 a = anchor_of(r) if key[1] != "main" else None
                 if a is not None:  # as long after its anchor's start (or grant) as in the trace
@@ -117,11 +137,13 @@ def replay(lock_module, records: list[dict], scale: float, directory: str) -> di
                 else:
                     time.sleep(max(0.0, gap) * scale)
             requested = time.time()
-            getattr(turns, r["mode"])(r["why"])
+            take(turns, key, r)
             if key[1] == "main":
                 anchors.reached((key[0], i), requested, time.time())
             time.sleep(max(0.0, r["released"] - r["granted"]) * scale)
             last_release, last_mode = r["released"], r["mode"]
+        if turns.held is not None:
+            turns.held.__exit__(None, None, None)
         turns.release()
     threads = [threading.Thread(target=run, args=(key, ln), daemon=True) for key, ln in all_lanes.items()]
     for t in threads:
@@ -133,6 +155,13 @@ def replay(lock_module, records: list[dict], scale: float, directory: str) -> di
     scaled = {k: (v / scale if isinstance(v, float) else v) for k, v in report.items() if k.endswith("_s")}
     reasons = [{**r, "held_s": r["held_s"] / scale, "waited_s": r["waited_s"] / scale} for r in report["reasons"]]
     return {"wall_s": wall / scale, **scaled, "reasons": reasons}
+
+
+@contextlib.contextmanager
+def _shared_then(lock, code, why: str):
+    """A load ahead under a lock module without shared_with: the GPU shared, then candidate_code."""
+    with lock.shared(why), code:
+        yield
 
 
 def load_lock(source: str | None):

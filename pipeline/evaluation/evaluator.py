@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -39,7 +38,7 @@ from pipeline.evaluation.gpu import device_views
 from pipeline.evaluation.build.compile import CompileResult, Compiler
 from pipeline.evaluation.build.tool_run import CompileBudget
 from pipeline.evaluation.gpu.driver import CudaError, allocated_bytes
-from pipeline.evaluation.gpu.lock import GpuLock
+from pipeline.evaluation.gpu.lock import CodeLock, GpuLock
 from pipeline.evaluation.gpu.memory_budget import MemoryBudget, MemoryTooLarge, MemoryWaitTimeout, gib
 from pipeline.evaluation import bounded
 from pipeline.evaluation.bounded import StageLimit, limit_finding
@@ -91,7 +90,7 @@ class Evaluator:
         self.gpu_lock = GpuLock(self.visible, trace_path=eval_cfg.lock_trace_path)  # shared: checks; exclusive: timing
         # held while a candidate's code loads and while one is checked: the next candidate, loaded ahead,
         # cannot run its __init__ kernels on the group's buffers while another's outputs are read
-        self.candidate_code = threading.Lock()
+        self.candidate_code = CodeLock()
         if use_gpu:
             from pipeline.evaluation.gpu.driver import Driver
             self.driver = Driver(0)
@@ -488,10 +487,7 @@ class Evaluator:
             return warm[torch_format].take()
 
         def start(k: int):
-            started = start_candidate(self, group, cands[k], preps[k], take)
-            if started.child is not None:  # loaded ahead: frozen until its turn, so it cannot disturb others
-                started.child.freeze()
-            return started
+            return start_candidate(self, group, cands[k], preps[k], take)  # frozen until its turn
         def started_of(future, k: int):
             """The candidate's Started, or, where our code failed to start it, its evaluator_error."""
             try:

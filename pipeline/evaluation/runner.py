@@ -40,6 +40,7 @@ def start_candidate(ev: EvaluatorParts, group: GroupData, cand: Candidate, prep,
         # timed window and its check (candidate_code, taken as lock.GpuLock.shared_with takes it)
         with ev.gpu_lock.shared_with(ev.candidate_code, "a candidate's load"):
             reply = ev.load_into_child(child, group, cand.format, prep.comp, entry, cand.code)
+            child.freeze()  # loaded ahead: frozen until its turn, before the GPU passes (no host code beside others)
         return Started(child, reply, None, time.perf_counter() - t0)
     except ChildFailed as e:
         return Started(child, {}, child_failure(e, "load"), time.perf_counter() - t0)

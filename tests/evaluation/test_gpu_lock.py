@@ -2,7 +2,7 @@
 import threading
 import time
 
-from pipeline.evaluation.gpu.lock import GpuLock
+from pipeline.evaluation.gpu.lock import CodeLock, GpuLock
 
 
 def hold(lock_cm, entered: threading.Event, release: threading.Event, log: list, name: str):
@@ -72,7 +72,7 @@ def test_turns_keep_a_load_ahead_out_between_a_window_and_its_check_without_dead
     timing, waiting, goes first once the window is done (before the check: the timers' turns run back to back);
     with both waiting, nobody deadlocks."""
     lock, log = GpuLock("5", str(tmp_path)), []
-    code = threading.Lock()
+    code = CodeLock()
     turns = lock.turns(code)
     turns.exclusive()
     log.append("window")
@@ -111,7 +111,7 @@ def test_timers_of_several_holders_run_back_to_back_and_their_shared_turns_overl
     spans = []
 
     def holder():
-        turns = lock.turns(threading.Lock())
+        turns = lock.turns(CodeLock())
         for _ in range(rounds):
             turns.exclusive("window")
             time.sleep(window_s)
@@ -129,6 +129,53 @@ def test_timers_of_several_holders_run_back_to_back_and_their_shared_turns_overl
     assert wall < 0.8 * convoy, f"{wall:.2f} s: the shared turns did not overlap (a convoy takes {convoy:.2f} s)"
     overlapping = sum(1 for i, (a, b) in enumerate(spans) for c, d in spans[i + 1:] if a < d and c < b)
     assert overlapping >= rounds, f"only {overlapping} pairs of shared turns overlapped"
+
+
+def test_a_load_ahead_goes_after_a_check_while_the_timer_runs_its_rounds(tmp_path):
+    """A sibling's load (GpuLock.shared_with) asked for while a timer runs its rounds, beside four other evaluators'
+    timers: it runs once a round's check is over (CodeLock let go, the timer still in its shared turn), not only
+    when the timer's rounds end; never between a window and its check."""
+    lock = GpuLock("9", str(tmp_path))
+    code, log, stop = CodeLock(), [], threading.Event()
+
+    def timer():
+        turns = lock.turns(code)
+        for k in range(40):
+            turns.exclusive("window")
+            log.append(("window", k))
+            time.sleep(0.004)
+            turns.shared("checks")
+            time.sleep(0.002)
+            log.append(("check", k))
+            turns.code_done()
+            time.sleep(0.004)  # the next round's inputs
+        turns.release()
+        log.append(("done", 40))
+
+    def other():
+        turns = lock.turns(CodeLock())
+        while not stop.is_set():
+            turns.exclusive("window")
+            time.sleep(0.004)
+            turns.shared("checks")
+            time.sleep(0.006)
+        turns.release()
+
+    def load():
+        time.sleep(0.05)
+        with lock.shared_with(code, "a candidate's load"):
+            log.append(("load", None))
+    others = [start(other) for _ in range(4)]
+    threads = [start(timer), start(load)]
+    for t in threads:
+        t.join(30)
+    stop.set()
+    for t in others:
+        t.join(10)
+    kinds = [k for k, _ in log]
+    at = kinds.index("load")
+    assert kinds[at - 1] == "check", "the load ran between a window and its check"
+    assert log[at - 1][1] < 12, f"the load waited for {log[at - 1][1]} of the timer's 40 rounds"
 
 
 def test_a_new_shared_holder_lets_timers_go_first_only_so_long(tmp_path):

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 import pipeline.evaluation.runner as runner
+from pipeline.evaluation.gpu.lock import CodeLock
 from pipeline.evaluation.evaluator import Evaluator
 from pipeline.core.records import Candidate, EvalResult
 
@@ -57,7 +58,7 @@ def test_the_next_candidates_load_never_overlaps_a_check(monkeypatch, warm):
     monkeypatch.setattr(runner, "_time", timing)
     started = iter(range(100))
     ev = SimpleNamespace(start_child=lambda kb: FakeChild(next(started), events), load_into_child=load_into_child,
-                         candidate_code=threading.Lock(), gpu_lock=SimpleNamespace(shared=contextlib.nullcontext,
+                         candidate_code=CodeLock(), gpu_lock=SimpleNamespace(shared=contextlib.nullcontext,
                                                                                    shared_with=lambda code, why: code),
                          cfg=SimpleNamespace(run_timeout_s=5), sandbox_note="", driver=SimpleNamespace(make_current=lambda: None),
                          _restore_params=lambda group: False,
@@ -91,6 +92,10 @@ def test_a_load_ahead_a_check_and_another_evaluators_timing_never_deadlock(monke
     class ForcingLock:  # the check, once it holds candidate_code, waits until the other evaluator has queued
         def __init__(self):
             self.lock = threading.Lock()
+            self.reentering = False
+
+        def locked(self):
+            return self.lock.locked()
 
         def acquire(self, blocking=True):
             got = self.lock.acquire(blocking)

@@ -18,9 +18,37 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import threading
 import time
 
 from pipeline.evaluation.gpu.lock_trace import Hold, LockTrace
+
+
+class CodeLock:
+    """The evaluator's candidate_code: a lock held while a candidate's code may run on the group's buffers (its load)
+    or another's outputs are read (its checks, a timed window to its check), so none of them overlap; and whether
+    its holder, a timer between its window and its check, is coming back into the GPU's lock (`reentering`), when
+    nobody may wait for it while holding the GPU (GpuLock.shared_with)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.reentering = False
+
+    def acquire(self, blocking: bool = True) -> bool:
+        return self._lock.acquire(blocking)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    def __enter__(self):
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._lock.release()
 
 
 TIMERS_FIRST_S = 0.2  # the longest a new shared holder lets waiting timers go first (they cannot starve it)
@@ -56,20 +84,22 @@ class GpuLock:
                     hold.done(self.trace)
 
     @contextlib.contextmanager
-    def shared_with(self, code, why: str = ""):
-        """`shared`, and `code` (a threading.Lock: the evaluator's candidate_code) with it, never waiting for `code`
-        while holding the GPU: where another thread has it (a timer between its window and its check, which may
-        be waiting to come back in as a shared holder), the GPU is let go and `code` waited for outside it."""
+    def shared_with(self, code: "CodeLock", why: str = ""):
+        """`shared`, and `code` (the evaluator's candidate_code) with it. Where another thread has `code`, it is
+        waited for holding the GPU shared (its holder, a timer's shared turn or another shared holder, lets it go
+        without waiting for the GPU), except while its holder is coming back into the GPU's lock from its window
+        (`code.reentering`): then a timer queued at the gate would wait for this hold, and this hold for `code`, so
+        the GPU is let go and taken again once the holder is back in."""
         while True:
             with self.shared(why):
-                if code.acquire(blocking=False):
+                if code.acquire(blocking=False) or (not code.reentering and code.acquire()):
                     try:
                         yield
                     finally:
                         code.release()
                     return
-            with code:  # its holder is done with it: try again
-                pass
+            while code.reentering and code.locked():
+                time.sleep(0.0005)
 
     def _timers_first(self) -> None:
         """Before a new shared hold: wait (at most timers_first_s) until no timer is waiting or timing."""
@@ -164,19 +194,33 @@ class Turns:
     def shared(self, why: str = "") -> None:
         if self.mode == "shared":
             return
+        reentering = self.mode == "exclusive" and self._code_held
         if self.mode == "exclusive":  # the window's work done, the GPU let go (code kept), back in behind the timers
+            if reentering:
+                self.code.reentering = True
             try:
                 if self.lock.idle is not None:
                     self.lock.idle()
             finally:
                 self._let_go()
                 self.mode = ""
-        self._turn("shared", why)  # the exclusive turn's record written once others may go on
-        self._main = open(self.lock.main_path, "a")
-        self.lock._enter_shared(self._main)
+        try:
+            self._turn("shared", why)  # the exclusive turn's record written once others may go on
+            self._main = open(self.lock.main_path, "a")
+            self.lock._enter_shared(self._main)
+        finally:
+            if reentering:
+                self.code.reentering = False
         self._take_code()  # kept from the exclusive turn; else its holder holds the GPU shared and does not wait
         self._hold.granted()
         self.mode = "shared"
+
+    def code_done(self) -> None:
+        """The window's check is over: `code` goes (a sibling may load now, beside this shared turn's other work);
+        the next exclusive turn takes it again."""
+        if self._code_held:
+            self.code.release()
+            self._code_held = False
 
     def release(self) -> None:
         if not self.mode and self._main is None and self._gate is None and self._hold is None \

@@ -135,6 +135,11 @@ class GpuTurns:
             getattr(self.turns, mode)(why)
         return self.times.spent("lock_wait", t0)
 
+    def code_done(self) -> None:
+        """The window's check is over: a sibling may load beside the rest of this shared turn (lock.Turns)."""
+        if self.turns is not None:
+            self.turns.code_done()
+
     def release(self) -> None:
         if self.turns is not None:
             self.turns.release()
@@ -429,6 +434,7 @@ def _rounds(ev: EvaluatorParts, group: GroupData, ci: int, cd: ConfigData, child
         anchors = round_anchors(cd, fresh_sets, expected, anchored_calls(len(slots), cfg.timing_anchored_calls))
         check_round(group, cd, slots, fresh_sets, expected, decoy, decoy_sets,
                     "timed batch" if rounds else "warm-up batch", getattr(ev, "check_pass", None), anchors)
+        turns.code_done()
         t = times.spent("check", t)
         if busy_window:
             turns.to("exclusive", "timing: a busy GPU judged")  # with nobody else on it
