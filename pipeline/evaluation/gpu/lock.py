@@ -90,14 +90,16 @@ class GpuLock:
         without waiting for the GPU), except while its holder is coming back into the GPU's lock from its window
         (`code.reentering`): then a timer queued at the gate would wait for this hold, and this hold for `code`, so
         the GPU is let go and taken again once the holder is back in."""
+        attempt = why
         while True:
-            with self.shared(why):
+            with self.shared(attempt):
                 if code.acquire(blocking=False) or (not code.reentering and code.acquire()):
                     try:
                         yield
                     finally:
                         code.release()
                     return
+            attempt = f"{why} (let go: candidate_code's holder was coming back in)"  # the trace tells them apart
             while code.reentering and code.locked():
                 time.sleep(0.0005)
 
