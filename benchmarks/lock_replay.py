@@ -154,7 +154,7 @@ def replay(lock_module, records: list[dict], scale: float, directory: str) -> di
     report = lock_report(read(trace))
     scaled = {k: (v / scale if isinstance(v, float) else v) for k, v in report.items() if k.endswith("_s")}
     reasons = [{**r, "held_s": r["held_s"] / scale, "waited_s": r["waited_s"] / scale} for r in report["reasons"]]
-    return {"wall_s": wall / scale, **scaled, "reasons": reasons}
+    return {"wall_s": wall / scale, **scaled, "shared_overlap": report["shared_overlap"], "reasons": reasons}
 
 
 @contextlib.contextmanager
@@ -190,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     own = lock_report(records)
     result = {"trace": args.trace, "scale": args.scale, "holds": len(records), "lanes": len(lanes(records)),
-              "trace_span_s": own["span_s"], "trace_exclusive_s": own["exclusive_s"], "policies": {}}
+              "trace_span_s": own["span_s"], "trace_exclusive_s": own["exclusive_s"],
+              "trace_shared_overlap": own["shared_overlap"], "policies": {}}
     policies = [("this checkout", None)]
     if args.before_rev:
         text = subprocess.run(["git", "show", f"{args.before_rev}:pipeline/evaluation/gpu/lock.py"],
@@ -202,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         r["ratio_to_trace"] = r["span_s"] / own["span_s"] if own["span_s"] else None
         result["policies"][name] = r
         print(f"{name:<22} span {r['span_s']:7.2f} s (trace {own['span_s']:.2f} s, x{r['ratio_to_trace']:.2f}): "
-              f"exclusive {r['exclusive_s']:.2f} s, shared {r['shared_s']:.2f} s, not held {r['not_held_s']:.2f} s",
+              f"exclusive {r['exclusive_s']:.2f} s, shared {r['shared_s']:.2f} s (x{r['shared_overlap']:.2f} holders at "
+              f"once), not held {r['not_held_s']:.2f} s",
               flush=True)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -120,3 +120,16 @@ def test_a_turn_half_taken_is_let_go(tmp_path):
     with open(lock.gate_path, "a") as other:
         fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again: raises BlockingIOError otherwise
     assert [r["why"] for r in read_trace(trace)] == ["timing: a round's windows"]
+
+
+def test_the_report_says_how_many_shared_holders_overlapped():
+    """Shared turns one after the other (a convoy) read x1 holders at once; two at the same time read x2."""
+    def hold(pid, a, b, mode="shared"):
+        return {"lock": "l", "pid": pid, "mode": mode, "why": "timing: a round's checks", "requested": a,
+                "granted": a, "released": b}
+    one_by_one = [hold(1, 0.0, 1.0), hold(2, 1.0, 2.0), hold(3, 2.0, 2.5, "exclusive"), hold(1, 2.5, 3.5)]
+    together = [hold(1, 0.0, 1.0), hold(2, 0.0, 1.0), hold(3, 1.0, 1.5, "exclusive")]
+    assert lock_report(one_by_one)["shared_overlap"] == pytest.approx(1.0)
+    assert lock_report(together)["shared_overlap"] == pytest.approx(2.0)
+    assert "x2.00 holders at once" in report_table(lock_report(together))
+    assert lock_report([])["shared_overlap"] == 0.0

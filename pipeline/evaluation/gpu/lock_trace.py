@@ -96,7 +96,8 @@ def lock_report(records: list[dict]) -> dict:
     if len({r["lock"] for r in records}) > 1:
         raise ValueError("lock_report: the records are of several GPUs' locks; report each of by_lock(records)")
     if not records:
-        return {"span_s": 0.0, "exclusive_s": 0.0, "shared_s": 0.0, "not_held_s": 0.0, "reasons": [], "processes": {}}
+        return {"span_s": 0.0, "exclusive_s": 0.0, "shared_s": 0.0, "not_held_s": 0.0, "shared_overlap": 0.0,
+                "reasons": [], "processes": {}}
     start = min(r["requested"] for r in records)
     end = max(r["released"] for r in records)
     held = {m: [(r["granted"], r["released"]) for r in records if r["mode"] == m] for m in ("exclusive", "shared")}
@@ -113,15 +114,20 @@ def lock_report(records: list[dict]) -> dict:
         p[f"{r['mode']}_s"] = p.get(f"{r['mode']}_s", 0.0) + hold_s
         p["waited_s"] += wait_s
     span = end - start
-    return {"span_s": span, "exclusive_s": union_s(held["exclusive"]), "shared_s": union_s(held["shared"]),
+    shared_union = union_s(held["shared"])
+    return {"span_s": span, "exclusive_s": union_s(held["exclusive"]), "shared_s": shared_union,
             "not_held_s": span - union_s(held["exclusive"] + held["shared"]),
+            # holders at once while the lock is held shared: near 1 when shared turns do not overlap (each timer
+            # waiting out the one before: a convoy), up to the evaluators' count when they do
+            "shared_overlap": sum(b - a for a, b in held["shared"]) / shared_union if shared_union else 0.0,
             "reasons": sorted(reasons.values(), key=lambda g: -(g["held_s"] + g["waited_s"])),
             "processes": processes}
 
 
 def report_table(report: dict) -> str:
     lines = [f"lock trace over {report['span_s']:.2f} s: exclusive {report['exclusive_s']:.2f} s, shared "
-             f"{report['shared_s']:.2f} s, not held {report['not_held_s']:.2f} s",
+             f"{report['shared_s']:.2f} s (x{report.get('shared_overlap', 0.0):.2f} holders at once), not held "
+             f"{report['not_held_s']:.2f} s",
              f"{'mode':<10} {'why':<44} {'holds':>6} {'held s':>8} {'waited s':>9}"]
     for g in report["reasons"]:
         lines.append(f"{g['mode']:<10} {g['why'][:44]:<44} {g['holds']:>6} {g['held_s']:>8.2f} {g['waited_s']:>9.2f}")
