@@ -60,12 +60,15 @@ class WarmChildren:
 def warm_start(start_child: Callable[..., object], gpu_lock, buffer_map: dict, timeout_s: float, torch_format: bool):
     """A candidate's child through its trusted start: sandbox, Python, CUDA context, the group's buffers mapped
     (`buffer_map`, the child's `map` op). The process and its Python (torch too) start beside anything; its CUDA
-    context and mapping, the part on the GPU, hold `gpu_lock` shared, so they never run beside a timing phase."""
+    context and then its mapping, the parts on the GPU, each hold `gpu_lock` shared, so they never run beside a
+    timing phase, and a waiting timer may go between them (the child runs nothing of a candidate's yet); the lock's
+    trace times each part."""
     child = start_child(torch_format, hello_now=False)
     try:
         child.ready()  # its Python (torch too) up, before the lock
-        with gpu_lock.shared("a child's warm start"):
+        with gpu_lock.shared("a child's warm start: its CUDA context"):
             child.hello()
+        with gpu_lock.shared("a child's warm start: the group's buffers mapped"):
             judge = child.request({"op": "map", **buffer_map}, timeout_s)
     except BaseException:
         child.close()
