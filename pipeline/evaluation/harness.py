@@ -25,10 +25,11 @@ trusted side owns (exported over CUDA IPC to the children that run code on them)
 """
 from __future__ import annotations
 
-from typing import Callable, ContextManager, Protocol
+from typing import Callable, Protocol
 
 from pipeline.core.records import Candidate, EvalResult, Finding, Task
 from pipeline.evaluation.checks.group_data import ConfigData, GroupData
+from pipeline.evaluation.gpu.lock import CodeLock
 
 __all__ = ["ConfigData", "EvaluatorParts", "GroupData", "GroupHarness"]
 
@@ -81,7 +82,7 @@ class GroupHarness(Protocol):
 class EvaluatorParts(GroupHarness, Protocol):
     """What the evaluator's own parts (runner.py, timing/timed_rounds.py) read of it beyond the group API."""
 
-    candidate_code: ContextManager  # held from a candidate's timed window through its check: no load ahead then
+    candidate_code: CodeLock  # held from a candidate's timed window through its check: no load ahead then
     sandbox_note: str  # said in every result when children run without the OS sandbox ('' with it)
 
     def null_child(self, fmt: str):

@@ -206,3 +206,26 @@ def test_a_turn_passes_with_the_holders_gpu_work_done(tmp_path):
     assert done == ["idle", "idle"]
     turns.release()
     assert done == ["idle", "idle", "idle"]
+
+
+def test_a_failed_switch_leaves_nothing_held_and_no_one_told_to_wait_outside(tmp_path):
+    """The window's GPU work failing to finish (idle raises) while the turn goes to shared: the flag that sends
+    loaders to wait outside is cleared, and a release after it frees candidate_code and the lock."""
+    def idle():
+        if fail:
+            raise RuntimeError("the GPU failed")
+    fail = False
+    lock, code = GpuLock("10", str(tmp_path), idle=idle), CodeLock()
+    turns = lock.turns(code)
+    turns.exclusive("window")
+    fail = True
+    try:
+        turns.shared("checks")
+    except RuntimeError:
+        pass
+    fail = False
+    assert not code.reentering
+    turns.release()
+    assert not code.locked()
+    with lock.exclusive("another timer"):  # nothing of the failed turn is still held
+        pass

@@ -196,17 +196,19 @@ class Turns:
     def shared(self, why: str = "") -> None:
         if self.mode == "shared":
             return
+        if not self.mode and (self._main is not None or self._gate is not None or self._code_held):
+            self.release()  # a turn half taken (an exception between its steps): let all of it go first
         reentering = self.mode == "exclusive" and self._code_held
-        if self.mode == "exclusive":  # the window's work done, the GPU let go (code kept), back in behind the timers
-            if reentering:
-                self.code.reentering = True
-            try:
-                if self.lock.idle is not None:
-                    self.lock.idle()
-            finally:
-                self._let_go()
-                self.mode = ""
         try:
+            if self.mode == "exclusive":  # the window's work done, the GPU let go (code kept), back in behind timers
+                if reentering:
+                    self.code.reentering = True
+                try:
+                    if self.lock.idle is not None:
+                        self.lock.idle()
+                finally:
+                    self._let_go()
+                    self.mode = ""
             self._turn("shared", why)  # the exclusive turn's record written once others may go on
             self._main = open(self.lock.main_path, "a")
             self.lock._enter_shared(self._main)
