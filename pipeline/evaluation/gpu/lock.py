@@ -159,11 +159,11 @@ class Turns:
     """One holder's turns on a GpuLock, switched in place: `exclusive()` for timing, `shared()` for correctness
     work, `release()` at the end. From exclusive to shared the holder's GPU work is done (`idle`), the lock let go
     and taken again shared behind the timers already waiting (`GpuLock._timers_first`): other evaluators' windows
-    run back to back, and the shared turns after them overlap. `code` (a threading.Lock, the evaluator's
-    candidate_code) is taken with each exclusive turn and kept through the shared turn after it, across that
-    switch; it is given up, with the GPU's work done, only when the shared turn ends: no other code that needs it
-    (a candidate loaded ahead) runs between a timed window and its check. Whoever else takes `code` takes it
-    without waiting while it holds the GPU (`GpuLock.shared_with`), so a holder of `code` waiting to come back in
+    run back to back, and the shared turns after them overlap. `code` (a CodeLock, the evaluator's
+    candidate_code) is taken with each exclusive turn and kept across that switch into the shared turn after it,
+    until the window's check is over (`code_done`) or the turn ends: no other code that needs it (a candidate
+    loaded ahead) runs between a timed window and its check. While the holder comes back in it says so
+    (`CodeLock.reentering`), and nobody waits for `code` holding the GPU then (`GpuLock.shared_with`), so it
     deadlocks with nobody; an exclusive turn takes `code` only once it holds the GPU alone."""
 
     def __init__(self, lock: GpuLock, code=None):
