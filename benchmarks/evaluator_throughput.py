@@ -45,6 +45,7 @@ sys.path.insert(0, os.environ.get("CUDAPERF_ROOT") or str(ROOT))
 from pipeline.core.config import load_config  # noqa: E402
 from pipeline.core.lost_work import ItemFailed  # noqa: E402
 from pipeline.core.records import Candidate  # noqa: E402
+from pipeline.evaluation.timing.timed_rounds import BASELINE_DRIFT  # noqa: E402
 from pipeline.tasks import load_tasks  # noqa: E402
 
 SHARED = ["torch2cuda/relu", "torch2cuda/gelu", "torch2cuda/softmax", "torch2cuda/matmul", "torch2cuda/maxpool2d",
@@ -238,7 +239,7 @@ def rounds_summary(per_candidate: dict) -> dict:
         stops[str(c["stop"])] = stops.get(str(c["stop"]), 0) + 1
     return {"configurations": len(rows), "rounds_mean": sum(c["rounds"] for c in rows) / len(rows),
             "rounds_max": max(c["rounds"] for c in rows), "stops": stops,
-            "drift_fallbacks": sum(1 for c in rows if (c["baseline_drift"] or 0) > 0.02)}
+            "drift_fallbacks": sum(1 for c in rows if (c["baseline_drift"] or 0) > BASELINE_DRIFT)}
 
 
 def lock_trace_report(trace: str | None, since: float = 0.0) -> dict | None:

@@ -104,27 +104,25 @@ def replay(lock_module, records: list[dict], scale: float, directory: str) -> di
     make_code = getattr(lock_module, "CodeLock", threading.Lock)
     codes = {pid: make_code() for pid in {r["pid"] for r in records}}  # each process's candidate_code
 
-    def take(turns, key, r: dict) -> None:
-        """The hold: a load ahead as the evaluator takes it (the GPU shared, then candidate_code), the rest by turns."""
+    def take(turns, loads: contextlib.ExitStack, key, r: dict) -> None:
+        """The hold: a load ahead as the evaluator takes it (the GPU shared, then candidate_code; held in `loads`
+        until the lane's next hold), the rest by turns."""
         if key[1] != "load":
             getattr(turns, r["mode"])(r["why"])
             return
         code = codes[key[0]]
-        hold = lock.shared_with(code, r["why"]) if hasattr(lock, "shared_with") else _shared_then(lock, code, r["why"])
-        hold.__enter__()
-        turns.held = hold
+        loads.enter_context(lock.shared_with(code, r["why"]) if hasattr(lock, "shared_with") else
+                            _shared_then(lock, code, r["why"]))
 
     def run(key, lane: list[dict]) -> None:
         turns = lock.turns(codes[key[0]] if key[1] == "main" else None)
-        turns.held = None
+        loads = contextlib.ExitStack()
         last_release, last_mode = None, ""
         for i, r in enumerate(lane):
             gap = r["requested"] - (last_release if last_release is not None else start)
             switch = last_mode == "exclusive" and r["mode"] == "shared" and gap <= SWITCH_S
             if not switch:
-                if turns.held is not None:
-                    turns.held.__exit__(None, None, None)
-                    turns.held = None
+                loads.close()
                 turns.release()
                 a = anchor_of(r) if key[1] != "main" else None
                 if a is not None:  # as long after its anchor's start (or grant) as in the trace
@@ -137,13 +135,12 @@ def replay(lock_module, records: list[dict], scale: float, directory: str) -> di
                 else:
                     time.sleep(max(0.0, gap) * scale)
             requested = time.time()
-            take(turns, key, r)
+            take(turns, loads, key, r)
             if key[1] == "main":
                 anchors.reached((key[0], i), requested, time.time())
             time.sleep(max(0.0, r["released"] - r["granted"]) * scale)
             last_release, last_mode = r["released"], r["mode"]
-        if turns.held is not None:
-            turns.held.__exit__(None, None, None)
+        loads.close()
         turns.release()
     threads = [threading.Thread(target=run, args=(key, ln), daemon=True) for key, ln in all_lanes.items()]
     for t in threads:

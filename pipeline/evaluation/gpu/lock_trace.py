@@ -126,7 +126,7 @@ def lock_report(records: list[dict]) -> dict:
 
 def report_table(report: dict) -> str:
     lines = [f"lock trace over {report['span_s']:.2f} s: exclusive {report['exclusive_s']:.2f} s, shared "
-             f"{report['shared_s']:.2f} s (x{report.get('shared_overlap', 0.0):.2f} holders at once), not held "
+             f"{report['shared_s']:.2f} s (x{report['shared_overlap']:.2f} holders at once), not held "
              f"{report['not_held_s']:.2f} s",
              f"{'mode':<10} {'why':<44} {'holds':>6} {'held s':>8} {'waited s':>9}"]
     for g in report["reasons"]:
