@@ -359,6 +359,9 @@ def main() -> None:
     ap.add_argument("--timing-baseline", default="", help="--group-only: eval.timing_baseline of every run "
                     "(bracket, chained, every_round; default: the config's)")
     ap.add_argument("--trace-dir", default="", help="--group-only: keep each run's GPU lock trace there as <run>.lock.jsonl")
+    ap.add_argument("--more-workers", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
+                    help="--group-only: after the other runs, the copies group again with each of these numbers of "
+                    "evaluators sharing the GPU (e.g. 8), key ours_group_w<N>")
     ap.add_argument("--group-kind", choices=("copies", "realistic", "both"), default="copies",
                     help="--group-only: copies of the task's implementations, distinct answers with their source "
                     "mutants compiled through the pool (realistic_group), or both, one after the other")
@@ -418,6 +421,19 @@ def main() -> None:
                                                conv["candidates_per_minute_per_gpu"])
             print("conventional:", {k: v for k, v in conv.items() if k != "per_candidate"},
                   {k: v for k, v in report.items() if k.startswith("rate_ratio")}, flush=True)
+            save(report)
+        for n in args.more_workers:  # the copies group again with more evaluators sharing the GPU: does the rate scale?
+            key = f"ours_group_w{n}"
+            trace = str(Path(args.trace_dir) / f"{key}.lock.jsonl") if args.trace_dir else ""
+            report[key] = run = ours(tasks, config(f"cache-{key}"), n, groups=[(tasks[args.group_task], sample_group(
+                tasks[args.group_task], args.group_size))], trace_path=trace)
+            if "ours_group" in report:
+                run["speedup_ratio_to_ours_group"] = speedup_ratios(run["per_candidate"], report["ours_group"]["per_candidate"])
+            print(f"ours, one group of {args.group_size} ({args.group_task}, copies), {n} evaluators:", headline(run),
+                  run["verdicts"], flush=True)
+            if run["lock_trace"] and "span_s" in run["lock_trace"]:
+                from pipeline.evaluation.gpu.lock_trace import report_table
+                print(report_table(run["lock_trace"]), flush=True)
             save(report)
         return
     report["ours_one_worker"] = ours(tasks, config("cache-1"), 1)

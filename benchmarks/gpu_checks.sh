@@ -35,7 +35,7 @@
 #   both: verdicts and speedups side by side), each run with its stage breakdown and the GPU lock's trace (who held
 #   it, how, how long, why; the raw trace kept as <run>.lock.jsonl), then the conventional path and each run's rate
 #   against it (GROUP_CONVENTIONAL=0: not); one call (GROUP_S, 560). GROUP_KIND=copies|realistic|both (default both),
-#   GROUP_BASELINE: eval.timing_baseline of these runs, GROUP_SIZE: candidates a group (64). Where .before.tar.gz is carried (before_carry.sh REV), the
+#   GROUP_BASELINE: eval.timing_baseline of these runs, GROUP_SIZE: candidates a group (64), GROUP_MORE_WORKERS (e.g. 8): the copies group again with that many evaluators. Where .before.tar.gz is carried (before_carry.sh REV), the
 #   evaluator before runs the copies group first (GROUP_BEFORE_S, 200; GROUP_BEFORE=0: not), same GPU, same call.
 # builds: KernelBench answers' build time per object with and without torch's precompiled header
 #   (benchmarks/kernelbench_build.py, KB_BUILD_N answers), and the compile pool's CPU per candidate on this host's
@@ -136,7 +136,7 @@ for step in $steps; do
            timeout ${GROUP_S:-560} python3 benchmarks/evaluator_throughput.py --group-only --group-size ${GROUP_SIZE:-64} \
              --group-kind ${GROUP_KIND:-both} \
              --group-rounds ${GROUP_ROUNDS:-both} --trace-dir "$(cd "$OUT" && pwd)" $base \
-             $conv --out "$OUT/group_kinds.json" > "$OUT/group_kinds.log" 2>&1
+             $conv ${GROUP_MORE_WORKERS:+--more-workers $GROUP_MORE_WORKERS} --out "$OUT/group_kinds.json" > "$OUT/group_kinds.log" 2>&1
            rc_g=$?; grep -E '^(ours|timed rounds|stages|lock trace|mode|exclusive|shared|conventional)' "$OUT/group_kinds.log" | cut -c1-400
            [ -f "$OUT/group_before.json" ] && python3 benchmarks/group_before_after.py "$OUT/group_before.json" \
              "$OUT/group_kinds.json" --out "$OUT/group_after.json"
