@@ -309,8 +309,9 @@ def structure(limits, candidate, arch: str, ptxas_log: str | None, c_entry: str 
 def checked_build(compiler, candidate, task, profile: str, limits) -> CompileResult:
     """What a compile worker does for one candidate (each trusted stage bounded): the
     gate (a refused or stopped candidate is not built), the build and the artefact check, charged to one CPU
-    budget; the gate's and the check's findings travel in the result, so the evaluator reads them instead of
-    running either again. A check stopped by a cap is
+    budget, then the structural analysis of what passed; the gate's and the check's findings and the analysis'
+    features travel in the result, so the evaluator reads them instead of running any of them again (its own
+    serial CPU work per candidate is then only the run). A check stopped by a cap is
     an error finding naming it, a budget spent in the check a compile error naming that."""
     from pipeline.evaluation.intake import unusable
     if unusable(candidate) is not None:  # the evaluator's intake names why; nothing of it is built
@@ -329,7 +330,12 @@ def checked_build(compiler, candidate, task, profile: str, limits) -> CompileRes
     if isinstance(checked, str):
         return CompileResult(ok=False, log=checked, key=comp.key, cpu_s=comp.cpu_s, **gated)
     findings = [limit_finding(checked)] if isinstance(checked, StageLimit) else checked
-    return comp.model_copy(update={**gated, "built_findings": findings, "cpu_s": budget.total - budget.left})
+    built = {**gated, "built_findings": findings, "cpu_s": budget.total - budget.left}
+    if not any(f.severity == "error" for f in findings):  # the evaluator rejects the others before any analysis
+        got = structure(limits, candidate, compiler.cfg.arch, comp.ptxas_log or None,
+                        task.function if task.kind == "c2cuda" else "")
+        built["built_structure"] = ({}, [limit_finding(got, "structure")]) if isinstance(got, StageLimit) else got
+    return comp.model_copy(update=built)
 
 
 def measured(fn, *args) -> tuple:

@@ -232,7 +232,10 @@ class Evaluator:
                 return self.result_of(task, cand, "rejected", built[0].message, findings=findings + built,
                                   flags=sorted({f.rule for f in built}), stage_s=stage, compile_log=comp.ptxas_log)
         t2 = time.perf_counter()
-        features, hints = self.structure_features(cand, comp, task.function if task.kind == "c2cuda" else "")
+        if comp.built_structure is not None and comp.built_profile == self.cfg.gate_profile:
+            features, hints = comp.built_structure  # the compile worker analysed it (bounded.checked_build)
+        else:
+            features, hints = self.structure_features(cand, comp, task.function if task.kind == "c2cuda" else "")
         stage["structure"] = time.perf_counter() - t2
         stopped = [f for f in hints if f.rule == "stage-limit"]
         if stopped:

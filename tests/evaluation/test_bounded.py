@@ -222,6 +222,27 @@ def test_a_source_that_costs_the_structural_analysis_minutes_is_rejected_naming_
     assert time.monotonic() - t0 < 10
 
 
+@needs_nvcc
+def test_the_compile_worker_bounds_its_structural_analysis_too(tmp_path, builtin_tasks):
+    """A compile worker's analysis past its cap travels as a stage-limit finding; the evaluator rejects naming it."""
+    task = builtin_tasks["c2cuda/saxpy"]
+    impl = next(i for i in task.implementations if i.format == "c2cuda")
+    heavy = ("__global__ void heavy(float* x, int a) { int i = threadIdx.x; "  # minutes of analysis, seconds of nvcc
+             + "".join(f"x[i*{j}+a] = x[i+{j}];" for j in range(3000)) + " }\n")
+    cand = Candidate(task_id=task.id, code=heavy + impl.code, format="c2cuda")
+    compiler = Compiler(CompileSection(cache_dir=str(tmp_path)))
+    tight = SMALL.model_copy(update={"gate_wall_s": 60, "gate_cpu_s": 30, "check_wall_s": 60, "check_cpu_s": 30})
+    comp = bounded.checked_build(compiler, cand, task, "strict", tight)
+    assert comp.ok and comp.built_findings == []
+    features, hints = comp.built_structure
+    assert features == {} and [f.rule for f in hints] == ["stage-limit"] and "eval.limits.structure_" in \
+        hints[0].message
+    from pipeline.evaluation.evaluator import Evaluator
+    ev = Evaluator(EvalSection(result_cache_dir=""), compiler.cfg, use_gpu=False)
+    r = ev.evaluate(task, [cand], [comp.packed()])[0]
+    assert r.verdict == "rejected" and r.flags == ["stage-limit"] and "the structural analysis stopped" in r.reason
+
+
 # --- what the policy reads -------------------------------------------------------------------------------
 def test_feedback_is_capped_with_a_marker():
     r = EvalResult(task_id="t", candidate_hash="h", format="c2cuda", verdict="compile_error", gpu="cpu",

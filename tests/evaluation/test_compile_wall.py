@@ -239,16 +239,22 @@ def test_the_compile_worker_builds_once_and_checks_what_it_built(tmp_path, built
     packed = comp.packed()
     assert set(packed.payload) == {"artifact.so", "candidate.o"}
     assert comp.gate_findings == []  # the worker's gate travels with the result too
-    checks, gates = [], []  # the evaluator runs the check and the gate in workers: counted where they are sent
+    features, hints = comp.built_structure  # and the structural analysis of what it built
+    assert (features, hints) == bounded.structure(TrustedLimits(), Candidate(task_id=task.id, code=impl.code,
+                                                  format="c2cuda"), cfg.arch, comp.ptxas_log, task.function)
+    assert features["ptxas.available"] and features["struct.kernels"] >= 1
+    checks, gates, analyses = [], [], []  # the evaluator runs these stages in workers: counted where they are sent
     monkeypatch.setattr(bounded, "artifact_check", lambda *a, **k: checks.append(1) or [])
-    real_gate = bounded.gate
+    real_gate, real_structure = bounded.gate, bounded.structure
     monkeypatch.setattr(bounded, "gate", lambda *a, **k: gates.append(1) or real_gate(*a, **k))
+    monkeypatch.setattr(bounded, "structure", lambda *a, **k: analyses.append(1) or real_structure(*a, **k))
     ev = Evaluator(EvalSection(result_cache_dir=""), cfg, use_gpu=False)
     r = ev.evaluate(task, [Candidate(task_id=task.id, code=impl.code, format="c2cuda")], [packed])[0]
-    assert r.verdict == "not_executed" and checks == [] and gates == []  # the worker's findings were read
+    assert r.verdict == "not_executed" and checks == [] and gates == [] and analyses == []  # the worker's were read
+    assert all(r.features[k] == v for k, v in features.items())
     ev.cfg = ev.cfg.model_copy(update={"gate_profile": "kernelbench"})  # made under another profile: checked here
     ev.evaluate(task, [Candidate(task_id=task.id, code=impl.code + "\n// other\n", format="c2cuda")], [packed])
-    assert checks == [1] and gates == [1]
+    assert checks == [1] and gates == [1] and analyses == [1]
     refused = impl.code.replace("{", "{ system(\"id\");", 1)
     gated = bounded.checked_build(Compiler(cfg), Candidate(task_id=task.id, code=refused, format="c2cuda"), task,
                                   "strict", TrustedLimits())

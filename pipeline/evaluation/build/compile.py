@@ -65,6 +65,9 @@ class CompileResult(BaseModel):
     gate_findings: list[Finding] | None = Field(None, description="the static gate's findings, where the compile "
                                                               "worker ran it (bounded.checked_build)")
     built_profile: str = Field("", description="the gate profile gate_findings and built_findings were made under")
+    built_structure: tuple[dict, list[Finding]] | None = Field(
+        None, description="the structural analysis' (features, findings), where the compile worker ran it "
+                          "(bounded.checked_build): the evaluator reads them instead of analysing again")
     expanded: dict[str, list[tuple[int, str]]] = Field(
         default_factory=dict, description="c2cuda and light: the candidate's own lines as nvcc's device and host "
                                           "preprocessing passes expanded them in this compile (the artefact check "
