@@ -350,6 +350,51 @@ def test_torch2cuda_config_params_must_be_module_globals(tmp_path):
     assert "configs[0].params.rows" in msg and "module-level" in msg
 
 
+REASSIGNED = """import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        return x * self.scale
+
+batch_size = 4
+height = width = 2048
+steps = 3
+steps += 1
+channels = 2
+channels = channels * 4
+height, width = 8, 16
+
+def get_inputs():
+    return [torch.rand(batch_size, channels, height, width)]
+
+def get_init_inputs():
+    return [2.0]
+"""
+
+
+def test_a_kernelbench_problem_runs_at_the_sizes_its_module_ends_with(tmp_path):
+    """A size assigned twice (KernelBench level 2/11: `height = width = 2048`, later `height, width = 32, 32`) is
+    the last value, as KernelBench's own run of the module has it; a size computed or updated is the module's own."""
+    import torch
+    from pipeline.evaluation.checks.footprint import config_bytes
+    from pipeline.evaluation.checks.reference_torch import load_reference_module
+    from pipeline.tasks.sources import kernelbench_task
+    path = tmp_path / "level2" / "11_Reassigned.py"
+    path.parent.mkdir()
+    path.write_text(REASSIGNED)
+    task = kernelbench_task(path)
+    params = config_params(task, task.configs[-1])
+    assert params == {"batch_size": 4, "height": 8, "width": 16}
+    ns = load_reference_module(task, params)
+    assert tuple(ns["get_inputs"]()[0].shape) == (4, 8, 8, 16) and ns["steps"] == 4
+    assert config_bytes(task)[-1].inputs == torch.Size((4, 8, 8, 16)).numel() * 4
+
+
 def test_not_yaml_and_not_a_mapping(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("id: [unclosed\n")

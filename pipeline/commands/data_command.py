@@ -1,4 +1,4 @@
-"""`cudaperf data build | stats | card | measure | splits | degeneracy`: the task dataset from the command line.
+"""`cudaperf data build | stats | card | measure | splits | degeneracy | memory`: the task dataset from the command line.
 
   cudaperf data build   [--source S] [--check-compile] [--check-references] [--check-gate] [--sample N] [--family F]
                                                       generate the tasks, print counts and checks; with the
@@ -20,6 +20,11 @@
                                                       without the work (docs/fidelity.md); --update merges the
                                                       verdicts into the shipped registry, --resume checks only
                                                       tasks without a current entry, --report prints it
+  cudaperf data memory [--source S] [--kernelbench-dir DIR --levels 1,2,3] [--gpu-memory-gib 79.2,139] [--out FILE]
+                                                      the device memory one group of each task needs (the
+                                                      evaluator's own estimate, made on torch's meta device: no
+                                                      GPU, nothing allocated) against each card's evaluation
+                                                      budget; lists the tasks a card must refuse
 
 The degeneracy sweep runs each task in a child forked for it, within --limit-s: a C reference that crashes, or a
 check past its time, gives that task the verdict `unchecked` and the sweep goes on.
@@ -36,6 +41,7 @@ from pipeline.core.assets import SPLITS_TABLE
 from pipeline.core.config import RunConfig, add_config_option, load_config
 
 MIN_C2CUDA, MIN_TORCH2CUDA, MIN_FAMILIES, MAX_FAMILY_SHARE = 3000, 1000, 40, 0.05
+GIB = float(1 << 30)
 MIN_CONFIGS, MIN_IMPLS, MIN_TEST_IMPLS = 3, 3, 5
 
 
@@ -371,6 +377,65 @@ def cmd_splits(args) -> int:
     return 1
 
 
+def memory_plan(tasks, eval_cfg, cards_gib: list[float]) -> list[dict]:
+    """One row per task: the device memory an evaluator reserves for a group of it (evaluator.group_memory_need)
+    and, per card (its device memory in GiB), whether that fits the card's evaluation budget
+    (eval.gpu_memory_fraction of it); where the reference does not run on the meta device, why (the evaluator
+    then reserves a fair share of the GPU instead)."""
+    from pipeline.evaluation.evaluator import group_memory_need
+    rows = []
+    for task in tasks:
+        try:
+            need, top = group_memory_need(task, eval_cfg)
+        except Exception as e:  # noqa: BLE001 - one problem's reference is no reason to stop the plan
+            rows.append({"task": task.id, "error": f"{type(e).__name__}: {str(e)[:200]}"})
+            continue
+        rows.append({"task": task.id, "largest": top.name, "inputs_bytes": top.inputs, "outputs_bytes": top.outputs,
+                     "params_bytes": top.params, "need_bytes": need,
+                     "fits": {f"{g:g}": need <= g * GIB * eval_cfg.gpu_memory_fraction for g in cards_gib}})
+    return rows
+
+
+def cmd_memory(cfg: RunConfig, args) -> int:
+    """The memory plan of the selected tasks (memory_plan): the tasks some card must refuse, then the counts."""
+    import json
+    from pathlib import Path
+    from pipeline.core.errors import UserError
+    from pipeline.tasks import load_kernelbench
+    try:
+        cards = [float(x) for x in args.gpu_memory_gib.split(",") if x.strip()]
+    except ValueError:
+        cards = []
+    if not cards or min(cards) <= 0:
+        raise UserError(f"--gpu-memory-gib {args.gpu_memory_gib!r} is not a list of sizes; give each card's device "
+                        "memory in GiB, comma-separated, e.g. --gpu-memory-gib 79.2,139")
+    tasks = (load_kernelbench(args.kernelbench_dir, [int(x) for x in args.levels.split(",")])
+             if args.kernelbench_dir else _tasks(cfg, args.source))
+    rows = memory_plan(tasks, cfg.eval, cards)
+    budget = {f"{g:g}": g * cfg.eval.gpu_memory_fraction for g in cards}
+    print(f"{'task':66} {'largest configuration (in / out / params GiB)':>46} {'needs GiB':>9}  " +
+          "  ".join(f"{k} GiB card" for k in budget))
+    for r in rows:
+        if "error" in r:
+            print(f"{r['task']:66} not estimated (the evaluator reserves a fair share of the GPU): {r['error'][:80]}")
+        elif not all(r["fits"].values()):
+            sizes = f"{r['largest']}: {r['inputs_bytes'] / GIB:.1f} / {r['outputs_bytes'] / GIB:.1f} / " \
+                    f"{r['params_bytes'] / GIB:.1f}"
+            print(f"{r['task']:66} {sizes:>46} {r['need_bytes'] / GIB:9.1f}  " +
+                  "  ".join(f"{'fits' if r['fits'][k] else 'refused':>{len(k) + 9}}" for k in budget))
+    estimated = [r for r in rows if "error" not in r]
+    for k, b in budget.items():
+        refused = sum(not r["fits"][k] for r in estimated)
+        print(f"a {k} GiB card (evaluation budget {b:.1f} GiB, eval.gpu_memory_fraction "
+              f"{cfg.eval.gpu_memory_fraction:g}): {len(estimated) - refused} of {len(rows)} tasks fit, {refused} "
+              f"refused, {len(rows) - len(estimated)} not estimated")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"cards_gib": cards, "gpu_memory_fraction": cfg.eval.gpu_memory_fraction,
+                                              "rows": rows}, indent=1))
+        print(f"plan written to {args.out}")
+    return 0
+
+
 HELP = "build, measure and summarise the task dataset"
 
 
@@ -428,6 +493,12 @@ def add_parser(commands) -> argparse.ArgumentParser:
                    "model, in millions of operations); larger ones are checked with sizes halved")
     p.add_argument("--out", default="", help="write the report (JSON) here")
     p.add_argument("--update", action="store_true", help="merge the verdicts into the shipped registry")
+    p = common(sub.add_parser("memory", help="the device memory one group of each task needs, against each card"))
+    p.add_argument("--kernelbench-dir", default="", help="a KernelBench checkout instead of --source")
+    p.add_argument("--levels", default="1,2,3", help="KernelBench levels (with --kernelbench-dir)")
+    p.add_argument("--gpu-memory-gib", default="79.2,139", help="each card's device memory in GiB as the driver "
+                   "reports it, comma-separated (default: an H100 80 GB's 79.2 and an H200's 139)")
+    p.add_argument("--out", default="", help="write every task's row (JSON) here")
     return parser
 
 
@@ -444,4 +515,6 @@ def run(args, open_cluster=None) -> int:
         return cmd_degeneracy(cfg, args)
     if args.data_command == "splits":
         return cmd_splits(args)
+    if args.data_command == "memory":
+        return cmd_memory(cfg, args)
     return cmd_measure(cfg, args)

@@ -45,7 +45,7 @@ from pipeline.evaluation.bounded import StageLimit, limit_finding
 from pipeline.evaluation.gate import FORM_RULES, gate_profile
 from pipeline.evaluation.checks.buffer_layout import add_anchor_slot, add_timing_slots, arena_layout
 from pipeline.evaluation.checks.comparison import check_outputs
-from pipeline.evaluation.checks.footprint import config_bytes, group_footprint
+from pipeline.evaluation.checks.footprint import ConfigBytes, config_bytes, group_footprint
 from pipeline.evaluation.checks.group_data import GroupData, TaskBroken, poison_byte, to_device
 from pipeline.evaluation.checks.reference_c import (adopt_baseline_outputs, build_c2cuda, can_anchor_c,
                                                     run_c_reference, run_c_reference64)
@@ -70,6 +70,18 @@ class Prepared:
     findings: list[Finding]
     stage_s: dict[str, float]
     features: dict
+
+
+
+def group_memory_need(task: Task, eval_cfg: EvalSection) -> tuple[int, ConfigBytes]:
+    """(bytes, its largest configuration): the device memory an evaluator reserves before it builds a group of
+    `task` under `eval_cfg` (checks/footprint.py, from the argument sizes or the reference run on torch's meta
+    device: nothing is allocated). Raises where the reference does not run on the meta device."""
+    sizes = config_bytes(task)
+    need = group_footprint(sizes, eval_cfg.timing_memory_bytes, eval_cfg.l2_flush_bytes,
+                           calibration_max=CALIBRATION_FILL_MAX,
+                           round_sets_bytes=eval_cfg.timing_memory_bytes if eval_cfg.group_rounds else 0)
+    return need, max(sizes, key=lambda c: c.inputs + c.outputs + c.params)
 
 
 class Evaluator:
@@ -278,11 +290,7 @@ class Evaluator:
         import torch
         what = f"task {task.id}"
         try:
-            sizes = config_bytes(task)
-            need = group_footprint(sizes, self.cfg.timing_memory_bytes, self.cfg.l2_flush_bytes,
-                                   calibration_max=CALIBRATION_FILL_MAX,
-                                   round_sets_bytes=self.cfg.timing_memory_bytes if self.cfg.group_rounds else 0)
-            top = max(sizes, key=lambda c: c.inputs + c.outputs + c.params)
+            need, top = group_memory_need(task, self.cfg)
             what += (f" (its largest configuration '{top.name}': inputs {gib(top.inputs)}, outputs {gib(top.outputs)}, "
                      f"parameters {gib(top.params)})")
         except Exception:  # the reference does not run on the meta device: a fair share of the GPU

@@ -34,18 +34,33 @@ def module_names(source: str) -> ModuleNames:
             targets, value = node.targets, node.value
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
             targets, value = [node.target], node.value
-        for t in targets:
-            if isinstance(t, ast.Name):
-                assigned.add(t.id)
-                try:
-                    v = ast.literal_eval(value)
-                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                    continue
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    literals[t.id] = v
-            elif isinstance(t, ast.Tuple):
-                assigned.update(e.id for e in t.elts if isinstance(e, ast.Name))
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):  # `n *= 2`: no literal now
+            assigned.add(node.target.id)
+            literals.pop(node.target.id, None)
+        for t in targets:  # in order: a later assignment replaces an earlier literal (`h = w = 2048`, `h, w = 32, 32`)
+            pairs = [(t, value)] if isinstance(t, ast.Name) else \
+                list(zip(t.elts, value.elts)) if isinstance(t, ast.Tuple) and isinstance(value, ast.Tuple) and \
+                len(t.elts) == len(value.elts) else [(e, None) for e in getattr(t, "elts", [])]
+            for name, v in pairs:
+                if isinstance(name, ast.Name):
+                    assigned.add(name.id)
+                    literal = _numeric_literal(v)
+                    if literal is None:
+                        literals.pop(name.id, None)
+                    else:
+                        literals[name.id] = literal
     return ModuleNames(frozenset(defined | assigned), frozenset(assigned), literals)
+
+
+def _numeric_literal(node: ast.expr | None) -> int | float | None:
+    """The number a literal expression evaluates to, or None (not a literal, or not a number)."""
+    if node is None:
+        return None
+    try:
+        v = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def config_params(task: Task, config: InputConfig) -> dict[str, int | float]:

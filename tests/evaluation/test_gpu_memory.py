@@ -106,6 +106,43 @@ def test_sizes_come_from_the_meta_device_without_allocating(tmp_path):
     assert large.inputs == 2 * 4 * (1 << 24) and large.outputs == 4 * (1 << 24)  # x and y in, y out
 
 
+RECURRENT = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, features, hidden, layers):
+        super().__init__()
+        self.lstm = nn.LSTM(features, hidden, layers, batch_first=True)
+
+    def forward(self, x):
+        out, _ = self.lstm(x)
+        return out[:, -1, :]
+
+def get_inputs():
+    return [torch.rand(10, 512, 64)]
+
+def get_init_inputs():
+    return [64, 128, 4]
+'''
+
+
+def test_a_recurrent_reference_is_sized_on_the_cpu_as_it_runs(tmp_path):
+    """On the meta device an LSTM of 512 steps decomposes into Python-level steps (tens of seconds a
+    configuration); its sizes come from one CPU run instead, and agree with it, the caller's random state untouched."""
+    path = tmp_path / "level3" / "35_LSTM.py"
+    path.parent.mkdir()
+    path.write_text(RECURRENT)
+    torch.manual_seed(5)
+    state = torch.random.get_rng_state()
+    t0 = time.monotonic()
+    sizes = config_bytes(kernelbench_task(path))
+    assert time.monotonic() - t0 < 15  # the meta device takes about 40 s here, the CPU about 1
+    assert torch.equal(torch.random.get_rng_state(), state)
+    lstm = torch.nn.LSTM(64, 128, 4, batch_first=True)
+    assert [(c.inputs, c.outputs, c.params) for c in sizes] == [
+        (10 * 512 * 64 * 4, 10 * 128 * 4, sum(p.numel() for p in lstm.state_dict().values()) * 4)] * 3
+
+
 def test_the_footprint_follows_the_largest_configuration_not_their_sum():
     one = [ConfigBytes("timing", 6 * GB, 6 * GB, 0, True)]
     three = [ConfigBytes("seed0", 6 * GB, 6 * GB), ConfigBytes("seed1", 6 * GB, 6 * GB)] + one
@@ -341,3 +378,37 @@ def test_calibration_children_give_their_scratch_back_or_are_replaced():
     assert good.asked == ["free_scratch"] and not good.closed
     assert refused.closed and broken.closed and dead.asked == []
     assert set(ev._null_children) == {0, 3}
+
+
+SMALL_PROBLEM = PROBLEM.replace("batch = 1 << 20", "batch = 64")
+
+
+def test_the_memory_plan_lists_what_each_card_must_refuse_with_the_evaluators_own_estimate(tmp_path, capsys):
+    """`cudaperf data memory`: every task's row is the reservation the evaluator makes (group_memory_need), judged
+    against each card's budget; a bad card list is one line and exit status 2."""
+    import json
+    from pipeline.cli import main as cudaperf
+    from pipeline.core.config import EvalSection
+    from pipeline.evaluation.evaluator import group_memory_need
+    level = tmp_path / "KernelBench" / "level1"
+    level.mkdir(parents=True)
+    (level / "1_Linear_ReLU_large.py").write_text(PROBLEM)  # 4 GiB in, 4 GiB out: never allocated
+    (level / "2_Linear_ReLU_small.py").write_text(SMALL_PROBLEM)
+    out = tmp_path / "plan.json"
+    assert cudaperf(["data", "memory", "--kernelbench-dir", str(tmp_path), "--levels", "1", "--gpu-memory-gib",
+                     "40,200", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    rows = {r["task"]: r for r in json.loads(out.read_text())["rows"]}
+    large, small = rows["kernelbench/level1/1_Linear_ReLU_large"], rows["kernelbench/level1/2_Linear_ReLU_small"]
+    task = kernelbench_task(level / "1_Linear_ReLU_large.py")
+    assert large["need_bytes"] == group_memory_need(task, EvalSection())[0]
+    assert large["inputs_bytes"] == large["outputs_bytes"] == 4 * GB
+    assert 36 * GB < large["need_bytes"] < 180 * GB and large["fits"] == {"40": False, "200": True}
+    assert small["fits"] == {"40": True, "200": True}
+    assert "1_Linear_ReLU_large" in printed and "2_Linear_ReLU_small" not in printed  # only what some card refuses
+    assert "a 40 GiB card (evaluation budget 36.0 GiB, eval.gpu_memory_fraction 0.9): 1 of 2 tasks fit, 1 refused" \
+        in printed
+    assert cudaperf(["data", "memory", "--kernelbench-dir", str(tmp_path), "--levels", "1",
+                     "--gpu-memory-gib", "eighty"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--gpu-memory-gib 'eighty'" in err[0] and "e.g. --gpu-memory-gib 79.2,139" in err[0]

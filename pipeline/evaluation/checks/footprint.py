@@ -28,9 +28,10 @@ class ConfigBytes:
 
 
 def config_bytes(task: Task) -> list[ConfigBytes]:
-    """The sizes of every configuration's data, without allocating it: from the argument sizes (c2cuda),
-    or from the reference run on torch's meta device (torch2cuda; where an operator has no meta version,
-    the outputs are taken as large as the inputs)."""
+    """The sizes of every configuration's data, without allocating it on a GPU: from the argument sizes (c2cuda),
+    or from the reference run on torch's meta device (torch2cuda; a reference with a recurrent layer runs on the
+    CPU instead, `_without_meta_kernel`; where an operator has no meta version, the outputs are taken as large
+    as the inputs)."""
     out = []
     for cfg in task.configs:
         params = config_params(task, cfg)
@@ -47,23 +48,45 @@ def config_bytes(task: Task) -> list[ConfigBytes]:
     return out
 
 
+CPU_RUN_BYTES = 1 << 30  # a recurrent reference runs on the CPU for its output sizes up to this much data
+
+
+def _without_meta_kernel(model) -> bool:
+    """Whether the model holds a recurrent layer (torch.nn.RNNBase: LSTM, GRU, RNN), whose operator has no meta
+    kernel: on the meta device it decomposes into thousands of Python-level steps (an LSTM of 512 steps: about
+    38 s a configuration), on the CPU it is one call."""
+    import torch
+    return any(isinstance(m, torch.nn.RNNBase) for m in model.modules())
+
+
 def _torch_config_bytes(task: Task, cfg, params: dict) -> ConfigBytes:
     import torch
 
     def nbytes(values) -> int:
         return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+    def outputs(device: str) -> int:  # the reference's outputs on `device`, its state and inputs made there
+        with torch.device(device), torch.no_grad():
+            result = ns["Model"](*list(ns["get_init_inputs"]()))(*list(ns["get_inputs"]()))
+        return nbytes(result if isinstance(result, (tuple, list)) else [result])
     ns = load_reference_module(task, params)
     with torch.device("meta"):
         model = ns["Model"](*list(ns["get_init_inputs"]()))
         inputs = list(ns["get_inputs"]())
-        param_bytes = nbytes(model.state_dict().values())
+    param_bytes, in_bytes = nbytes(model.state_dict().values()), nbytes(inputs)
+    outs = None
+    if _without_meta_kernel(model) and in_bytes + param_bytes <= CPU_RUN_BYTES:
         try:
-            with torch.no_grad():
-                result = model(*inputs)
-            outs = nbytes(result if isinstance(result, (tuple, list)) else [result])
+            with torch.random.fork_rng(devices=[]):  # the caller's random state stays as it was
+                outs = outputs("cpu")
+        except Exception:  # noqa: BLE001 - an operator without a CPU kernel: the meta device below
+            outs = None
+    if outs is None:
+        try:
+            outs = outputs("meta")
         except Exception:  # no meta version of some operator: assume outputs as large as the inputs
-            outs = nbytes(inputs)
-    return ConfigBytes(cfg.name, nbytes(inputs), outs, param_bytes, cfg.time)
+            outs = in_bytes
+    return ConfigBytes(cfg.name, in_bytes, outs, param_bytes, cfg.time)
 
 
 def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_bytes: int, max_slots: int = 32,
