@@ -68,7 +68,8 @@ class CompilerActor:
     calls_per_actor = 1  # as EvaluatorActor's
 
     def __init__(self, compile_cfg: CompileSection, gate_profile: str = "strict", limits: TrustedLimits | None = None):
-        """`limits`: the caps of the gate and the artefact check run here (eval.limits; None: the schema's)."""
+        """`limits`: the caps of the gate, the artefact check and the structural analysis run here (eval.limits;
+        None: the schema's)."""
         from pipeline.core.config import TrustedLimits
         from pipeline.evaluation.build.compile import Compiler  # lazily, as in EvaluatorActor
 
@@ -81,11 +82,11 @@ class CompilerActor:
         return [self.compile(c, task) for c in candidates]
 
     def compile(self, candidate: Candidate, task: Task) -> CompileResult:
-        """Compile one candidate for its task and check what was built (bounded.checked_build: the gate and the
-        artefact check each in a worker with OS limits), so that the evaluator's serial CPU work is only reading
-        the findings; failures are a verdict in the result, not an exception. The result carries its artefact
-        files, so an evaluator on another node can use it, and the seconds this worker spent on it (`worker_s`:
-        the compilers' busy time)."""
+        """Compile one candidate for its task and check what was built (bounded.checked_build: the gate, the
+        artefact check and the structural analysis each in a worker with OS limits), so that the evaluator's
+        serial CPU work is only reading the findings; failures are a verdict in the result, not an exception.
+        The result carries its artefact files, so an evaluator on another node can use it, and the seconds this
+        worker spent on it (`worker_s`: the compilers' busy time)."""
         from pipeline.evaluation.bounded import checked_build
         t0 = time.perf_counter()
         packed = checked_build(self._compiler, candidate, task, self._profile, self._limits).packed()
@@ -139,7 +140,8 @@ def make_compiler_pool(compile_cfg: CompileSection, max_retries: int, gate_profi
 
     `max_retries` bounds resubmissions of one candidate after its compiler actor died (the driver
     passes `cfg.eval.max_retries`). `placement` and `actor_cls` as in `make_evaluator_pool`; `limits`: the caps
-    of the gate and the artefact check in the workers (the driver passes `cfg.eval.limits`).
+    of the gate, the artefact check and the structural analysis in the workers (the driver passes
+    `cfg.eval.limits`).
     """
     if compile_cfg.workers < 1:
         raise ValueError(f"compile.workers = {compile_cfg.workers}: the compile pool needs at least one "

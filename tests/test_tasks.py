@@ -390,6 +390,9 @@ def test_a_kernelbench_problem_runs_at_the_sizes_its_module_ends_with(tmp_path):
     task = kernelbench_task(path)
     params = config_params(task, task.configs[-1])
     assert params == {"batch_size": 4, "height": 8, "width": 16}
+    from pipeline.tasks.reference_module import module_names
+    assert module_names("h, w = 2, 3\nh, w = dims\n[a, b] = 4, 5\nc: int = 6\nc = None\nd = -7\n").literals == {
+        "d": -7}  # unpacked from a name, a list target, a non-number: no literal left
     ns = load_reference_module(task, params)
     assert tuple(ns["get_inputs"]()[0].shape) == (4, 8, 8, 16) and ns["steps"] == 4
     assert config_bytes(task)[-1].inputs == torch.Size((4, 8, 8, 16)).numel() * 4

@@ -13,7 +13,7 @@
                                                       against the generated families; --freeze adds new families
                                                       and drops removed ones (no family moves), --rebalance ranks
                                                       every family afresh at exact shares (families move)
-  cudaperf data degeneracy [--source S] [--kernelbench-dir DIR --levels 1,2,3] [--family F] [--resume]
+  cudaperf data degeneracy [--source S] [--kernelbench-dir DIR --levels 1,2,3] [--family F] [--tasks IDS] [--resume]
                            [--flagged] [--out FILE] [--update] [--report]
                                                       run every reference on the CPU, at every check and timing
                                                       configuration, and flag tasks whose check a kernel passes
@@ -35,6 +35,7 @@ Exit status: 0 done, 1 a check failed or a shard is incomplete, 2 a usage error 
 from __future__ import annotations
 
 import argparse
+import math
 from collections import Counter
 
 from pipeline.core.assets import SPLITS_TABLE
@@ -299,10 +300,12 @@ def cmd_degeneracy(cfg: RunConfig, args) -> int:
     if args.report:
         print(registry_report(load_registry(str(REGISTRY))))
         return 0
-    tasks = (load_kernelbench(args.kernelbench_dir, [int(x) for x in args.levels.split(",")])
+    tasks = (load_kernelbench(args.kernelbench_dir, kernelbench_levels(args.levels))
              if args.kernelbench_dir else _tasks(cfg, args.source))
     if args.family:
         tasks = [t for t in tasks if t.family in set(args.family.split(","))]
+    if args.tasks:
+        tasks = [t for t in tasks if t.id in set(args.tasks.split(","))]
     if args.resume:
         tasks = [t for t in tasks if entry_of(t) is None]
     if args.flagged:
@@ -377,6 +380,16 @@ def cmd_splits(args) -> int:
     return 1
 
 
+def kernelbench_levels(text: str) -> list[int]:
+    """--levels as level numbers ("1,2,3"), or a UserError naming the form."""
+    from pipeline.core.errors import UserError
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--levels {text!r} is not a list of KernelBench levels; give them comma-separated, e.g. "
+                        "--levels 1,2,3") from None
+
+
 def memory_plan(tasks, eval_cfg, cards_gib: list[float]) -> list[dict]:
     """One row per task: the device memory an evaluator reserves for a group of it (evaluator.group_memory_need)
     and, per card (its device memory in GiB), whether that fits the card's evaluation budget
@@ -406,10 +419,10 @@ def cmd_memory(cfg: RunConfig, args) -> int:
         cards = [float(x) for x in args.gpu_memory_gib.split(",") if x.strip()]
     except ValueError:
         cards = []
-    if not cards or min(cards) <= 0:
-        raise UserError(f"--gpu-memory-gib {args.gpu_memory_gib!r} is not a list of sizes; give each card's device "
-                        "memory in GiB, comma-separated, e.g. --gpu-memory-gib 79.2,139")
-    tasks = (load_kernelbench(args.kernelbench_dir, [int(x) for x in args.levels.split(",")])
+    if not cards or not all(math.isfinite(g) and g > 0 for g in cards):
+        raise UserError(f"--gpu-memory-gib {args.gpu_memory_gib!r} is not a list of positive sizes; give each "
+                        "card's device memory in GiB, comma-separated, e.g. --gpu-memory-gib 79.2,139")
+    tasks = (load_kernelbench(args.kernelbench_dir, kernelbench_levels(args.levels))
              if args.kernelbench_dir else _tasks(cfg, args.source))
     rows = memory_plan(tasks, cfg.eval, cards)
     budget = {f"{g:g}": g * cfg.eval.gpu_memory_fraction for g in cards}
@@ -481,6 +494,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     p.add_argument("--levels", default="1,2,3", help="KernelBench levels (with --kernelbench-dir)")
     p.add_argument("--sample", type=int, default=0, help="check only this many tasks (spread over families)")
     p.add_argument("--family", default="", help="check only these families (comma-separated)")
+    p.add_argument("--tasks", default="", help="check only these tasks (ids, comma-separated)")
     p.add_argument("--resume", action="store_true", help="check only tasks the registry has no current entry for")
     p.add_argument("--flagged", action="store_true", help="check only tasks the registry flags (repaired, degenerate, "
                    "unchecked): after a change that can only take findings away")

@@ -318,7 +318,7 @@ def checked_build(compiler, candidate, task, profile: str, limits) -> CompileRes
         return CompileResult(ok=False, log="not built: the evaluator cannot read this candidate")
     found = gate(limits, candidate, task, profile)
     gated = {"gate_findings": [limit_finding(found)] if isinstance(found, StageLimit) else found,
-             "built_profile": profile}  # the evaluator reads them instead of gating again
+             "built_profile": profile, "built_for": built_for(candidate, task)}  # the evaluator reads them instead
     if any(f.severity == "error" for f in gated["gate_findings"]):
         return CompileResult(ok=False, log="not built: the static gate refused it (the evaluator names the rule)",
                              **gated)
@@ -332,10 +332,20 @@ def checked_build(compiler, candidate, task, profile: str, limits) -> CompileRes
     findings = [limit_finding(checked)] if isinstance(checked, StageLimit) else checked
     built = {**gated, "built_findings": findings, "cpu_s": budget.total - budget.left}
     if not any(f.severity == "error" for f in findings):  # the evaluator rejects the others before any analysis
-        got = structure(limits, candidate, compiler.cfg.arch, comp.ptxas_log or None,
-                        task.function if task.kind == "c2cuda" else "")
-        built["built_structure"] = ({}, [limit_finding(got, "structure")]) if isinstance(got, StageLimit) else got
+        try:
+            got = structure(limits, candidate, compiler.cfg.arch, comp.ptxas_log or None,
+                            task.function if task.kind == "c2cuda" else "")
+        except RuntimeError:  # the analysis' worker failed (ours, not the candidate's): the evaluator analyses it
+            got = None  # again, where a failure is that one candidate's evaluator_error
+        if got is not None:
+            built["built_structure"] = ({}, [limit_finding(got, "structure")]) if isinstance(got, StageLimit) else got
     return comp.model_copy(update=built)
+
+
+def built_for(candidate, task) -> str:
+    """What a compile worker's findings belong to (CompileResult.built_for): the task and the candidate's code, so
+    the evaluator reads them only for that candidate of that task."""
+    return f"{task.id}:{candidate.content_hash()}"
 
 
 def measured(fn, *args) -> tuple:

@@ -60,7 +60,7 @@ from pipeline.evaluation.timing.timed_rounds import CALIBRATION_FILL_MAX
 from pipeline.evaluation.timing.statistics import TrustedClock, time_calls
 from pipeline.core.records import Candidate, CandidateFormat, EvalResult, Finding, Task
 
-EVALUATOR_VERSION = "22"  # in every result's cache key and report; what each version changed: docs/changelog.md
+EVALUATOR_VERSION = "23"  # in every result's cache key and report; what each version changed: docs/changelog.md
 
 
 @dataclass
@@ -70,7 +70,6 @@ class Prepared:
     findings: list[Finding]
     stage_s: dict[str, float]
     features: dict
-
 
 
 def group_memory_need(task: Task, eval_cfg: EvalSection) -> tuple[int, ConfigBytes]:
@@ -206,7 +205,9 @@ class Evaluator:
         t0 = time.perf_counter()
         if (task.kind == "c2cuda") != (cand.format == "c2cuda"):
             return self.result_of(task, cand, "format_error", f"a {task.kind} task does not take {cand.format} candidates")
-        if comp is not None and comp.built_profile == self.cfg.gate_profile and comp.gate_findings is not None:
+        worker = comp is not None and comp.built_profile == self.cfg.gate_profile and \
+            comp.built_for == bounded.built_for(cand, task)  # the compile worker's findings are this candidate's
+        if worker and comp.gate_findings is not None:
             findings = comp.gate_findings  # the compile worker gated it (bounded.checked_build)
         else:
             findings = bounded.gate(self.cfg.limits, cand, task, self.cfg.gate_profile)  # in a worker with OS limits
@@ -230,8 +231,7 @@ class Evaluator:
             return self._compile_error(task, cand, comp.log, findings, stage)
         if comp.ok:  # the gate's second look, at what was built (artifact.py); the compile worker's where it ran it
             t_built = time.perf_counter()
-            checked = comp.built_findings if comp.built_profile == self.cfg.gate_profile and \
-                comp.built_findings is not None else \
+            checked = comp.built_findings if worker and comp.built_findings is not None else \
                 bounded.artifact_check(self.cfg.limits, cand, task, comp, self.compiler.cfg, self.cfg.gate_profile,
                                        budget)  # in a worker with OS limits
             if isinstance(checked, str):  # the CPU budget of the candidate's builds ran out in the check
@@ -244,7 +244,7 @@ class Evaluator:
                 return self.result_of(task, cand, "rejected", built[0].message, findings=findings + built,
                                   flags=sorted({f.rule for f in built}), stage_s=stage, compile_log=comp.ptxas_log)
         t2 = time.perf_counter()
-        if comp.built_structure is not None and comp.built_profile == self.cfg.gate_profile:
+        if worker and comp.built_structure is not None:
             features, hints = comp.built_structure  # the compile worker analysed it (bounded.checked_build)
         else:
             features, hints = self.structure_features(cand, comp, task.function if task.kind == "c2cuda" else "")

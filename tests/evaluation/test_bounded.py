@@ -243,6 +243,26 @@ def test_the_compile_worker_bounds_its_structural_analysis_too(tmp_path, builtin
     assert r.verdict == "rejected" and r.flags == ["stage-limit"] and "the structural analysis stopped" in r.reason
 
 
+@needs_nvcc
+def test_a_failed_analysis_in_the_compile_worker_is_left_to_the_evaluator(tmp_path, builtin_tasks, monkeypatch):
+    """The analysis' worker failing in the compile worker (our fault) stops nothing there: the build carries no
+    analysis, and the evaluator analyses the candidate itself."""
+    task = builtin_tasks["c2cuda/saxpy"]
+    impl = next(i for i in task.implementations if i.format == "c2cuda")
+    cand = Candidate(task_id=task.id, code=impl.code + "\n// the worker's analysis fails\n", format="c2cuda")
+    compiler = Compiler(CompileSection(cache_dir=str(tmp_path)))
+    real = bounded.structure
+    monkeypatch.setattr(bounded, "structure", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("worker died")))
+    comp = bounded.checked_build(compiler, cand, task, "strict", TrustedLimits())
+    assert comp.ok and comp.built_findings == [] and comp.built_structure is None
+    analysed = []
+    monkeypatch.setattr(bounded, "structure", lambda *a, **k: analysed.append(1) or real(*a, **k))
+    from pipeline.evaluation.evaluator import Evaluator
+    r = Evaluator(EvalSection(result_cache_dir=""), compiler.cfg, use_gpu=False).evaluate(task, [cand],
+                                                                                         [comp.packed()])[0]
+    assert r.verdict == "not_executed" and analysed == [1] and r.features["struct.kernels"] >= 1
+
+
 # --- what the policy reads -------------------------------------------------------------------------------
 def test_feedback_is_capped_with_a_marker():
     r = EvalResult(task_id="t", candidate_hash="h", format="c2cuda", verdict="compile_error", gpu="cpu",

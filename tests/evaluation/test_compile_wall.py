@@ -252,13 +252,17 @@ def test_the_compile_worker_builds_once_and_checks_what_it_built(tmp_path, built
     r = ev.evaluate(task, [Candidate(task_id=task.id, code=impl.code, format="c2cuda")], [packed])[0]
     assert r.verdict == "not_executed" and checks == [] and gates == [] and analyses == []  # the worker's were read
     assert all(r.features[k] == v for k, v in features.items())
-    ev.cfg = ev.cfg.model_copy(update={"gate_profile": "kernelbench"})  # made under another profile: checked here
-    ev.evaluate(task, [Candidate(task_id=task.id, code=impl.code + "\n// other\n", format="c2cuda")], [packed])
+    other = Candidate(task_id=task.id, code=impl.code + "\n// other\n", format="c2cuda")
+    ev.evaluate(task, [other], [packed])  # another candidate's build result: its findings are not this one's
     assert checks == [1] and gates == [1] and analyses == [1]
+    kb = Evaluator(EvalSection(result_cache_dir="", gate_profile="kernelbench"), cfg, use_gpu=False)
+    kb.evaluate(task, [Candidate(task_id=task.id, code=impl.code, format="c2cuda")], [packed])  # made under
+    assert checks == [1, 1] and gates == [1, 1] and analyses == [1, 1]  # another profile: checked here
+    checks[:], gates[:], analyses[:] = [], [], []
     refused = impl.code.replace("{", "{ system(\"id\");", 1)
     gated = bounded.checked_build(Compiler(cfg), Candidate(task_id=task.id, code=refused, format="c2cuda"), task,
                                   "strict", TrustedLimits())
     assert not gated.ok and "gate" in gated.log and gated.cpu_s == 0 and not gated.key
-    ev.cfg, gates[:] = ev.cfg.model_copy(update={"gate_profile": "strict"}), []  # the profile the worker gated under
+    gates[:] = []  # the worker's gate above: counted too
     rejected = ev.evaluate(task, [Candidate(task_id=task.id, code=refused, format="c2cuda")], [gated])[0]
     assert rejected.verdict == "rejected" and "process-or-file-or-network" in rejected.flags and gates == []

@@ -65,6 +65,8 @@ class CompileResult(BaseModel):
     gate_findings: list[Finding] | None = Field(None, description="the static gate's findings, where the compile "
                                                               "worker ran it (bounded.checked_build)")
     built_profile: str = Field("", description="the gate profile gate_findings and built_findings were made under")
+    built_for: str = Field("", description="the task and candidate the compile worker's findings belong to "
+                                           "(bounded.built_for); the evaluator reads them only for that one")
     built_structure: tuple[dict, list[Finding]] | None = Field(
         None, description="the structural analysis' (features, findings), where the compile worker ran it "
                           "(bounded.checked_build): the evaluator reads them instead of analysing again")
@@ -81,7 +83,8 @@ class CompileResult(BaseModel):
     cpu_s: float = Field(0.0, description="CPU seconds the build used (charged to the candidate's budget, also "
                                           "when the result comes from the cache)")
     worker_s: float = Field(0.0, description="wall seconds a compile worker spent on the candidate (gate, build, "
-                                             "artefact check, packing); 0 where the evaluator built it itself")
+                                             "artefact check, structural analysis, packing); 0 where the evaluator "
+                                             "built it itself")
 
     def packed(self) -> "CompileResult":
         """A copy carrying its artefact files, so an evaluator on another node can use it."""
