@@ -242,6 +242,13 @@ def rounds_summary(per_candidate: dict) -> dict:
             "drift_fallbacks": sum(1 for c in rows if (c["baseline_drift"] or 0) > BASELINE_DRIFT)}
 
 
+def print_lock_trace(run: dict) -> None:
+    """A run's lock trace as a table, where it has one."""
+    if run["lock_trace"] and "span_s" in run["lock_trace"]:
+        from pipeline.evaluation.gpu.lock_trace import report_table
+        print(report_table(run["lock_trace"]), flush=True)
+
+
 def lock_trace_report(trace: str | None, since: float = 0.0) -> dict | None:
     """Who held the GPU's lock in a run (pipeline/evaluation/gpu/lock_trace.py), None without a trace; one GPU's
     report, or {lock: report} where several GPUs' evaluators wrote it."""
@@ -408,9 +415,7 @@ def main() -> None:
                 print("stages (s per candidate, share):", ", ".join(
                     f"{s} {v['mean_s']:.3f} ({100 * v['share']:.0f} %)" if v["share"] is not None else
                     f"{s} {v['mean_s']:.3f}" for s, v in run["stage_breakdown"].items()), flush=True)
-                if run["lock_trace"] and "span_s" in run["lock_trace"]:
-                    from pipeline.evaluation.gpu.lock_trace import report_table
-                    print(report_table(run["lock_trace"]), flush=True)
+                print_lock_trace(run)
                 save(report)
         if args.with_conventional:  # the conventional path in the same call, and the ratio of each group to it
             conv = report["conventional"] = conventional(tasks, work / "conventional")
@@ -431,9 +436,7 @@ def main() -> None:
                 run["speedup_ratio_to_ours_group"] = speedup_ratios(run["per_candidate"], report["ours_group"]["per_candidate"])
             print(f"ours, one group of {args.group_size} ({args.group_task}, copies), {n} evaluators:", headline(run),
                   run["verdicts"], flush=True)
-            if run["lock_trace"] and "span_s" in run["lock_trace"]:
-                from pipeline.evaluation.gpu.lock_trace import report_table
-                print(report_table(run["lock_trace"]), flush=True)
+            print_lock_trace(run)
             save(report)
         return
     report["ours_one_worker"] = ours(tasks, config("cache-1"), 1)

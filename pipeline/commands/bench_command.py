@@ -12,7 +12,8 @@ DESCRIPTION = ("sample a policy (or read ready answers) on a suite, evaluate eve
                "(pipeline/scoring/bench.py)")
 
 
-def _levels(text: str) -> list[int]:
+def kernelbench_levels(text: str) -> list[int]:
+    """--levels as level numbers ("1,2,3"), or a UserError naming the form (also `cudaperf data`'s)."""
     try:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
@@ -58,7 +59,7 @@ def run(args, open_cluster=None) -> int:
     cfg = load_config(args.config, pre + overrides)
     from pipeline.commands.preflight import require_compiler
     require_compiler(cfg)  # no verdict without its compiler (or eval.allow_unbuilt)
-    levels = _levels(args.levels) if args.levels else cfg.tasks.kernelbench_levels
+    levels = kernelbench_levels(args.levels) if args.levels else cfg.tasks.kernelbench_levels
     from pipeline.dataset.measure import MeasureError, parse_shard
     try:
         shard = parse_shard(args.shard)

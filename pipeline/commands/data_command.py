@@ -42,7 +42,6 @@ from pipeline.core.assets import SPLITS_TABLE
 from pipeline.core.config import RunConfig, add_config_option, load_config
 
 MIN_C2CUDA, MIN_TORCH2CUDA, MIN_FAMILIES, MAX_FAMILY_SHARE = 3000, 1000, 40, 0.05
-GIB = float(1 << 30)
 MIN_CONFIGS, MIN_IMPLS, MIN_TEST_IMPLS = 3, 3, 5
 
 
@@ -295,6 +294,7 @@ def cmd_degeneracy(cfg: RunConfig, args) -> int:
     """Every selected task's degeneracy (pipeline/evaluation/checks/degeneracy.py); 1 if any is degenerate."""
     import json
     from pathlib import Path
+    from pipeline.commands.bench_command import kernelbench_levels
     from pipeline.tasks import load_kernelbench
     from pipeline.tasks.degenerate import REGISTRY, entry_of, load_registry, write_registry
     if args.report:
@@ -380,22 +380,13 @@ def cmd_splits(args) -> int:
     return 1
 
 
-def kernelbench_levels(text: str) -> list[int]:
-    """--levels as level numbers ("1,2,3"), or a UserError naming the form."""
-    from pipeline.core.errors import UserError
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UserError(f"--levels {text!r} is not a list of KernelBench levels; give them comma-separated, e.g. "
-                        "--levels 1,2,3") from None
-
-
 def memory_plan(tasks, eval_cfg, cards_gib: list[float]) -> list[dict]:
     """One row per task: the device memory an evaluator reserves for a group of it (evaluator.group_memory_need)
     and, per card (its device memory in GiB), whether that fits the card's evaluation budget
     (eval.gpu_memory_fraction of it); where the reference does not run on the meta device, why (the evaluator
     then reserves a fair share of the GPU instead)."""
     from pipeline.evaluation.evaluator import group_memory_need
+    from pipeline.evaluation.gpu.memory_budget import GIB
     rows = []
     for task in tasks:
         try:
@@ -413,6 +404,7 @@ def cmd_memory(cfg: RunConfig, args) -> int:
     """The memory plan of the selected tasks (memory_plan): the tasks some card must refuse, then the counts."""
     import json
     from pathlib import Path
+    from pipeline.commands.bench_command import kernelbench_levels
     from pipeline.core.errors import UserError
     from pipeline.tasks import load_kernelbench
     try:
@@ -424,6 +416,7 @@ def cmd_memory(cfg: RunConfig, args) -> int:
                         "card's device memory in GiB, comma-separated, e.g. --gpu-memory-gib 79.2,139")
     tasks = (load_kernelbench(args.kernelbench_dir, kernelbench_levels(args.levels))
              if args.kernelbench_dir else _tasks(cfg, args.source))
+    from pipeline.evaluation.gpu.memory_budget import GIB
     rows = memory_plan(tasks, cfg.eval, cards)
     budget = {f"{g:g}": g * cfg.eval.gpu_memory_fraction for g in cards}
     print(f"{'task':66} {'largest configuration (in / out / params GiB)':>46} {'needs GiB':>9}  " +

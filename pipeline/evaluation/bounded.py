@@ -306,6 +306,19 @@ def structure(limits, candidate, arch: str, ptxas_log: str | None, c_entry: str 
     return run_stage(caps_of("structure", limits), _structure_job, candidate, arch, ptxas_log, c_entry)
 
 
+def structure_findings(limits, candidate, arch: str, ptxas_log: str | None, c_entry: str = "") -> tuple:
+    """`structure` as a verdict reads it: (features, findings), past a cap no features and one error finding of
+    rule `stage-limit` naming it."""
+    got = structure(limits, candidate, arch, ptxas_log, c_entry)
+    return ({}, [limit_finding(got, "structure")]) if isinstance(got, StageLimit) else got
+
+
+def c_entry_of(task) -> str:
+    """The entry function whose launches the structural analysis counts: a c2cuda task's; '' (every C-linkage
+    function) otherwise."""
+    return task.function if task.kind == "c2cuda" else ""
+
+
 def checked_build(compiler, candidate, task, profile: str, limits) -> CompileResult:
     """What a compile worker does for one candidate (each trusted stage bounded): the
     gate (a refused or stopped candidate is not built), the build and the artefact check, charged to one CPU
@@ -333,12 +346,10 @@ def checked_build(compiler, candidate, task, profile: str, limits) -> CompileRes
     built = {**gated, "built_findings": findings, "cpu_s": budget.total - budget.left}
     if not any(f.severity == "error" for f in findings):  # the evaluator rejects the others before any analysis
         try:
-            got = structure(limits, candidate, compiler.cfg.arch, comp.ptxas_log or None,
-                            task.function if task.kind == "c2cuda" else "")
-        except RuntimeError:  # the analysis' worker failed (ours, not the candidate's): the evaluator analyses it
-            got = None  # again, where a failure is that one candidate's evaluator_error
-        if got is not None:
-            built["built_structure"] = ({}, [limit_finding(got, "structure")]) if isinstance(got, StageLimit) else got
+            built["built_structure"] = structure_findings(limits, candidate, compiler.cfg.arch,
+                                                          comp.ptxas_log or None, c_entry_of(task))
+        except RuntimeError:  # the analysis' worker failed (ours, not the candidate's): left to the evaluator,
+            pass  # where a failure is that one candidate's evaluator_error
     return comp.model_copy(update=built)
 
 

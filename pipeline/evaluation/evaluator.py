@@ -247,7 +247,7 @@ class Evaluator:
         if worker and comp.built_structure is not None:
             features, hints = comp.built_structure  # the compile worker analysed it (bounded.checked_build)
         else:
-            features, hints = self.structure_features(cand, comp, task.function if task.kind == "c2cuda" else "")
+            features, hints = self.structure_features(cand, comp, bounded.c_entry_of(task))
         stage["structure"] = time.perf_counter() - t2
         stopped = [f for f in hints if f.rule == "stage-limit"]
         if stopped:
@@ -263,10 +263,8 @@ class Evaluator:
         """Compile-time structural features and hints (ptxas report, occupancy, static analysis), computed in a
         worker with OS limits (eval.limits.structure_*); past one, no features and one error finding of rule
         `stage-limit` naming the cap. `c_entry`: a c2cuda task's entry function (only kernels it launches count)."""
-        got = bounded.structure(self.cfg.limits, cand, self.compiler.cfg.arch, comp.ptxas_log or None, c_entry)
-        if isinstance(got, StageLimit):
-            return {}, [limit_finding(got, "structure")]
-        return got
+        return bounded.structure_findings(self.cfg.limits, cand, self.compiler.cfg.arch, comp.ptxas_log or None,
+                                          c_entry)
 
     def _not_executed(self, task: Task, cand: Candidate, prep: Prepared, why: str = "") -> EvalResult:
         """Built, never run: `why` (default: no GPU here)."""

@@ -70,9 +70,10 @@ def _torch_config_bytes(task: Task, cfg, params: dict) -> ConfigBytes:
     def nbytes(values) -> int:
         return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
 
-    def outputs(device: str) -> int:  # the reference's outputs on `device`, its state and inputs made there
-        with torch.device(device), torch.no_grad():
-            result = ns["Model"](*list(ns["get_init_inputs"]()))(*list(ns["get_inputs"]()))
+    def outputs(device: str, model=None, inputs=None) -> int:  # the reference's outputs on `device` (its state
+        with torch.device(device), torch.no_grad():  # and inputs made there unless given)
+            model = ns["Model"](*list(ns["get_init_inputs"]())) if model is None else model
+            result = model(*(inputs if inputs is not None else list(ns["get_inputs"]())))
         return nbytes(result if isinstance(result, (tuple, list)) else [result])
     ns = load_reference_module(task, params)
     with torch.device("meta"):
@@ -92,7 +93,7 @@ def _torch_config_bytes(task: Task, cfg, params: dict) -> ConfigBytes:
             torch.set_num_threads(threads)
     if outs is None:
         try:
-            outs = outputs("meta")
+            outs = outputs("meta", model, inputs)
         except Exception:  # no meta version of some operator: assume outputs as large as the inputs
             outs = in_bytes
     return ConfigBytes(cfg.name, in_bytes, outs, param_bytes, cfg.time)
