@@ -60,7 +60,7 @@ from pipeline.evaluation.timing.timed_rounds import CALIBRATION_FILL_MAX
 from pipeline.evaluation.timing.statistics import TrustedClock, time_calls
 from pipeline.core.records import Candidate, CandidateFormat, EvalResult, Finding, Task
 
-EVALUATOR_VERSION = "23"  # in every result's cache key and report; what each version changed: docs/changelog.md
+EVALUATOR_VERSION = "24"  # in every result's cache key and report; what each version changed: docs/changelog.md
 
 
 @dataclass

@@ -132,6 +132,8 @@ def test_agreement_pairs_answers_with_problems_of_each_size_set(agreement, tmp_p
     assert [p.stem for _, p, _ in agreement.answer_problems(answers, KB, [2], "1")] == ["1_Linear_GELU"]
     assert [(lv, p.stem) for lv, p, _ in agreement.answer_problems(answers, KB, [1, 2], "2/1")] == [
         (2, "1_Linear_GELU")]  # level/id: that level's problem only
+    assert [(lv, p.stem) for lv, p, _ in agreement.answer_problems(answers, KB, [1, 2], "2/1,2,1/1")] == [
+        (2, "1_Linear_GELU"), (1, "2_Row_Sum"), (1, "1_Scaled_Tanh")]  # in the order asked for
 
 
 def test_spearman_and_agreement_summary(agreement):
@@ -180,9 +182,8 @@ def test_runs_merge_into_one_report_with_the_median_figures_beside(agreement, tm
     assert "against KernelBench's medians: 3" in capsys.readouterr().out
 
 
-def test_kernelbench_side_times_each_trial_shape_on_the_same_inputs(agreement):
-    """The KernelBench side's flow on CPU with a stand-in timer: the answer and the reference each timed alone in
-    every trial shape, the headline the chosen method's, the speedup KernelBench's (mean over mean)."""
+def scaled_tanh_answer():
+    """An honest answer to the stand-in problem 1_Scaled_Tanh, as KernelBench's ModelNew."""
     import torch
 
     class ModelNew(torch.nn.Module):
@@ -192,9 +193,17 @@ def test_kernelbench_side_times_each_trial_shape_on_the_same_inputs(agreement):
 
         def forward(self, x):
             return torch.tanh(x) * self.scale
+    return ModelNew
+
+
+def test_kernelbench_side_times_each_trial_shape_on_the_same_inputs(agreement):
+    """The KernelBench side's flow on CPU with a stand-in timer: the answer and the reference each timed alone in
+    every trial shape, the headline the chosen method's, the speedup KernelBench's (mean over mean)."""
+    import torch
+    ModelNew = scaled_tanh_answer()
     timed = []
-    per_shape = {"current": ([2.0, 2.0, 5.0], [4.0] * 3), "original": ([1.0] * 3, [3.0] * 3),
-                 "idle_launch": ([3.0] * 3, [5.0] * 3)}
+    per_shape = {"current": ([0.2, 0.2, 0.5], [0.4] * 3), "original": ([0.1] * 3, [0.3] * 3),
+                 "idle_launch": ([0.3] * 3, [0.5] * 3)}  # ms: calls short enough for every shape
 
     def times(fn, inputs, shape):
         timed.append((type(fn).__name__, shape))
@@ -209,7 +218,36 @@ def test_kernelbench_side_times_each_trial_shape_on_the_same_inputs(agreement):
         assert row["speedup"] == pytest.approx(speedup)
         assert row["shapes"]["original"]["speedup"] == pytest.approx(3.0)
         assert sorted(timed) == sorted((side, shape) for shape in agreement.SHAPES for side in ("ModelNew", "Model"))
-    assert row["shapes"]["current"]["answer"]["mean_ms"] == 3.0 and row["shapes"]["current"]["answer"]["median_ms"] == 2.0
+    assert row["shapes"]["current"]["answer"]["mean_ms"] == pytest.approx(0.3)
+    assert row["shapes"]["current"]["answer"]["median_ms"] == pytest.approx(0.2)
+
+
+def test_long_calls_are_timed_in_the_headline_shape_only_unless_asked(agreement):
+    """Where both calls take OTHER_SHAPES_BELOW_MS or more in the headline's shape, the other shapes are not timed
+    and the row says so; a short call on either side, or --all-shapes, times all three."""
+    import torch
+    ModelNew = scaled_tanh_answer()
+    long_ms = agreement.OTHER_SHAPES_BELOW_MS
+    every = list(agreement.SHAPES)
+    for answer_ms, all_shapes, timed_shapes in ((long_ms, False, ["current"]), (long_ms * 0.9, False, every),
+                                                 (long_ms, True, every)):
+        timed = []
+
+        def times(fn, inputs, shape):
+            timed.append(shape)
+            return [answer_ms if isinstance(fn, ModelNew) else long_ms * 3] * 3
+        args = SimpleNamespace(warmup=3, trials=3, kernelbench_method="current", all_shapes=all_shapes)
+        row = agreement.measure_kernelbench(torch, (KB / "level1" / "1_Scaled_Tanh.py").read_text(), "", {},
+                                            torch.device("cpu"), args, times=times, new_cls=ModelNew)
+        assert sorted(set(timed)) == sorted(timed_shapes) and sorted(row["shapes"]) == sorted(timed_shapes)
+        assert row["speedup"] == pytest.approx(long_ms * 3 / answer_ms)
+        assert ("shapes_not_timed" in row) == (timed_shapes == ["current"])
+    outside = {"answer": "a", "sizes": "today", "verdict": "correct", "speedup_ours": 1.0, "kernelbench": row}
+    row.pop("shapes_not_timed", None)
+    row["shapes"] = {"current": row["shapes"]["current"]}
+    assert agreement.explain(outside) == "outside the tolerance (no trial shapes measured)"
+    row["shapes_not_timed"] = "only the headline's trial shape"
+    assert agreement.explain(outside) == "outside the tolerance (only the headline's trial shape)"
 
 
 def test_a_row_outside_says_whether_the_trial_shape_explains_it(agreement):

@@ -106,6 +106,73 @@ def test_sizes_come_from_the_meta_device_without_allocating(tmp_path):
     assert large.inputs == 2 * 4 * (1 << 24) and large.outputs == 4 * (1 << 24)  # x and y in, y out
 
 
+CHAIN = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv = nn.Conv2d(3, channels, 3, padding=1)
+
+    def forward(self, x):
+        y = torch.nn.functional.gelu(self.conv(x))  # two tensors of 4 GiB alive at once
+        y.relu_()  # in place: nothing new
+        return y.flatten(1).mean(dim=1)  # a view, then 64 KiB out
+
+def get_inputs():
+    return [torch.rand(16384, 3, 128, 128)]
+
+def get_init_inputs():
+    return [4]
+'''
+
+
+def test_the_forwards_intermediate_tensors_are_counted_at_their_peak(tmp_path):
+    """A conv -> GELU chain holds the conv's output and the GELU's at once: 8 GiB the inputs, parameters and
+    outputs do not show; views and in-place results add nothing; the group's footprint reserves them three times
+    (the float64 twin's, twice, and the candidate's process)."""
+    path = tmp_path / "level2" / "7_Conv_GELU_Mean.py"
+    path.parent.mkdir()
+    path.write_text(CHAIN)
+    sizes = config_bytes(kernelbench_task(path))
+    assert [c.intermediates for c in sizes] == [8 * GB] * 3 and sizes[0].outputs == 16384 * 4
+    plain = [ConfigBytes(c.name, c.inputs, c.outputs, c.params, c.time) for c in sizes]
+    assert group_footprint(sizes, 4 * GB, 0) == group_footprint(plain, 4 * GB, 0) + 3 * sizes[0].intermediates
+    linear = tmp_path / "level1" / "7_Linear_ReLU.py"
+    linear.parent.mkdir()
+    linear.write_text(PROBLEM)  # Linear then ReLU: the Linear's 4 GiB output is alive beside the ReLU's 4 GiB
+    assert [c.intermediates for c in config_bytes(kernelbench_task(linear))] == [4 * GB] * 3
+
+
+def test_each_new_storage_counts_once_and_no_arguments():
+    """ForwardPeak on the meta device: a result that is a view of what its call made (einsum) counts; an
+    argument's storage (in place, out=, views, detach) never does; a tuple's parts each count; the outputs can be
+    left out of the peak."""
+    from pipeline.evaluation.checks.footprint import ForwardPeak
+    with torch.device("meta"):
+        a, b = torch.rand(8, 64, 64), torch.rand(8, 64, 64)
+        mib = 8 * 64 * 64 * 4
+        with ForwardPeak() as held:
+            e = torch.einsum("bij,bjk->bik", a, b)  # returned as a view of its own result
+        assert held.peak == mib
+        with ForwardPeak() as held:
+            a.detach().relu_()
+            torch.add(a, 1, out=b)
+            a.view(-1).transpose(0, 0)
+            a.add_(1)
+        assert held.peak == 0
+        with ForwardPeak() as held:
+            values, indices = a.max(dim=2)  # float32 and int64 of 8 x 64 each
+            x = torch.tanh(a)
+            y = torch.sigmoid(x)
+            del x  # the tanh's storage ends here
+            z = y.sum(dim=0)
+        assert held.peak == 8 * 64 * 12 + 2 * mib
+        assert held.peak_without([values, indices, z]) == 2 * mib  # the tanh's and the sigmoid's
+        assert held.peak_without([y]) == 8 * 64 * 12 + mib  # the tanh freed before the sum was made
+    assert e.shape == (8, 64, 64)
+
+
 RECURRENT = '''import torch
 import torch.nn as nn
 

@@ -25,6 +25,9 @@ class ConfigBytes:
     params: int = 0
     time: bool = False
     stored: bool = False  # c2cuda: its input sets and expected outputs stay on the device
+    # torch2cuda: the most the reference's forward holds at once besides its inputs, parameters and outputs (the
+    # intermediate tensors of a chain such as conv -> GELU -> GroupNorm), in its own dtype (`ForwardPeak.peak_without`)
+    intermediates: int = 0
 
 
 def config_bytes(task: Task) -> list[ConfigBytes]:
@@ -49,7 +52,8 @@ def config_bytes(task: Task) -> list[ConfigBytes]:
             if key not in sized:
                 sized[key] = _torch_config_bytes(task, cfg, params)
             one = sized[key]
-            out.append(ConfigBytes(cfg.name, one.inputs, one.outputs, one.params, cfg.time))
+            out.append(ConfigBytes(cfg.name, one.inputs, one.outputs, one.params, cfg.time,
+                                   intermediates=one.intermediates))
     return out
 
 
@@ -70,10 +74,15 @@ def _torch_config_bytes(task: Task, cfg, params: dict) -> ConfigBytes:
     def nbytes(values) -> int:
         return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
 
+    peak = [0]
+
     def outputs(device: str, model=None, inputs=None) -> int:  # the reference's outputs on `device` (its state
         with torch.device(device), torch.no_grad():  # and inputs made there unless given)
             model = ns["Model"](*list(ns["get_init_inputs"]())) if model is None else model
-            result = model(*(inputs if inputs is not None else list(ns["get_inputs"]())))
+            inputs = inputs if inputs is not None else list(ns["get_inputs"]())
+            with ForwardPeak() as held:
+                result = model(*inputs)
+            peak[0] = held.peak_without(result)  # the intermediates alone: the outputs are counted apart
         return nbytes(result if isinstance(result, (tuple, list)) else [result])
     ns = load_reference_module(task, params)
     with torch.device("meta"):
@@ -95,8 +104,8 @@ def _torch_config_bytes(task: Task, cfg, params: dict) -> ConfigBytes:
         try:
             outs = outputs("meta", model, inputs)
         except Exception:  # no meta version of some operator: assume outputs as large as the inputs
-            outs = in_bytes
-    return ConfigBytes(cfg.name, in_bytes, outs, param_bytes, cfg.time)
+            outs, peak[0] = in_bytes, 0
+    return ConfigBytes(cfg.name, in_bytes, outs, param_bytes, cfg.time, intermediates=peak[0])
 
 
 def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_bytes: int, max_slots: int = 32,
@@ -108,8 +117,9 @@ def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_by
     the largest that counts: its shared buffers and timing slots (as many as `buffer_layout.add_timing_slots` makes),
     a timed round's fresh inputs with the reference's copy, its expected and torch.compile'd outputs, or
     a check set made on demand; the candidate's own outputs and their poisoned twin; the comparison's
-    chunks. Then the L2 flush buffer, 1 GiB for CUDA contexts, and the scratch of the trusted calibration
-    children (timed_rounds._calibration; one per child kind, each as large as the largest timed
+    chunks; the forward's intermediate tensors (`ConfigBytes.intermediates`) in float64 for the twin and once
+    more for the candidate's process. Then the L2 flush buffer, 1 GiB for CUDA contexts, and the scratch of the
+    trusted calibration children (timed_rounds._calibration; one per child kind, each as large as the largest timed
     configuration's outputs, at most `calibration_max`, freed when the group is released). With eval.group_rounds,
     each timing configuration's kept round sets, at most `round_sets_bytes` (group_timing.keep_round)."""
     held = sum(2 * c.params + (2 * (c.inputs + c.outputs) if c.stored else 0) for c in sizes)
@@ -127,7 +137,85 @@ def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_by
         one = c.inputs + c.outputs + c.params
         slots = max(1, min(max_slots, timing_memory_bytes // max(2 * one, 1))) if c.time else 1
         rounds = slots * (2 * c.inputs + 2 * c.outputs + c.params)  # fresh + reference copy, expected + compiled
-        largest = max(largest, slots * one + rounds + 2 * c.outputs + (2 << 30))
+        # the forward's intermediate tensors, which the caching allocators keep: the float64 twin's in the
+        # evaluator (twice the reference's, whose own fit in the same blocks) and the candidate's in its child
+        forwards = 3 * c.intermediates
+        largest = max(largest, slots * one + rounds + 2 * c.outputs + (2 << 30) + forwards)
     timed_outputs = max((c.outputs for c in sizes if c.time), default=0)
     calibration = 2 * min(timed_outputs, calibration_max)
     return int(held + largest + flush_bytes + (1 << 30) + calibration)
+
+
+class ForwardPeak:
+    """Context manager: the most bytes that storages made inside it held at once, on any device (meta included:
+    sizes without memory); `peak_without(outputs)` leaves the given tensors' storages out (the intermediates' own
+    peak). Counted per call of torch's Python API (torch.*, F.*, tensor methods: a TorchFunctionMode), not per
+    operator below it: the meta device decomposes some calls (instance_norm, linear) into steps with temporaries
+    that the one CUDA kernel of the call does not make. So a Python-level function that torch dispatches as one call
+    (F.multi_head_attention_forward, inside nn.MultiheadAttention) counts its results, not what it makes inside.
+    Each storage counts once, when a call first returns it or a view of it (einsum returns a view of what it made),
+    never where it is an argument's (in place, `out=`, views, detach); it stops counting when its tensor is freed."""
+
+    def __init__(self):
+        self.live = self.peak = 0
+        self._events: list[tuple[int, int]] = []  # (serial of a storage, bytes made, or freed as negative)
+        self._serials: dict[int, int] = {}  # storage address -> serial, while counted and alive
+
+    def peak_without(self, outputs) -> int:
+        """The peak with the storages of `outputs` (tensors or nests of them, still alive) left out."""
+        from torch.utils._pytree import tree_leaves
+        skip = {self._serials.get(_storage_key(t)) for t in tree_leaves(outputs) if _is_tensor(t)}
+        live = peak = 0
+        for serial, n in self._events:
+            if serial not in skip:
+                live += n
+                peak = max(peak, live)
+        return peak
+
+    def __enter__(self):
+        import weakref
+
+        from torch.overrides import TorchFunctionMode
+        from torch.utils._pytree import tree_leaves
+        outer = self
+
+        def freed(key: int, serial: int, n: int) -> None:
+            outer.live -= n
+            outer._events.append((serial, -n))
+            if outer._serials.get(key) == serial:
+                del outer._serials[key]
+
+        class Count(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                result = func(*args, **(kwargs or {}))
+                given = {_storage_key(a) for a in tree_leaves((args, kwargs)) if _is_tensor(a)}
+                for t in tree_leaves(result):
+                    if not _is_tensor(t):
+                        continue
+                    root = t._base if t._is_view() and t._base is not None else t
+                    key = _storage_key(root)
+                    if key in given or key in outer._serials:
+                        continue
+                    n = root.untyped_storage().nbytes()
+                    serial = len(outer._events)
+                    outer._serials[key] = serial
+                    outer._events.append((serial, n))
+                    outer.live += n
+                    outer.peak = max(outer.peak, outer.live)
+                    weakref.finalize(root, freed, key, serial, n)
+                return result
+        self._mode = Count()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._mode.__exit__(*exc)
+
+
+def _is_tensor(x) -> bool:
+    import torch
+    return isinstance(x, torch.Tensor)
+
+
+def _storage_key(t) -> int:
+    return t.untyped_storage()._cdata
