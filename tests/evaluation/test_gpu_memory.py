@@ -497,7 +497,8 @@ def test_the_memory_plan_lists_what_each_card_must_refuse_with_the_evaluators_ow
     large, small = rows["kernelbench/level1/1_Linear_ReLU_large"], rows["kernelbench/level1/2_Linear_ReLU_small"]
     task = kernelbench_task(level / "1_Linear_ReLU_large.py")
     assert large["need_bytes"] == group_memory_need(task, EvalSection())[0]
-    assert large["inputs_bytes"] == large["outputs_bytes"] == 4 * GB
+    assert large["inputs_bytes"] == large["outputs_bytes"] == large["intermediates_bytes"] == 4 * GB  # Linear, ReLU
+    assert "seed0: 4.0 / 4.0 / 0.0 / 4.0" in printed
     assert 36 * GB < large["need_bytes"] < 180 * GB and large["fits"] == {"40": False, "200": True}
     assert small["fits"] == {"40": True, "200": True}
     assert "1_Linear_ReLU_large" in printed and "2_Linear_ReLU_small" not in printed  # only what some card refuses
