@@ -242,11 +242,34 @@ def rounds_summary(per_candidate: dict) -> dict:
             "drift_fallbacks": sum(1 for c in rows if (c["baseline_drift"] or 0) > BASELINE_DRIFT)}
 
 
+def rate_bounds(report: dict, candidates: int) -> dict:
+    """What one GPU's lock allowed a run of `candidates` (its trace's report, lock_trace.lock_report): the seconds
+    a candidate held it exclusive and shared (the unions over the run) and the rates they bound.
+    `per_minute_if_only_windows`: were the exclusive turns (the timed windows, which nothing may share) all the GPU
+    did; `per_minute_as_held`: were the GPU never left idle, the shared turns as long as they were. A rate far
+    below `as_held` points at idle gaps, `as_held` far below `if_only_windows` at the shared turns, and a goal
+    above `if_only_windows` needs fewer or shorter windows."""
+    n = max(candidates, 1)
+    exclusive, shared = report["exclusive_s"] / n, report["shared_s"] / n
+    return {"exclusive_s_per_candidate": exclusive, "shared_s_per_candidate": shared,
+            "per_minute_if_only_windows": 60 / exclusive if exclusive > 0 else None,
+            "per_minute_as_held": 60 / (exclusive + shared) if exclusive + shared > 0 else None}
+
+
+def bounds_line(bounds: dict) -> str:
+    fmt = lambda v: f"{v:.0f}" if v else "-"  # noqa: E731
+    return (f"per candidate: the GPU held exclusive {bounds['exclusive_s_per_candidate']:.3f} s (at most "
+            f"{fmt(bounds['per_minute_if_only_windows'])} a minute were the windows all it did), shared "
+            f"{bounds['shared_s_per_candidate']:.3f} s (at most {fmt(bounds['per_minute_as_held'])} a minute as held)")
+
+
 def print_lock_trace(run: dict) -> None:
-    """A run's lock trace as a table, where it has one."""
+    """A run's lock trace as a table, with the rates it bounds (`rate_bounds`), where it has one."""
     if run["lock_trace"] and "span_s" in run["lock_trace"]:
         from pipeline.evaluation.gpu.lock_trace import report_table
         print(report_table(run["lock_trace"]), flush=True)
+        if run.get("rate_bounds"):
+            print(bounds_line(run["rate_bounds"]), flush=True)
 
 
 def lock_trace_report(trace: str | None, since: float = 0.0) -> dict | None:
@@ -312,7 +335,8 @@ def ours(tasks: dict, cfg, workers_per_gpu: int, num_gpus: int = 1, repeats: int
             "seconds_per_candidate": wall / n, "candidates_per_minute": 60 * n / wall,
             "candidates_per_minute_per_gpu": 60 * n / wall / num_gpus, "verdicts": verdicts,
             "stage_breakdown": stage_breakdown(per), "rounds": rounds_summary(per),
-            "lock_trace": lock_trace_report(trace, since),
+            "lock_trace": (report := lock_trace_report(trace, since)),
+            "rate_bounds": rate_bounds(report, n) if report and "span_s" in report else None,
             "per_candidate": per}
 
 

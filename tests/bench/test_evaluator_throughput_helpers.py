@@ -63,3 +63,24 @@ def test_each_candidates_timed_rounds_and_the_runs_summary(bench):
     assert out == {"configurations": 2, "rounds_mean": 7.5, "rounds_max": 12,
                    "stops": {"settled": 1, "trials": 1}, "drift_fallbacks": 1}
     assert bench.rounds_summary({}) == {}
+
+
+def test_the_lock_trace_bounds_the_rate_by_its_exclusive_and_shared_time(bench, capsys):
+    """From a run's lock report: per candidate, the GPU's exclusive and shared seconds and the rates they allow
+    (the windows alone; the GPU as held); a trace with nothing held bounds nothing."""
+    from pipeline.evaluation.gpu.lock_trace import lock_report
+    records = [{"lock": "g", "pid": 1, "mode": "exclusive", "why": "w", "requested": 0.0, "granted": 0.0,
+                "released": 1.0},
+               {"lock": "g", "pid": 2, "mode": "shared", "why": "c", "requested": 0.5, "granted": 1.0, "released": 4.0},
+               {"lock": "g", "pid": 3, "mode": "shared", "why": "c", "requested": 2.0, "granted": 2.0, "released": 5.0},
+               {"lock": "g", "pid": 1, "mode": "exclusive", "why": "w", "requested": 5.0, "granted": 6.0,
+                "released": 7.0}]
+    bounds = bench.rate_bounds(lock_report(records), candidates=4)
+    assert bounds["exclusive_s_per_candidate"] == pytest.approx(0.5)  # 2 s over 4 candidates
+    assert bounds["shared_s_per_candidate"] == pytest.approx(1.0)  # the union 1-5 s, not the 6 s held in sum
+    assert bounds["per_minute_if_only_windows"] == pytest.approx(120.0)
+    assert bounds["per_minute_as_held"] == pytest.approx(40.0)
+    bench.print_lock_trace({"lock_trace": lock_report(records), "rate_bounds": bounds})
+    assert "exclusive 0.500 s (at most 120 a minute" in capsys.readouterr().out
+    empty = bench.rate_bounds(lock_report([]), candidates=0)
+    assert empty["per_minute_if_only_windows"] is None and empty["per_minute_as_held"] is None
