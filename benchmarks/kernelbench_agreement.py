@@ -30,7 +30,7 @@ set of --sizes (`original`: the problem files under --original-sizes, the sizes 
   device-wide used memory (its sandboxed children included) sampled every 5 ms during the evaluation.
 
 Out: --out (default kernelbench_agreement.json), rewritten after every answer: {"device", "command", "method",
-"rows": [{"answer", "problem", "sizes", "speedup_ours", "speedup_kernelbench", "ratio", "within", ...}],
+"rows": [{"answer", "problem", "sizes", "speedup_ours", "speedup_kernelbench", "ratio", "within", "seconds", ...}],
 "summary"}; `summary` counts the rows within --tolerance (10 %) of KernelBench's speedup and gives the Spearman
 rank correlation of the two speedups, per trial shape too, with each row outside and why. An answer that fails (a
 verdict other than correct, an exception, out of memory) is recorded with why and the run goes on; no answer is
@@ -461,13 +461,17 @@ def main(argv: list[str]) -> int:
             free, total = torch.cuda.mem_get_info(device)
             row["device_used_before_bytes"] = total - free
             used = (lambda: (lambda f, t: t - f)(*torch.cuda.mem_get_info(device))) if args.memory else None
+            t0 = time.monotonic()
             ours = measure_ours(evaluator, task, cand, used)
+            row["seconds"] = {"ours": time.monotonic() - t0}  # where a run's device time goes, per answer and side
             row.update(ours=ours, verdict=ours["verdict"], speedup_ours=ours["speedup"])
             comp = builds[task.id].result().get(task.id)
             if comp is None or not comp.extensions:
                 raise RuntimeError("the answer's extension was not built")
             torch.cuda.reset_peak_memory_stats(device)
+            t0 = time.monotonic()
             kb = measure_kernelbench(torch, problem.read_text(), answer.read_text(), comp.extensions, device, args)
+            row["seconds"]["kernelbench"] = time.monotonic() - t0
             kb["max_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
             row.update(kernelbench=kb, speedup_kernelbench=kb["speedup"], parts_ms=kb["parts_ms"])
         except Exception as e:  # noqa: BLE001 - recorded, the run goes on
