@@ -249,14 +249,18 @@ def rate_bounds(report: dict, candidates: int) -> dict:
     did; `per_minute_as_held`: were the GPU never left idle, the shared turns as long as they were. A rate far
     below `as_held` points at idle gaps, `as_held` far below `if_only_windows` at the shared turns, and a goal
     above `if_only_windows` needs fewer or shorter windows."""
-    n = max(candidates, 1)
-    exclusive, shared = report["exclusive_s"] / n, report["shared_s"] / n
+    if candidates <= 0:
+        return {"exclusive_s_per_candidate": None, "shared_s_per_candidate": None,
+                "per_minute_if_only_windows": None, "per_minute_as_held": None}
+    exclusive, shared = report["exclusive_s"] / candidates, report["shared_s"] / candidates
     return {"exclusive_s_per_candidate": exclusive, "shared_s_per_candidate": shared,
             "per_minute_if_only_windows": 60 / exclusive if exclusive > 0 else None,
             "per_minute_as_held": 60 / (exclusive + shared) if exclusive + shared > 0 else None}
 
 
 def bounds_line(bounds: dict) -> str:
+    if bounds["exclusive_s_per_candidate"] is None:
+        return "per candidate: no candidate in the run"
     fmt = lambda v: f"{v:.0f}" if v else "-"  # noqa: E731
     return (f"per candidate: the GPU held exclusive {bounds['exclusive_s_per_candidate']:.3f} s (at most "
             f"{fmt(bounds['per_minute_if_only_windows'])} a minute were the windows all it did), shared "

@@ -55,8 +55,9 @@ TOLERANCE = 0.10  # an answer's speedup within this fraction of KernelBench's ag
 RANK_GOAL = 0.95  # Spearman rank correlation of the two speedups over all rows
 LONG_CALL_MS = 0.1  # summary regimes: a row is `long` where either side's call takes this long (KernelBench's median)
 # the trial shapes besides the headline's are timed only where a call of either side takes less than this (the
-# headline's means): on the 41 such rows of two H100 runs their speedups lay within 3.5 % of each other (median
-# 0.8 %; docs/results.md), and their 2 x 2 x --trials calls were about a third of a long answer's time
+# headline's means): on the 41 such rows of three H100 runs (benchmarks/results/v20/kernelbench_agreement_h100_today
+# and _shapes, v23/kernelbench_agreement_h100_today) their speedups lay within 3.5 % of each other (median 0.75 %),
+# and their 2 x 2 x --trials calls are two thirds of KernelBench's side of such an answer
 OTHER_SHAPES_BELOW_MS = 2.0
 
 
@@ -218,8 +219,9 @@ def summarize(rows: list[dict], tolerance: float = TOLERANCE) -> dict:
             shapes[shape] = {"rows": len(pairs), "within": sum(agreement(a, b, tolerance)[1] for a, b in pairs),
                              "spearman": spearman([a for a, _ in pairs], [b for _, b in pairs])}
     regimes = {}
-    for r in correct:
-        cur = ((r.get("kernelbench") or {}).get("shapes") or {}).get("current")
+    for r in correct:  # by the headline's trial shape, the one every row has
+        kb = r.get("kernelbench") or {}
+        cur = (kb.get("shapes") or {}).get(kb.get("method", "current"))
         if cur:
             long = max(cur["answer"]["median_ms"], cur["reference"]["median_ms"]) >= LONG_CALL_MS
             g = regimes.setdefault("long" if long else "short", {"rows": 0, "within": 0})

@@ -419,15 +419,16 @@ def cmd_memory(cfg: RunConfig, args) -> int:
     from pipeline.evaluation.gpu.memory_budget import GIB
     rows = memory_plan(tasks, cfg.eval, cards)
     budget = {f"{g:g}": g * cfg.eval.gpu_memory_fraction for g in cards}
-    print(f"{'task':60} {'largest configuration (in / out / params / intermediates GiB)':>62} {'needs GiB':>9}  " +
+    width = max([60] + [len(r["task"]) for r in rows])  # the longest task id sets the column
+    print(f"{'task':{width}} {'largest configuration (in / out / params / intermediates GiB)':>62} {'needs GiB':>9}  " +
           "  ".join(f"{k} GiB card" for k in budget))
     for r in rows:
         if "error" in r:
-            print(f"{r['task']:60} not estimated (the evaluator reserves a fair share of the GPU): {r['error'][:80]}")
+            print(f"{r['task']:{width}} not estimated (the evaluator reserves a fair share of the GPU): {r['error'][:80]}")
         elif not all(r["fits"].values()):
             sizes = f"{r['largest']}: {r['inputs_bytes'] / GIB:.1f} / {r['outputs_bytes'] / GIB:.1f} / " \
-                    f"{r['params_bytes'] / GIB:.1f} / {r['intermediates_bytes'] / GIB:.1f}"
-            print(f"{r['task']:60} {sizes:>62} {r['need_bytes'] / GIB:9.1f}  " +
+                    f"{r['params_bytes'] / GIB:.1f} / {r.get('intermediates_bytes', 0) / GIB:.1f}"
+            print(f"{r['task']:{width}} {sizes:>62} {r['need_bytes'] / GIB:9.1f}  " +
                   "  ".join(f"{'fits' if r['fits'][k] else 'refused':>{len(k) + 9}}" for k in budget))
     estimated = [r for r in rows if "error" not in r]
     for k, b in budget.items():

@@ -80,7 +80,7 @@ def group_memory_need(task: Task, eval_cfg: EvalSection) -> tuple[int, ConfigByt
     need = group_footprint(sizes, eval_cfg.timing_memory_bytes, eval_cfg.l2_flush_bytes,
                            calibration_max=CALIBRATION_FILL_MAX,
                            round_sets_bytes=eval_cfg.timing_memory_bytes if eval_cfg.group_rounds else 0)
-    return need, max(sizes, key=lambda c: c.inputs + c.outputs + c.params)
+    return need, max(sizes, key=lambda c: c.inputs + c.outputs + c.params + c.intermediates)
 
 
 class Evaluator:

@@ -82,5 +82,7 @@ def test_the_lock_trace_bounds_the_rate_by_its_exclusive_and_shared_time(bench, 
     assert bounds["per_minute_as_held"] == pytest.approx(40.0)
     bench.print_lock_trace({"lock_trace": lock_report(records), "rate_bounds": bounds})
     assert "exclusive 0.500 s (at most 120 a minute" in capsys.readouterr().out
-    empty = bench.rate_bounds(lock_report([]), candidates=0)
-    assert empty["per_minute_if_only_windows"] is None and empty["per_minute_as_held"] is None
+    for report in (lock_report([]), lock_report(records)):  # no candidate: no rate, whatever was held
+        empty = bench.rate_bounds(report, candidates=0)
+        assert empty["per_minute_if_only_windows"] is None and empty["exclusive_s_per_candidate"] is None
+        assert bench.bounds_line(empty) == "per candidate: no candidate in the run"

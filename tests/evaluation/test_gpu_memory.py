@@ -136,6 +136,7 @@ def test_the_forwards_intermediate_tensors_are_counted_at_their_peak(tmp_path):
     path.write_text(CHAIN)
     sizes = config_bytes(kernelbench_task(path))
     assert [c.intermediates for c in sizes] == [8 * GB] * 3 and sizes[0].outputs == 16384 * 4
+    assert [c.intermediates_float64 for c in sizes] == [16 * GB] * 3  # as the float64 twin holds them
     plain = [ConfigBytes(c.name, c.inputs, c.outputs, c.params, c.time) for c in sizes]
     assert group_footprint(sizes, 4 * GB, 0) == group_footprint(plain, 4 * GB, 0) + 3 * sizes[0].intermediates
     linear = tmp_path / "level1" / "7_Linear_ReLU.py"
@@ -170,6 +171,10 @@ def test_each_new_storage_counts_once_and_no_arguments():
         assert held.peak == 8 * 64 * 12 + 2 * mib
         assert held.peak_without([values, indices, z]) == 2 * mib  # the tanh's and the sigmoid's
         assert held.peak_without([y]) == 8 * 64 * 12 + mib  # the tanh freed before the sum was made
+        with ForwardPeak() as held:
+            half = a.half() * 2  # two float16 tensors of mib / 2 each; in float64 four times as large
+        assert held.peak == mib and held.peak_without([half], float64=True) == 2 * mib
+        assert held.peak_without([], float64=True) == 4 * mib
     assert e.shape == (8, 64, 64)
 
 

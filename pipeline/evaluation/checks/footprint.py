@@ -26,8 +26,10 @@ class ConfigBytes:
     time: bool = False
     stored: bool = False  # c2cuda: its input sets and expected outputs stay on the device
     # torch2cuda: the most the reference's forward holds at once besides its inputs, parameters and outputs (the
-    # intermediate tensors of a chain such as conv -> GELU -> GroupNorm), in its own dtype (`ForwardPeak.peak_without`)
+    # intermediate tensors of a chain such as conv -> GELU -> GroupNorm), in its own dtypes and with its floating
+    # tensors in float64, as its float64 twin holds them (`ForwardPeak.peak_without`)
     intermediates: int = 0
+    intermediates_float64: int = 0
 
 
 def config_bytes(task: Task) -> list[ConfigBytes]:
@@ -53,7 +55,7 @@ def config_bytes(task: Task) -> list[ConfigBytes]:
                 sized[key] = _torch_config_bytes(task, cfg, params)
             one = sized[key]
             out.append(ConfigBytes(cfg.name, one.inputs, one.outputs, one.params, cfg.time,
-                                   intermediates=one.intermediates))
+                                   intermediates=one.intermediates, intermediates_float64=one.intermediates_float64))
     return out
 
 
@@ -74,7 +76,7 @@ def _torch_config_bytes(task: Task, cfg, params: dict) -> ConfigBytes:
     def nbytes(values) -> int:
         return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
 
-    peak = [0]
+    peak = [0, 0]  # the forward's intermediates at their peak: in its dtypes, in float64
 
     def outputs(device: str, model=None, inputs=None) -> int:  # the reference's outputs on `device` (its state
         with torch.device(device), torch.no_grad():  # and inputs made there unless given)
@@ -82,7 +84,7 @@ def _torch_config_bytes(task: Task, cfg, params: dict) -> ConfigBytes:
             inputs = inputs if inputs is not None else list(ns["get_inputs"]())
             with ForwardPeak() as held:
                 result = model(*inputs)
-            peak[0] = held.peak_without(result)  # the intermediates alone: the outputs are counted apart
+            peak[:] = [held.peak_without(result), held.peak_without(result, float64=True)]  # the outputs apart
         return nbytes(result if isinstance(result, (tuple, list)) else [result])
     ns = load_reference_module(task, params)
     with torch.device("meta"):
@@ -104,8 +106,9 @@ def _torch_config_bytes(task: Task, cfg, params: dict) -> ConfigBytes:
         try:
             outs = outputs("meta", model, inputs)
         except Exception:  # no meta version of some operator: assume outputs as large as the inputs
-            outs, peak[0] = in_bytes, 0
-    return ConfigBytes(cfg.name, in_bytes, outs, param_bytes, cfg.time, intermediates=peak[0])
+            outs, peak[:] = in_bytes, [0, 0]
+    return ConfigBytes(cfg.name, in_bytes, outs, param_bytes, cfg.time, intermediates=peak[0],
+                       intermediates_float64=peak[1])
 
 
 def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_bytes: int, max_slots: int = 32,
@@ -118,7 +121,7 @@ def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_by
     a timed round's fresh inputs with the reference's copy, its expected and torch.compile'd outputs, or
     a check set made on demand; the candidate's own outputs and their poisoned twin; the comparison's
     chunks; the forward's intermediate tensors (`ConfigBytes.intermediates`) in float64 for the twin and once
-    more for the candidate's process. Then the L2 flush buffer, 1 GiB for CUDA contexts, and the scratch of the
+    more, in the reference's dtypes, for the candidate's process. Then the L2 flush buffer, 1 GiB for CUDA contexts, and the scratch of the
     trusted calibration children (timed_rounds._calibration; one per child kind, each as large as the largest timed
     configuration's outputs, at most `calibration_max`, freed when the group is released). With eval.group_rounds,
     each timing configuration's kept round sets, at most `round_sets_bytes` (group_timing.keep_round)."""
@@ -138,8 +141,8 @@ def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_by
         slots = max(1, min(max_slots, timing_memory_bytes // max(2 * one, 1))) if c.time else 1
         rounds = slots * (2 * c.inputs + 2 * c.outputs + c.params)  # fresh + reference copy, expected + compiled
         # the forward's intermediate tensors, which the caching allocators keep: the float64 twin's in the
-        # evaluator (twice the reference's, whose own fit in the same blocks) and the candidate's in its child
-        forwards = 3 * c.intermediates
+        # evaluator (the reference's own fit in the same blocks) and the candidate's in its child
+        forwards = c.intermediates_float64 + c.intermediates
         largest = max(largest, slots * one + rounds + 2 * c.outputs + (2 << 30) + forwards)
     timed_outputs = max((c.outputs for c in sizes if c.time), default=0)
     calibration = 2 * min(timed_outputs, calibration_max)
@@ -158,17 +161,19 @@ class ForwardPeak:
 
     def __init__(self):
         self.live = self.peak = 0
-        self._events: list[tuple[int, int]] = []  # (serial of a storage, bytes made, or freed as negative)
+        self._events: list[tuple[int, int, int]] = []  # (serial of a storage, bytes made or freed (negative),
+        # the same in float64 where the storage's tensor is floating: what the float64 twin holds)
         self._serials: dict[int, int] = {}  # storage address -> serial, while counted and alive
 
-    def peak_without(self, outputs) -> int:
-        """The peak with the storages of `outputs` (tensors or nests of them, still alive) left out."""
+    def peak_without(self, outputs, float64: bool = False) -> int:
+        """The peak with the storages of `outputs` (tensors or nests of them, still alive) left out; with
+        `float64`, every floating tensor counted at 8 bytes an element (the float64 twin's forward)."""
         from torch.utils._pytree import tree_leaves
         skip = {self._serials.get(_storage_key(t)) for t in tree_leaves(outputs) if _is_tensor(t)}
         live = peak = 0
-        for serial, n in self._events:
+        for serial, n, n64 in self._events:
             if serial not in skip:
-                live += n
+                live += n64 if float64 else n
                 peak = max(peak, live)
         return peak
 
@@ -179,9 +184,9 @@ class ForwardPeak:
         from torch.utils._pytree import tree_leaves
         outer = self
 
-        def freed(key: int, serial: int, n: int) -> None:
+        def freed(key: int, serial: int, n: int, n64: int) -> None:
             outer.live -= n
-            outer._events.append((serial, -n))
+            outer._events.append((serial, -n, -n64))
             if outer._serials.get(key) == serial:
                 del outer._serials[key]
 
@@ -197,12 +202,13 @@ class ForwardPeak:
                     if key in given or key in outer._serials:
                         continue
                     n = root.untyped_storage().nbytes()
+                    n64 = n // root.element_size() * 8 if root.is_floating_point() else n
                     serial = len(outer._events)
                     outer._serials[key] = serial
-                    outer._events.append((serial, n))
+                    outer._events.append((serial, n, n64))
                     outer.live += n
                     outer.peak = max(outer.peak, outer.live)
-                    weakref.finalize(root, freed, key, serial, n)
+                    weakref.finalize(root, freed, key, serial, n, n64)
                 return result
         self._mode = Count()
         self._mode.__enter__()
