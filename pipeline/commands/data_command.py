@@ -427,7 +427,7 @@ def cmd_memory(cfg: RunConfig, args) -> int:
             print(f"{r['task']:{width}} not estimated (the evaluator reserves a fair share of the GPU): {r['error'][:80]}")
         elif not all(r["fits"].values()):
             sizes = f"{r['largest']}: {r['inputs_bytes'] / GIB:.1f} / {r['outputs_bytes'] / GIB:.1f} / " \
-                    f"{r['params_bytes'] / GIB:.1f} / {r.get('intermediates_bytes', 0) / GIB:.1f}"
+                    f"{r['params_bytes'] / GIB:.1f} / {r['intermediates_bytes'] / GIB:.1f}"
             print(f"{r['task']:{width}} {sizes:>62} {r['need_bytes'] / GIB:9.1f}  " +
                   "  ".join(f"{'fits' if r['fits'][k] else 'refused':>{len(k) + 9}}" for k in budget))
     estimated = [r for r in rows if "error" not in r]

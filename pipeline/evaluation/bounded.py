@@ -348,8 +348,9 @@ def checked_build(compiler, candidate, task, profile: str, limits) -> CompileRes
         try:
             built["built_structure"] = structure_findings(limits, candidate, compiler.cfg.arch,
                                                           comp.ptxas_log or None, c_entry_of(task))
-        except RuntimeError:  # the analysis' worker failed (ours, not the candidate's): left to the evaluator,
-            pass  # where a failure is that one candidate's evaluator_error
+        except RuntimeError:  # the analysis' worker failed (ours, not the candidate's): the build carries none,
+            built["built_structure"] = None  # and the evaluator analyses it, where a failure is that candidate's
+            # evaluator_error (tests/evaluation/test_bounded.py)
     return comp.model_copy(update=built)
 
 

@@ -76,39 +76,40 @@ def _torch_config_bytes(task: Task, cfg, params: dict) -> ConfigBytes:
     def nbytes(values) -> int:
         return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
 
-    peak = [0, 0]  # the forward's intermediates at their peak: in its dtypes, in float64
-
-    def outputs(device: str, model=None, inputs=None) -> int:  # the reference's outputs on `device` (its state
-        with torch.device(device), torch.no_grad():  # and inputs made there unless given)
+    def forward(device: str, model=None, inputs=None) -> tuple[int, int, int]:
+        """(outputs, intermediates, intermediates in float64) in bytes of the reference's forward on `device`
+        (its state and inputs made there unless given)."""
+        with torch.device(device), torch.no_grad():
             model = ns["Model"](*list(ns["get_init_inputs"]())) if model is None else model
             inputs = inputs if inputs is not None else list(ns["get_inputs"]())
             with ForwardPeak() as held:
                 result = model(*inputs)
-            peak[:] = [held.peak_without(result), held.peak_without(result, float64=True)]  # the outputs apart
-        return nbytes(result if isinstance(result, (tuple, list)) else [result])
+        return (nbytes(result if isinstance(result, (tuple, list)) else [result]), held.peak_without(result),
+                held.peak_without(result, float64=True))  # the intermediates with the outputs apart
     ns = load_reference_module(task, params)
     with torch.device("meta"):
         model = ns["Model"](*list(ns["get_init_inputs"]()))
         inputs = list(ns["get_inputs"]())
     param_bytes, in_bytes = nbytes(model.state_dict().values()), nbytes(inputs)
-    outs = None
+    sized = None
     if _without_meta_kernel(model) and in_bytes + param_bytes <= CPU_RUN_BYTES:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # one thread: a recurrent layer's steps are small, and a busy host's cores
         try:  # contended by several threads made its run 20x slower
             with torch.random.fork_rng(devices=[]):  # the caller's random state stays as it was
-                outs = outputs("cpu")
+                sized = forward("cpu")
         except Exception:  # noqa: BLE001 - an operator without a CPU kernel: the meta device below
-            outs = None
+            sized = None
         finally:
             torch.set_num_threads(threads)
-    if outs is None:
+    if sized is None:
         try:
-            outs = outputs("meta", model, inputs)
+            sized = forward("meta", model, inputs)
         except Exception:  # no meta version of some operator: assume outputs as large as the inputs
-            outs, peak[:] = in_bytes, [0, 0]
-    return ConfigBytes(cfg.name, in_bytes, outs, param_bytes, cfg.time, intermediates=peak[0],
-                       intermediates_float64=peak[1])
+            sized = (in_bytes, 0, 0)
+    outs, intermediates, intermediates_float64 = sized
+    return ConfigBytes(cfg.name, in_bytes, outs, param_bytes, cfg.time, intermediates=intermediates,
+                       intermediates_float64=intermediates_float64)
 
 
 def group_footprint(sizes: list[ConfigBytes], timing_memory_bytes: int, flush_bytes: int, max_slots: int = 32,
@@ -168,8 +169,9 @@ class ForwardPeak:
     def peak_without(self, outputs, float64: bool = False) -> int:
         """The peak with the storages of `outputs` (tensors or nests of them, still alive) left out; with
         `float64`, every floating tensor counted at 8 bytes an element (the float64 twin's forward)."""
+        import torch
         from torch.utils._pytree import tree_leaves
-        skip = {self._serials.get(_storage_key(t)) for t in tree_leaves(outputs) if _is_tensor(t)}
+        skip = {self._serials.get(_storage_key(t)) for t in tree_leaves(outputs) if isinstance(t, torch.Tensor)}
         live = peak = 0
         for serial, n, n64 in self._events:
             if serial not in skip:
@@ -180,6 +182,7 @@ class ForwardPeak:
     def __enter__(self):
         import weakref
 
+        import torch
         from torch.overrides import TorchFunctionMode
         from torch.utils._pytree import tree_leaves
         outer = self
@@ -193,9 +196,9 @@ class ForwardPeak:
         class Count(TorchFunctionMode):
             def __torch_function__(self, func, types, args=(), kwargs=None):
                 result = func(*args, **(kwargs or {}))
-                given = {_storage_key(a) for a in tree_leaves((args, kwargs)) if _is_tensor(a)}
+                given = {_storage_key(a) for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)}
                 for t in tree_leaves(result):
-                    if not _is_tensor(t):
+                    if not isinstance(t, torch.Tensor):
                         continue
                     root = t._base if t._is_view() and t._base is not None else t
                     key = _storage_key(root)
@@ -216,11 +219,6 @@ class ForwardPeak:
 
     def __exit__(self, *exc):
         return self._mode.__exit__(*exc)
-
-
-def _is_tensor(x) -> bool:
-    import torch
-    return isinstance(x, torch.Tensor)
 
 
 def _storage_key(t) -> int:
